@@ -1,0 +1,1 @@
+"""deplodock: a hackable ML compiler from PyTorch to CUDA, built on xDSL."""

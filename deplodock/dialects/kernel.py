@@ -1,0 +1,416 @@
+"""The `kernel` dialect: hardware primitives of one CUDA kernel (docs/ir.md section 5).
+
+It is the materialized form of a `tile` schedule: thread and block ids, static shared arrays
+(`memref<..., 3>`), barriers, warp shuffles, per-thread loops and predicated regions. Each op
+maps to one CUDA construct, so the `cuda` printer is a straight walk. The verifiers reject what
+the hardware cannot run: more than 1024 threads, more than 48 KiB of static shared memory,
+and a `__syncthreads()` under thread-divergent control flow. Loops, loads, stores, the kernel
+header and the host ops share their syntax with `loop` and `tile` (`common.py`).
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from xdsl.dialects.builtin import (
+    I64,
+    AnyFloat,
+    BFloat16Type,
+    Float16Type,
+    Float32Type,
+    Float64Type,
+    IndexType,
+    IntegerAttr,
+    IntegerType,
+    MemRefType,
+    i1,
+)
+from xdsl.ir import Attribute, Block, BlockArgument, Dialect, Region, SSAValue
+from xdsl.irdl import (
+    IRDLOperation,
+    VarConstraint,
+    base,
+    irdl_op_definition,
+    lazy_traits_def,
+    operand_def,
+    prop_def,
+    region_def,
+    result_def,
+    traits_def,
+)
+from xdsl.parser import Parser
+from xdsl.printer import Printer
+from xdsl.traits import (
+    HasAncestor,
+    HasParent,
+    MemoryAllocEffect,
+    Pure,
+    RecursiveMemoryEffect,
+    SingleBlockImplicitTerminator,
+    ensure_terminator,
+)
+from xdsl.utils.exceptions import VerifyException
+
+from deplodock.dialects.common import (
+    AllocOpBase,
+    DynamicForOpBase,
+    KernelOpBase,
+    LaunchOpBase,
+    LoadOpBase,
+    ReturnOpBase,
+    StoreOpBase,
+    YieldOpBase,
+)
+
+SHARED_MEMORY_SPACE = 3
+MAX_THREADS_PER_BLOCK = 1024
+WARP_SIZE = 32
+MAX_STATIC_SHARED_BYTES = 48 * 1024
+
+
+def is_shared(memref_type: Attribute) -> bool:
+    """True for a `memref<..., 3>`: a `__shared__` array of the block."""
+    if not isinstance(memref_type, MemRefType):
+        return False
+    space = memref_type.memory_space
+    return isinstance(space, IntegerAttr) and space.value.data == SHARED_MEMORY_SPACE
+
+
+def element_bytes(element_type: Attribute) -> int:
+    """Size of one element in bytes (for the shared-memory budget)."""
+    match element_type:
+        case Float16Type() | BFloat16Type():
+            return 2
+        case Float32Type():
+            return 4
+        case Float64Type() | IndexType():
+            return 8
+        case IntegerType(width=width):
+            return max(1, width.data // 8)
+        case _:
+            raise VerifyException(f"kernel: no byte size known for element type {element_type}")
+
+
+def shared_bytes(memref_type: MemRefType) -> int:
+    """Bytes of one static shared array."""
+    count = 1
+    for dim in memref_type.get_shape():
+        count *= dim
+    return count * element_bytes(memref_type.element_type)
+
+
+# --------------------------------------------------------------------------------------------
+# The kernel function
+
+
+@irdl_op_definition
+class ReturnOp(ReturnOpBase):
+    """`kernel.return`: end of a kernel body (kernels write their output buffers)."""
+
+    name = "kernel.return"
+    traits = lazy_traits_def(lambda: (HasParent(FuncOp),))
+
+
+@irdl_op_definition
+class FuncOp(KernelOpBase):
+    """`kernel.func @k(%a: memref<...>, ...) grid G block T { ... }`: one `__global__`.
+
+    The launch configuration is part of the kernel (1-D grid of `G` blocks of `T` threads), so
+    the verifier can check the hardware limits and the interpreter knows how many lanes to run.
+    """
+
+    name = "kernel.func"
+
+    grid = prop_def(IntegerAttr[I64])
+    block = prop_def(IntegerAttr[I64])
+
+    traits = lazy_traits_def(lambda: (SingleBlockImplicitTerminator(ReturnOp),))
+
+    @staticmethod
+    def launch_config(grid: int, block: int) -> dict[str, Attribute]:
+        """The properties to pass as `FuncOp(name, arg_types, body, properties=...)`."""
+        return {"grid": IntegerAttr(grid, 64), "block": IntegerAttr(block, 64)}
+
+    @property
+    def grid_size(self) -> int:
+        return self.grid.value.data
+
+    @property
+    def block_size(self) -> int:
+        return self.block.value.data
+
+    def shared_allocs(self) -> list[SharedAllocOp]:
+        return [op for op in self.walk() if isinstance(op, SharedAllocOp)]
+
+    def verify_(self) -> None:
+        super().verify_()
+        where = f"kernel.func @{self.sym_name.data}"
+        threads = self.block_size
+        if threads <= 0 or threads > MAX_THREADS_PER_BLOCK or threads % WARP_SIZE:
+            raise VerifyException(
+                f"{where}: block of {threads} threads must be a positive multiple of "
+                f"{WARP_SIZE} and at most {MAX_THREADS_PER_BLOCK}"
+            )
+        if self.grid_size <= 0:
+            raise VerifyException(f"{where}: grid must be positive, got {self.grid_size}")
+        total = sum(shared_bytes(op.result.type) for op in self.shared_allocs())
+        if total > MAX_STATIC_SHARED_BYTES:
+            raise VerifyException(
+                f"{where}: {total} bytes of shared memory exceed the "
+                f"{MAX_STATIC_SHARED_BYTES}-byte static limit"
+            )
+        for arg in self.body.block.args:
+            if is_shared(arg.type):
+                raise VerifyException(f"{where}: arguments must be global memrefs, got {arg.type}")
+
+    def print_header_extra(self, printer: Printer) -> None:
+        printer.print_string(f" grid {self.grid_size} block {self.block_size}")
+
+    @classmethod
+    def parse_header_extra(cls, parser: Parser) -> dict[str, Attribute]:
+        parser.parse_keyword("grid")
+        grid = parser.parse_integer(allow_boolean=False, allow_negative=False)
+        parser.parse_keyword("block")
+        block = parser.parse_integer(allow_boolean=False, allow_negative=False)
+        return cls.launch_config(grid, block)
+
+
+# --------------------------------------------------------------------------------------------
+# Thread geometry, shared memory, synchronization
+
+
+@irdl_op_definition
+class ThreadIdOp(IRDLOperation):
+    """`threadIdx.x`: differs per lane, so anything computed from it is thread-dependent."""
+
+    name = "kernel.thread_id"
+    result = result_def(IndexType)
+    assembly_format = "attr-dict `:` type($result)"
+    traits = traits_def(Pure(), HasAncestor(FuncOp))
+
+    def __init__(self):
+        super().__init__(result_types=[IndexType()])
+
+
+@irdl_op_definition
+class BlockIdOp(IRDLOperation):
+    """`blockIdx.x`: uniform across the threads of a block."""
+
+    name = "kernel.block_id"
+    result = result_def(IndexType)
+    assembly_format = "attr-dict `:` type($result)"
+    traits = traits_def(Pure(), HasAncestor(FuncOp))
+
+    def __init__(self):
+        super().__init__(result_types=[IndexType()])
+
+
+@irdl_op_definition
+class SharedAllocOp(IRDLOperation):
+    """A static `__shared__` array of the block; its name is the SSA name hint."""
+
+    name = "kernel.shared_alloc"
+    result = result_def(MemRefType)
+    assembly_format = "attr-dict `:` type($result)"
+    traits = traits_def(MemoryAllocEffect(), HasAncestor(FuncOp))
+
+    def __init__(self, memref_type: MemRefType, name_hint: str | None = None):
+        super().__init__(result_types=[memref_type])
+        if name_hint is not None:
+            self.result.name_hint = name_hint
+
+    def verify_(self) -> None:
+        if not is_shared(self.result.type):
+            raise VerifyException(
+                f"kernel.shared_alloc: result must be in memory space {SHARED_MEMORY_SPACE} "
+                f"(shared), got {self.result.type}"
+            )
+
+
+def depends_on_thread_id(value: SSAValue, seen: set[SSAValue] | None = None) -> bool:
+    """Whether `value` may differ between the threads of a block (walks the def chain).
+
+    A `kernel.for` induction variable depends on the thread id when its lower bound does; an
+    iter_arg when its initial value does. Kernel arguments and block ids are uniform.
+    """
+    seen = set() if seen is None else seen
+    if value in seen:
+        return False
+    seen.add(value)
+    if isinstance(value, BlockArgument):
+        owner = value.block.parent_op()
+        if not isinstance(owner, ForOp):
+            return False
+        if value.index == 0:
+            return depends_on_thread_id(owner.lb, seen)
+        return depends_on_thread_id(owner.inits[value.index - 1], seen)
+    op = value.owner
+    if isinstance(op, ThreadIdOp):
+        return True
+    return any(depends_on_thread_id(operand, seen) for operand in op.operands)
+
+
+@irdl_op_definition
+class BarrierOp(IRDLOperation):
+    """`__syncthreads()`. Every thread of the block must reach it, hence the verifier."""
+
+    name = "kernel.barrier"
+    assembly_format = "attr-dict"
+    traits = traits_def(HasAncestor(FuncOp))
+
+    def verify_(self) -> None:
+        parent = self.parent_op()
+        while parent is not None and not isinstance(parent, FuncOp):
+            if isinstance(parent, IfOp):
+                raise VerifyException(
+                    "kernel.barrier: must not be nested in a kernel.if (divergent control flow)"
+                )
+            if isinstance(parent, ForOp) and depends_on_thread_id(parent.lb):
+                raise VerifyException(
+                    "kernel.barrier: must not be nested in a kernel.for whose bounds depend on "
+                    "kernel.thread_id (divergent control flow)"
+                )
+            parent = parent.parent_op()
+
+
+@irdl_op_definition
+class ShflXorOp(IRDLOperation):
+    """`__shfl_xor_sync(0xffffffff, v, MASK)`: lane `l` gets the value of lane `l ^ MASK`."""
+
+    name = "kernel.shfl_xor"
+    T: ClassVar = VarConstraint("T", base(AnyFloat) | base(IntegerType) | base(IndexType))
+    value = operand_def(T)
+    mask = prop_def(IntegerAttr[I64])
+    result = result_def(T)
+    assembly_format = "$value `,` $mask attr-dict `:` type($result)"
+    traits = traits_def(HasAncestor(FuncOp))
+
+    def __init__(self, value: SSAValue, mask: int):
+        super().__init__(
+            operands=[value], properties={"mask": IntegerAttr(mask, 64)}, result_types=[value.type]
+        )
+
+    def verify_(self) -> None:
+        mask = self.mask.value.data
+        if not 0 <= mask < WARP_SIZE:
+            raise VerifyException(
+                f"kernel.shfl_xor: mask {mask} must be in [0, {WARP_SIZE}) (within a warp)"
+            )
+
+
+# --------------------------------------------------------------------------------------------
+# Per-thread control flow
+
+
+@irdl_op_definition
+class YieldOp(YieldOpBase):
+    """`kernel.yield %a : f32`: next iter_args of a `kernel.for`; empty (elided) in `kernel.if`."""
+
+    name = "kernel.yield"
+    traits = lazy_traits_def(lambda: (HasParent(ForOp, IfOp),))
+
+
+@irdl_op_definition
+class ForOp(DynamicForOpBase):
+    """`kernel.for %iv = %lb to UB [step S] [iter_args(...)] { ... }`: a per-thread loop.
+
+    The start is dynamic (the thread id for a cooperative strided loop, `b * T + t` for a
+    grid-stride loop, a constant for a serial loop); the bound and the step are static.
+    """
+
+    name = "kernel.for"
+    traits = lazy_traits_def(lambda: (SingleBlockImplicitTerminator(YieldOp),))
+
+
+@irdl_op_definition
+class IfOp(IRDLOperation):
+    """`kernel.if %cond { ... }`: the body runs on the threads where `%cond` holds."""
+
+    name = "kernel.if"
+
+    cond = operand_def(i1)
+    body = region_def("single_block")
+
+    traits = traits_def(SingleBlockImplicitTerminator(YieldOp), RecursiveMemoryEffect())
+
+    def __init__(self, cond: SSAValue, body: Region | None = None):
+        super().__init__(operands=[cond], regions=[Region(Block()) if body is None else body])
+        ensure_terminator(self, SingleBlockImplicitTerminator(YieldOp))
+
+    def verify_(self) -> None:
+        last = self.body.block.last_op
+        if isinstance(last, YieldOp) and last.arguments:
+            raise VerifyException("kernel.if: has no results, so its kernel.yield takes none")
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(" ")
+        printer.print_ssa_value(self.cond)
+        printer.print_string(" ")
+        printer.print_region(self.body, print_entry_block_args=False, print_block_terminators=False)
+        printer.print_op_attributes(self.attributes)
+
+    @classmethod
+    def parse(cls, parser: Parser) -> IfOp:
+        cond = parser.parse_operand()
+        body = parser.parse_region()
+        op = cls(cond, body)
+        op.attributes |= parser.parse_optional_attr_dict()
+        return op
+
+
+# --------------------------------------------------------------------------------------------
+# Memory (global or shared) and host ops
+
+
+@irdl_op_definition
+class LoadOp(LoadOpBase):
+    """`%v = kernel.load %buf[%i, ...] : memref<...>` (global, or shared: `memref<..., 3>`)."""
+
+    name = "kernel.load"
+
+
+@irdl_op_definition
+class StoreOp(StoreOpBase):
+    """`kernel.store %v, %buf[%i, ...] : memref<...>` (global, or shared: `memref<..., 3>`)."""
+
+    name = "kernel.store"
+
+
+@irdl_op_definition
+class AllocOp(AllocOpBase):
+    """`%b = kernel.alloc : memref<...>`: a global buffer allocated by the host."""
+
+    name = "kernel.alloc"
+
+    def verify_(self) -> None:
+        if is_shared(self.res.type):
+            raise VerifyException("kernel.alloc: allocates global memory, not shared")
+
+
+@irdl_op_definition
+class LaunchOp(LaunchOpBase):
+    """`kernel.launch @k(%a, ...) : (types) -> ()`: runs `kernel.func @k` on the buffers."""
+
+    name = "kernel.launch"
+
+
+Kernel = Dialect(
+    "kernel",
+    [
+        FuncOp,
+        ReturnOp,
+        ThreadIdOp,
+        BlockIdOp,
+        SharedAllocOp,
+        BarrierOp,
+        ShflXorOp,
+        ForOp,
+        YieldOp,
+        IfOp,
+        LoadOp,
+        StoreOp,
+        AllocOp,
+        LaunchOp,
+    ],
+    [],
+)

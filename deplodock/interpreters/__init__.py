@@ -1,0 +1,83 @@
+"""CPU semantics of every level: run `@forward` of a module at any stage on numpy arrays.
+
+Each dialect has its interpreter functions in a module of this package; `make_interpreter`
+registers all of them, plus xDSL's `func` implementation and our numpy `arith`/`math`, into
+one xDSL `Interpreter`. The same call then runs a program whatever its level, which is what
+lets the tests compare every stage of a lowering with PyTorch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from importlib import import_module
+
+import numpy as np
+from xdsl.dialects.builtin import MemRefType, ModuleOp, TensorType
+from xdsl.dialects.func import FuncOp
+from xdsl.interpreter import Interpreter, InterpreterFunctions
+from xdsl.interpreters.func import FuncFunctions
+
+from deplodock.interpreters.arith import ArithMathFunctions
+from deplodock.interpreters.values import numpy_dtype
+
+#: (module, class) of each dialect's interpreter functions, lowest level last.
+DIALECT_FUNCTIONS: tuple[tuple[str, str], ...] = (
+    ("deplodock.interpreters.torch", "TorchFunctions"),
+    ("deplodock.interpreters.tensor", "TensorFunctions"),
+    ("deplodock.interpreters.loop", "LoopFunctions"),
+    ("deplodock.interpreters.tile", "TileFunctions"),
+    ("deplodock.interpreters.kernel", "KernelFunctions"),
+    ("deplodock.interpreters.cuda", "CudaFunctions"),
+)
+
+
+def _dialect_functions() -> list[InterpreterFunctions]:
+    functions: list[InterpreterFunctions] = []
+    for module_name, class_name in DIALECT_FUNCTIONS:
+        functions_class = getattr(import_module(module_name), class_name)
+        functions.append(functions_class())
+    return functions
+
+
+def make_interpreter(module: ModuleOp) -> Interpreter:
+    """An interpreter for `module` that knows every deplodock dialect."""
+    interpreter = Interpreter(module)
+    interpreter.register_implementations(FuncFunctions())
+    interpreter.register_implementations(ArithMathFunctions())
+    for functions in _dialect_functions():
+        interpreter.register_implementations(functions)
+    return interpreter
+
+
+def forward_function(module: ModuleOp, name: str = "forward") -> FuncOp:
+    for op in module.ops:
+        if isinstance(op, FuncOp) and op.sym_name.data == name:
+            return op
+    raise ValueError(f"module has no func.func @{name}")
+
+
+def _as_argument(value: np.ndarray, arg_type: object, position: int) -> np.ndarray:
+    """Checks shape and dtype of one input and copies it, so the caller's array stays intact."""
+    if not isinstance(arg_type, MemRefType | TensorType):
+        raise TypeError(f"@forward argument #{position} has unsupported type {arg_type}")
+    shape = tuple(arg_type.get_shape())
+    array = np.asarray(value)
+    if array.shape != shape:
+        raise ValueError(f"@forward argument #{position}: expected shape {shape}, got {array.shape}")
+    return np.array(array, dtype=numpy_dtype(arg_type.element_type), copy=True)
+
+
+def run_module(
+    module: ModuleOp, inputs: Sequence[np.ndarray], function: str = "forward"
+) -> list[np.ndarray]:
+    """Runs `@function` of `module` on `inputs` (in argument order) and returns its results."""
+    func = forward_function(module, function)
+    arg_types = func.function_type.inputs.data
+    if len(inputs) != len(arg_types):
+        raise ValueError(f"@{function} takes {len(arg_types)} arguments, got {len(inputs)}")
+    args = tuple(
+        _as_argument(value, arg_type, i)
+        for i, (value, arg_type) in enumerate(zip(inputs, arg_types, strict=True))
+    )
+    results = make_interpreter(module).call_op(function, args)
+    return [np.asarray(result) for result in results]

@@ -1,0 +1,143 @@
+"""Shared memory with a race detector, for the lock-step `kernel` interpreter.
+
+The interpreter runs all threads of a block in lock-step, so a missing `__syncthreads()`
+would go unnoticed: every store lands before the next load whatever the order. To catch it,
+each element of a `__shared__` array remembers which thread last wrote it, and in which
+barrier epoch (the number of `kernel.barrier`s the block has passed). Accesses of different
+threads to one element in the same epoch are unordered on a GPU, so:
+
+- a read of an element written by another thread in the current epoch (read after write),
+- a write of an element another thread wrote (write after write) or read (write after read)
+  in the current epoch
+
+raise `RaceError`, naming the buffer, the threads, the element and the op.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+from xdsl.utils.exceptions import InterpretationError
+
+NO_THREAD = -1
+MANY_THREADS = -2
+
+
+class RaceError(InterpretationError):
+    """Two threads of a block touch one shared element with no barrier between them."""
+
+
+class SharedBuffer:
+    """A `__shared__` array of one block plus per-element writer and reader records.
+
+    `store` and `load` take the accesses of the active lanes of one op: `indices` is one
+    integer array per dimension (one entry per active lane), `lanes` the thread ids of those
+    lanes, `epoch` the current barrier epoch.
+    """
+
+    def __init__(self, name: str, data: np.ndarray):
+        self.name = name
+        self.data = data
+        self.writer_thread = np.full(data.shape, NO_THREAD, dtype=np.int64)
+        self.writer_epoch = np.full(data.shape, -1, dtype=np.int64)
+        self.reader_thread = np.full(data.shape, NO_THREAD, dtype=np.int64)
+        self.reader_epoch = np.full(data.shape, -1, dtype=np.int64)
+
+    # -- helpers ---------------------------------------------------------------------------
+
+    def _flat(self, indices: Sequence[np.ndarray], count: int, op_name: str) -> np.ndarray:
+        """Row-major element numbers of the accessed elements (bounds-checked)."""
+        if len(indices) != self.data.ndim:
+            raise InterpretationError(
+                f"{op_name}: {len(indices)} indices for the rank-{self.data.ndim} shared "
+                f"buffer {self.name}"
+            )
+        columns = [np.broadcast_to(np.asarray(i, dtype=np.int64), (count,)) for i in indices]
+        for dim, (column, size) in enumerate(zip(columns, self.data.shape, strict=True)):
+            if ((column < 0) | (column >= size)).any():
+                bad = int(column[(column < 0) | (column >= size)][0])
+                raise InterpretationError(
+                    f"{op_name}: index {bad} out of bounds for dimension {dim} (size {size}) "
+                    f"of shared buffer {self.name}"
+                )
+        if self.data.ndim == 0:
+            return np.zeros(count, dtype=np.int64)
+        return np.ravel_multi_index(tuple(columns), self.data.shape).astype(np.int64)
+
+    def _check(
+        self,
+        racy: np.ndarray,
+        lanes: np.ndarray,
+        flat: np.ndarray,
+        others: np.ndarray,
+        access: str,
+        op_name: str,
+    ) -> None:
+        """Raises `RaceError` for the first racy lane: `access` is e.g. "reads ... written"."""
+        if not racy.any():
+            return
+        i = int(np.argmax(racy))
+        verb, what = access.split(" ... ")
+        other = int(others[i])
+        who = "several threads" if other == MANY_THREADS else f"thread {other}"
+        element = [int(k) for k in np.unravel_index(int(flat[i]), self.data.shape)]
+        raise RaceError(
+            f"race on shared buffer {self.name}: thread {int(lanes[i])} {verb} element "
+            f"{element} {what} by {who} in the same barrier epoch ({op_name})"
+        )
+
+    # -- accesses --------------------------------------------------------------------------
+
+    def load(
+        self, indices: Sequence[np.ndarray], lanes: np.ndarray, epoch: int, op_name: str
+    ) -> np.ndarray:
+        """The values at `indices` for each lane; raises `RaceError` on a read after write."""
+        lanes = np.asarray(lanes, dtype=np.int64)
+        flat = self._flat(indices, lanes.size, op_name)
+        writer = self.writer_thread.flat[flat]
+        racy = (self.writer_epoch.flat[flat] == epoch) & (writer != lanes) & (writer >= 0)
+        self._check(racy, lanes, flat, writer, "reads ... written", op_name)
+        self._record_readers(flat, lanes, epoch)
+        return self.data.flat[flat]
+
+    def _record_readers(self, flat: np.ndarray, lanes: np.ndarray, epoch: int) -> None:
+        """Remember who read each element in this epoch (one thread, or `MANY_THREADS`)."""
+        if flat.size == 0:
+            return
+        elements, first, counts = np.unique(flat, return_index=True, return_counts=True)
+        readers = np.where(counts > 1, MANY_THREADS, lanes[first])
+        previous = self.reader_thread.flat[elements]
+        seen_now = self.reader_epoch.flat[elements] == epoch
+        readers = np.where(seen_now & (previous != readers), MANY_THREADS, readers)
+        self.reader_thread.flat[elements] = readers
+        self.reader_epoch.flat[elements] = epoch
+
+    def store(
+        self,
+        indices: Sequence[np.ndarray],
+        values: np.ndarray,
+        lanes: np.ndarray,
+        epoch: int,
+        op_name: str = "kernel.store",
+    ) -> None:
+        """Writes `values` at `indices`; raises `RaceError` on a write after write or read."""
+        lanes = np.asarray(lanes, dtype=np.int64)
+        flat = self._flat(indices, lanes.size, op_name)
+        if flat.size == 0:
+            return
+        order = np.argsort(flat, kind="stable")
+        twice = np.zeros(lanes.size, dtype=bool)
+        twice[order[1:]] = flat[order[1:]] == flat[order[:-1]]
+        first_writer = np.empty_like(lanes)
+        first_writer[order[1:]] = lanes[order[:-1]]
+        self._check(twice, lanes, flat, first_writer, "writes ... also written", op_name)
+        writer = self.writer_thread.flat[flat]
+        racy = (self.writer_epoch.flat[flat] == epoch) & (writer != lanes) & (writer >= 0)
+        self._check(racy, lanes, flat, writer, "writes ... written", op_name)
+        reader = self.reader_thread.flat[flat]
+        racy = (self.reader_epoch.flat[flat] == epoch) & (reader != lanes) & (reader != NO_THREAD)
+        self._check(racy, lanes, flat, reader, "writes ... read", op_name)
+        self.data.flat[flat] = np.broadcast_to(values, (lanes.size,))
+        self.writer_thread.flat[flat] = lanes
+        self.writer_epoch.flat[flat] = epoch

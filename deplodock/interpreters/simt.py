@@ -1,0 +1,265 @@
+"""Lock-step SIMT machinery shared by the `tile` and `kernel` interpreters.
+
+The threads of one block run together: a per-thread value is a numpy array of shape `(T,)`
+(lane `i` = thread `i`), a uniform value may stay a scalar and broadcasts. Divergent control
+flow (a per-thread loop bound, `kernel.if`) runs under an *active-lane mask*: every op still
+computes on all lanes, but only active lanes may touch memory or update loop-carried values.
+
+`LockstepState` is that per-block state; the interpreters keep one per running block:
+
+```python
+state = LockstepState(num_threads=256, block_id=b)
+with state.masked(t < n):                 # push_mask / pop_mask
+    v = state.gather(buf, (i, j), name="x", op=op)         # inactive lanes read a safe index
+    state.scatter(out, (i, j), v * 2, name="y", op=op)     # inactive lanes write nothing
+results = state.run_loop(lb, ub, step, inits, body)         # a per-lane `for` with iter_args
+total = state.combine("add", partial)                       # all-reduce over active lanes
+```
+
+Memory checks: an out-of-bounds index in an active lane, and two active lanes writing
+different values to one element in the same store, raise `InterpretationError` naming the
+buffer and the op. Every access is also reported to `state.access_listeners`, the hook the
+kernel interpreter uses to track shared-memory races per barrier epoch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from xdsl.ir import Operation
+from xdsl.utils.exceptions import InterpretationError
+
+#: The body of a per-lane loop: (induction variable lanes, carried values) -> next values.
+LoopBody = Callable[[np.ndarray, tuple[Any, ...]], Sequence[Any]]
+
+
+@dataclass(frozen=True)
+class Access:
+    """One masked load or store, as seen by an access listener."""
+
+    buffer: np.ndarray
+    name: str
+    op: Operation | None
+    is_write: bool
+    lanes: np.ndarray
+    """Thread ids of the active lanes that made the access."""
+    flat_indices: np.ndarray
+    """Row-major element offsets accessed by those lanes (same length as `lanes`)."""
+
+
+AccessListener = Callable[["LockstepState", Access], None]
+
+
+def describe(name: str, op: Operation | None) -> str:
+    """`buffer %x in tile.load` for error messages."""
+    where = f" in {op.name}" if op is not None else ""
+    return f"buffer {name}{where}"
+
+
+@dataclass
+class LockstepState:
+    """The threads of one block, run in lock-step.
+
+    `num_threads` lanes, `thread_ids = arange(num_threads)`, and a stack of active-lane
+    masks whose top (`current_mask`) is the conjunction of all pushed masks.
+    """
+
+    num_threads: int
+    block_id: int = 0
+    access_listeners: list[AccessListener] = field(default_factory=list)
+    thread_ids: np.ndarray = field(init=False)
+    _masks: list[np.ndarray] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.thread_ids = np.arange(self.num_threads, dtype=np.int64)
+        self._masks = [np.ones(self.num_threads, dtype=bool)]
+
+    # -- masks ------------------------------------------------------------------------------
+
+    @property
+    def current_mask(self) -> np.ndarray:
+        return self._masks[-1]
+
+    def push_mask(self, mask: Any) -> None:
+        """Narrows the active lanes to `mask` (and-ed with the current mask)."""
+        self._masks.append(self.current_mask & self.lanes(mask).astype(bool))
+
+    def pop_mask(self) -> None:
+        if len(self._masks) == 1:
+            raise InterpretationError("pop_mask: no mask was pushed")
+        self._masks.pop()
+
+    @contextmanager
+    def masked(self, mask: Any) -> Iterator[np.ndarray]:
+        """`with state.masked(m):` runs its body with the active lanes narrowed to `m`."""
+        self.push_mask(mask)
+        try:
+            yield self.current_mask
+        finally:
+            self.pop_mask()
+
+    def any_active(self) -> bool:
+        return bool(self.current_mask.any())
+
+    # -- values -----------------------------------------------------------------------------
+
+    def lanes(self, value: Any) -> np.ndarray:
+        """`value` as a `(T,)` array (a uniform scalar is broadcast to every lane)."""
+        array = np.asarray(value)
+        if array.shape == (self.num_threads,):
+            return array
+        return np.broadcast_to(array, (self.num_threads,)).copy()
+
+    def select(self, new: Any, old: Any) -> np.ndarray:
+        """`new` on the active lanes, `old` elsewhere (how masked updates merge)."""
+        new_lanes, old_lanes = self.lanes(new), self.lanes(old)
+        return np.where(self.current_mask, new_lanes, old_lanes).astype(
+            np.result_type(new_lanes, old_lanes), copy=False
+        )
+
+    # -- memory -----------------------------------------------------------------------------
+
+    def _flat_indices(
+        self, buf: np.ndarray, indices: Sequence[Any], name: str, op: Operation | None
+    ) -> np.ndarray:
+        """Row-major offsets per lane; inactive lanes get 0, active ones are bounds-checked."""
+        if len(indices) != buf.ndim:
+            raise InterpretationError(
+                f"{describe(name, op)}: {len(indices)} indices for a rank-{buf.ndim} buffer"
+            )
+        mask = self.current_mask
+        lanes = [self.lanes(i).astype(np.int64) for i in indices]
+        for dim, (index, size) in enumerate(zip(lanes, buf.shape, strict=True)):
+            bad = mask & ((index < 0) | (index >= size))
+            if bad.any():
+                lane = int(np.argmax(bad))
+                raise InterpretationError(
+                    f"{describe(name, op)}: index {int(index[lane])} out of bounds for "
+                    f"dimension {dim} of size {size} (thread {lane}, block {self.block_id})"
+                )
+        if not lanes:
+            return np.zeros(self.num_threads, dtype=np.int64)
+        flat = np.ravel_multi_index(tuple(np.where(mask, index, 0) for index in lanes), buf.shape)
+        return np.asarray(flat, dtype=np.int64)
+
+    def _notify(
+        self,
+        buf: np.ndarray,
+        flat: np.ndarray,
+        name: str,
+        op: Operation | None,
+        is_write: bool,
+    ) -> None:
+        if not self.access_listeners:
+            return
+        mask = self.current_mask
+        access = Access(buf, name, op, is_write, self.thread_ids[mask], flat[mask])
+        for listener in self.access_listeners:
+            listener(self, access)
+
+    def gather(
+        self,
+        buf: np.ndarray,
+        indices: Sequence[Any],
+        *,
+        name: str = "?",
+        op: Operation | None = None,
+    ) -> np.ndarray:
+        """Each lane reads `buf[indices[lane]]`; inactive lanes read element 0 (harmless)."""
+        flat = self._flat_indices(buf, indices, name, op)
+        self._notify(buf, flat, name, op, is_write=False)
+        return buf.reshape(-1)[flat]
+
+    def scatter(
+        self,
+        buf: np.ndarray,
+        indices: Sequence[Any],
+        values: Any,
+        *,
+        name: str = "?",
+        op: Operation | None = None,
+    ) -> None:
+        """Each active lane writes `values[lane]` to `buf[indices[lane]]`, in place.
+
+        Several active lanes may write the same element only with the same value (the
+        uniform store every thread of a row executes); different values are a race.
+        """
+        flat = self._flat_indices(buf, indices, name, op)
+        mask = self.current_mask
+        if not mask.any():
+            return
+        targets = flat[mask]
+        data = self.lanes(values)[mask].astype(buf.dtype, copy=False)
+        self._check_conflicts(targets, data, name, op)
+        self._notify(buf, flat, name, op, is_write=True)
+        buf.reshape(-1)[targets] = data
+
+    def _check_conflicts(
+        self, targets: np.ndarray, data: np.ndarray, name: str, op: Operation | None
+    ) -> None:
+        order = np.argsort(targets, kind="stable")
+        sorted_targets, sorted_data = targets[order], data[order]
+        same = sorted_targets[1:] == sorted_targets[:-1]
+        if not same.any():
+            return
+        a, b = sorted_data[:-1][same], sorted_data[1:][same]
+        equal = a == b
+        if a.dtype.kind == "f":
+            equal |= np.isnan(a) & np.isnan(b)
+        differ = ~equal
+        if differ.any():
+            k = int(np.flatnonzero(same)[np.argmax(differ)])
+            lanes = self.thread_ids[self.current_mask][order]
+            raise InterpretationError(
+                f"{describe(name, op)}: threads {int(lanes[k])} and {int(lanes[k + 1])} write "
+                f"different values to element {int(sorted_targets[k])} (block {self.block_id})"
+            )
+
+    # -- control flow -----------------------------------------------------------------------
+
+    def run_loop(
+        self, lb: Any, ub: int, step: int, inits: Sequence[Any], body: LoopBody
+    ) -> tuple[Any, ...]:
+        """A per-lane `for iv = lb; iv < ub; iv += step` with loop-carried values.
+
+        Each lane starts at its own `lb`. One sweep runs `body` on every lane, with the mask
+        narrowed to the lanes still iterating; their carried values are updated, the others
+        keep theirs. The loop ends when no active lane has iterations left. Returns the
+        final carried values (per lane).
+        """
+        iv = self.lanes(lb).astype(np.int64)
+        carried = tuple(self.lanes(v) for v in inits) if inits else ()
+        running = iv < ub
+        while (self.current_mask & running).any():
+            with self.masked(running):
+                nxt = tuple(body(iv, carried))
+                if len(nxt) != len(carried):
+                    raise InterpretationError(
+                        f"per-lane loop body returned {len(nxt)} values for {len(carried)}"
+                    )
+                carried = tuple(self.select(n, c) for n, c in zip(nxt, carried, strict=True))
+            iv = np.where(running, iv + step, iv)
+            running = iv < ub
+        return carried
+
+    def combine(self, kind: str, values: Any) -> np.ndarray:
+        """All-reduce of `values` over the active lanes; every lane gets the result."""
+        data = self.lanes(values)[self.current_mask]
+        if data.size == 0:
+            raise InterpretationError("combine: no active thread")
+        match str(kind):
+            case "add":
+                result = np.add.reduce(data, dtype=data.dtype)
+            case "mul":
+                result = np.multiply.reduce(data, dtype=data.dtype)
+            case "max":
+                result = np.max(data)
+            case "min":
+                result = np.min(data)
+            case _:
+                raise InterpretationError(f"combine: unknown kind {kind}")
+        return np.full(self.num_threads, result, dtype=data.dtype)

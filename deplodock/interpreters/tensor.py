@@ -1,0 +1,89 @@
+"""CPU semantics of the `tensor` dialect on whole numpy arrays.
+
+`tensor.elementwise` runs its scalar body once, with the input arrays as the block
+arguments: the `arith`/`math` implementations are numpy-vectorised, so one pass over the
+body computes every element. `tensor.reduce` is a numpy reduction with `keepdims`, and
+`tensor.index_map` evaluates its affine maps over the output coordinate grid and gathers.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from xdsl.dialects.builtin import BFloat16Type, Float16Type, TensorType
+from xdsl.interpreter import (
+    Interpreter,
+    InterpreterFunctions,
+    PythonValues,
+    ReturnedValues,
+    TerminatorValue,
+    impl,
+    impl_terminator,
+    register_impls,
+)
+
+from deplodock.dialects.tensor import ElementwiseOp, IndexMapOp, ReduceKind, ReduceOp, YieldOp
+from deplodock.interpreters.affine import eval_affine_map
+from deplodock.interpreters.values import numpy_dtype, round_to_type
+
+_REDUCERS = {
+    ReduceKind.ADD: np.sum,
+    ReduceKind.MUL: np.prod,
+    ReduceKind.MAX: np.max,
+    ReduceKind.MIN: np.min,
+}
+
+
+def as_tensor(value: Any, tensor_type: TensorType) -> np.ndarray:
+    """`value` broadcast to the tensor's shape, as a fresh array of its element type."""
+    shape = tuple(tensor_type.get_shape())
+    elt = tensor_type.get_element_type()
+    array = np.asarray(round_to_type(value, elt))
+    return np.array(np.broadcast_to(array, shape), dtype=numpy_dtype(elt), copy=True)
+
+
+@register_impls
+class TensorFunctions(InterpreterFunctions):
+    """Interpreter implementations of `tensor.elementwise`, `tensor.reduce`, `tensor.index_map`."""
+
+    @impl(ElementwiseOp)
+    def run_elementwise(
+        self, interpreter: Interpreter, op: ElementwiseOp, args: PythonValues
+    ) -> PythonValues:
+        results = interpreter.run_ssacfg_region(op.body, args, "tensor.elementwise")
+        return (as_tensor(results[0], op.result.type),)
+
+    @impl_terminator(YieldOp)
+    def run_yield(
+        self, interpreter: Interpreter, op: YieldOp, args: PythonValues
+    ) -> tuple[TerminatorValue, PythonValues]:
+        return ReturnedValues(args), ()
+
+    @impl(ReduceOp)
+    def run_reduce(
+        self, interpreter: Interpreter, op: ReduceOp, args: PythonValues
+    ) -> PythonValues:
+        (array,) = args
+        array = np.asarray(array)
+        elt = op.result.type.get_element_type()
+        if isinstance(elt, Float16Type | BFloat16Type):
+            array = array.astype(np.float32)  # accumulate narrow floats in f32, as kernels do
+        dims = op.reduce_dims
+        out = _REDUCERS[op.reduce_kind](array, axis=dims, keepdims=True) if dims else array
+        return (as_tensor(out, op.result.type),)
+
+    @impl(IndexMapOp)
+    def run_index_map(
+        self, interpreter: Interpreter, op: IndexMapOp, args: PythonValues
+    ) -> PythonValues:
+        result_type = op.result.type
+        out = np.empty(tuple(result_type.get_shape()), dtype=numpy_dtype(result_type.element_type))
+        for array, amap, box in zip(args, op.affine_maps, op.input_regions(), strict=True):
+            # open grids: coordinate k varies along axis k only, and broadcasts
+            grid = np.ogrid[tuple(slice(lo, hi + 1) for lo, hi in box)] if box else []
+            coords = eval_affine_map(amap, list(grid))
+            region = tuple(slice(lo, hi + 1) for lo, hi in box)
+            gathered = np.asarray(array)[tuple(np.asarray(c) for c in coords)]
+            out[region] = np.broadcast_to(gathered, out[region].shape)
+        return (out,)

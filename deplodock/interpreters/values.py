@@ -1,0 +1,67 @@
+"""How IR types map to the numpy values the interpreters compute with.
+
+Every level's interpreter agrees on one representation: a tensor or a buffer is a numpy array
+of the element type's dtype, an `index` is a Python int or an int64 array, an `i1` is a bool.
+bf16 has no numpy dtype; it is carried as float32 rounded to bf16 after every op.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from xdsl.dialects.builtin import (
+    BFloat16Type,
+    Float16Type,
+    Float32Type,
+    Float64Type,
+    IndexType,
+    IntegerType,
+    MemRefType,
+    TensorType,
+)
+from xdsl.ir import Attribute
+
+
+def numpy_dtype(element_type: Attribute) -> np.dtype:
+    """The numpy dtype that holds values of `element_type`."""
+    match element_type:
+        case Float32Type() | BFloat16Type():
+            return np.dtype(np.float32)
+        case Float16Type():
+            return np.dtype(np.float16)
+        case Float64Type():
+            return np.dtype(np.float64)
+        case IndexType():
+            return np.dtype(np.int64)
+        case IntegerType(width=width) if width.data == 1:
+            return np.dtype(np.bool_)
+        case IntegerType(width=width):
+            return np.dtype(f"int{max(8, width.data)}")
+        case _:
+            raise ValueError(f"no numpy dtype for element type {element_type}")
+
+
+def round_to_type(value: object, element_type: Attribute) -> object:
+    """Casts a computed value to what `element_type` can hold (bf16 included)."""
+    dtype = numpy_dtype(element_type)
+    array = np.asarray(value)
+    if array.dtype != dtype:
+        array = array.astype(dtype)
+    if isinstance(element_type, BFloat16Type):
+        array = torch.from_numpy(np.ascontiguousarray(array)).to(torch.bfloat16).float().numpy()
+    return array if array.ndim else array[()]
+
+
+def empty_buffer(shaped_type: MemRefType | TensorType) -> np.ndarray:
+    """A fresh buffer for `shaped_type`, poisoned so that an unwritten element shows.
+
+    Floats start as NaN and integers as their minimum, so a kernel that forgets to write an
+    element fails the comparison with PyTorch instead of passing on leftover zeros.
+    """
+    dtype = numpy_dtype(shaped_type.element_type)
+    shape = tuple(shaped_type.get_shape())
+    if np.issubdtype(dtype, np.floating):
+        return np.full(shape, np.nan, dtype=dtype)
+    if dtype == np.bool_:
+        return np.zeros(shape, dtype=dtype)
+    return np.full(shape, np.iinfo(dtype).min, dtype=dtype)

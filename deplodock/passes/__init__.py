@@ -1,0 +1,37 @@
+"""Every deplodock pass, by its pipeline name.
+
+Passes are imported lazily (xDSL's `get_all_passes` convention) so a tool pays only for the
+passes a pipeline names.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from importlib import import_module
+
+from xdsl.passes import ModulePass
+
+#: pass name -> (module, class). One pass per module.
+DEPLODOCK_PASSES: dict[str, tuple[str, str]] = {
+    "convert-torch-to-tensor": ("convert_torch_to_tensor", "ConvertTorchToTensorPass"),
+    "convert-tensor-to-loop": ("convert_tensor_to_loop", "ConvertTensorToLoopPass"),
+    "loop-fusion": ("loop_fusion", "LoopFusionPass"),
+    "convert-loop-to-tile": ("convert_loop_to_tile", "ConvertLoopToTilePass"),
+    "convert-tile-to-kernel": ("convert_tile_to_kernel", "ConvertTileToKernelPass"),
+    "convert-kernel-to-cuda": ("convert_kernel_to_cuda", "ConvertKernelToCudaPass"),
+    "lower-to-torch": ("pipelines", "LowerToTorchPass"),
+    "lower-to-tensor": ("pipelines", "LowerToTensorPass"),
+    "lower-to-loop": ("pipelines", "LowerToLoopPass"),
+    "lower-to-tile": ("pipelines", "LowerToTilePass"),
+    "lower-to-kernel": ("pipelines", "LowerToKernelPass"),
+    "lower-to-cuda": ("pipelines", "LowerToCudaPass"),
+}
+
+
+def pass_loader(name: str) -> Callable[[], type[ModulePass]]:
+    module_name, class_name = DEPLODOCK_PASSES[name]
+    return lambda: getattr(import_module(f"deplodock.passes.{module_name}"), class_name)
+
+
+def get_all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
+    return {name: pass_loader(name) for name in DEPLODOCK_PASSES}

@@ -1,0 +1,163 @@
+"""The CPU SIMT emulation runs hand-written CUDA C kernels like a GPU would."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from deplodock.backend import cpu_runner
+from deplodock.backend.cpu_runner import CpuCompileError, kernel_names, run_kernel
+
+RNG = np.random.default_rng(0)
+
+ELEMENTWISE = r"""
+extern "C" __global__ void __launch_bounds__(128) gelu_scale(const float* __restrict__ x, const float* __restrict__ w, float* __restrict__ y) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < 1000) {
+    float v = x[i];
+    float g = 0.5f * v * (1.0f + erff(v * 0.707106781f));
+    y[i] = g * w[i % 10] + rsqrtf(fabsf(v) + 1.0f) + tanhf(v) - fmaxf(v, 0.25f) + powf(fabsf(v), 1.5f) + expf(-v) * logf(2.0f + v * v);
+  }
+}
+"""
+
+REDUCTION = r"""
+// rms_norm over rows of 512: cooperative strided loop, warp shuffles, shared memory.
+extern "C" __global__ void __launch_bounds__(256) rms_norm(const float* __restrict__ x, const float* __restrict__ w, float* __restrict__ y) {
+  __shared__ float red[8];
+  const int t = threadIdx.x, b = blockIdx.x;
+  float acc = 0.0f;
+  for (int k = t; k < 512; k += 256) { float v = x[b * 512 + k]; acc += v * v; }
+  for (int m = 16; m >= 1; m >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, m);
+  if ((t & 31) == 0) red[t >> 5] = acc;
+  __syncthreads();
+  float s = t < 32 && t < 8 ? red[t] : 0.0f;
+  if (t < 32) {
+    for (int m = 16; m >= 1; m >>= 1) s += __shfl_xor_sync(0xffffffffu, s, m);
+    if (t == 0) red[0] = s;
+  }
+  __syncthreads();
+  const float inv = rsqrtf(red[0] / 512.0f + 1e-6f);
+  for (int k = t; k < 512; k += 256) y[b * 512 + k] = x[b * 512 + k] * inv * w[k];
+}
+"""
+
+MISC = r"""
+#include <cuda_fp16.h>
+// Threads of the last warp return early; the others still meet at the barrier.
+extern "C" __global__ void early_exit(const float* __restrict__ x, float* __restrict__ y) {
+  __shared__ float buf[96];
+  const int t = threadIdx.x;
+  if (t >= 64) return;
+  buf[t] = x[blockIdx.x * 64 + t];
+  __syncthreads();
+  y[blockIdx.x * 64 + t] = buf[63 - t];
+}
+// Shuffle flavours and the id registers.
+extern "C" __global__ void shuffles(float* __restrict__ y) {
+  const int t = threadIdx.x;
+  float v = (float)t;
+  y[4 * t + 0] = __shfl_down_sync(0xffffffffu, v, 3);
+  y[4 * t + 1] = __shfl_sync(0xffffffffu, v, 5);
+  y[4 * t + 2] = __shfl_up_sync(0xffffffffu, v, 1);
+  y[4 * t + 3] = (float)(blockDim.x * 1000 + gridDim.x);
+}
+// f16 storage with float arithmetic.
+extern "C" __global__ void half_axpy(const __half* __restrict__ x, __half* __restrict__ y) {
+  const int i = threadIdx.x;
+  y[i] = __float2half_rn(2.0f * __half2float(x[i]) + __half2float(y[i]));
+}
+"""
+
+
+def rel_err(out: np.ndarray, ref: np.ndarray) -> float:
+    return float(np.max(np.abs(out - ref)) / np.max(np.abs(ref)))
+
+
+def test_kernel_names() -> None:
+    assert kernel_names(REDUCTION) == ["rms_norm"]
+    assert kernel_names(MISC) == ["early_exit", "shuffles", "half_axpy"]
+
+
+def test_elementwise() -> None:
+    x = RNG.standard_normal(1000).astype(np.float32)
+    w = RNG.standard_normal(10).astype(np.float32)
+    y = np.full(1024, np.nan, np.float32)
+    run_kernel(ELEMENTWISE, "gelu_scale", [x, w, y], grid=8, block=128)
+    from math import erf
+
+    v = x.astype(np.float64)
+    g = 0.5 * v * (1.0 + np.vectorize(erf)(v * 0.707106781))
+    ref = (
+        g * w.astype(np.float64)[np.arange(1000) % 10]
+        + 1.0 / np.sqrt(np.abs(v) + 1.0)
+        + np.tanh(v)
+        - np.maximum(v, 0.25)
+        + np.abs(v) ** 1.5
+        + np.exp(-v) * np.log(2.0 + v * v)
+    )
+    assert rel_err(y[:1000], ref) <= 1e-5
+    assert np.isnan(y[1000:]).all()  # the guard kept the tail untouched
+
+
+def test_block_reduction_with_shared_memory_and_shuffles() -> None:
+    x = RNG.standard_normal((6, 512)).astype(np.float32)
+    w = RNG.standard_normal(512).astype(np.float32)
+    y = np.full((6, 512), np.nan, np.float32)
+    run_kernel(REDUCTION, "rms_norm", [x, w, y], grid=6, block=256)
+    xd = x.astype(np.float64)
+    ref = xd / np.sqrt((xd * xd).mean(axis=1, keepdims=True) + 1e-6) * w
+    assert rel_err(y, ref) <= 1e-5
+
+
+def test_early_exit_threads_leave_the_barrier() -> None:
+    x = RNG.standard_normal(3 * 64).astype(np.float32)
+    y = np.full(3 * 64, np.nan, np.float32)
+    run_kernel(MISC, "early_exit", [x, y], grid=3, block=96)
+    np.testing.assert_array_equal(y.reshape(3, 64), x.reshape(3, 64)[:, ::-1])
+
+
+def test_shuffle_variants() -> None:
+    y = np.full(64 * 4, np.nan, np.float32)
+    run_kernel(MISC, "shuffles", [y], grid=1, block=64)
+    t = np.arange(64)
+    lane, base = t % 32, t - t % 32
+    out = y.reshape(64, 4)
+    np.testing.assert_array_equal(out[:, 0], np.where(lane + 3 < 32, t + 3, t))
+    np.testing.assert_array_equal(out[:, 1], base + 5)
+    np.testing.assert_array_equal(out[:, 2], np.where(lane >= 1, t - 1, t))
+    np.testing.assert_array_equal(out[:, 3], np.full(64, 64 * 1000 + 1))
+
+
+def test_half_storage_rounds_like_numpy() -> None:
+    x = (RNG.standard_normal(32) * 100).astype(np.float16)
+    x[:4] = [65504, 6e-8, -3e-5, 0.1]
+    y = (RNG.standard_normal(32)).astype(np.float16)
+    with np.errstate(over="ignore"):  # 2 * 65504 rounds to inf, on both sides
+        ref = (2.0 * x.astype(np.float32) + y.astype(np.float32)).astype(np.float16)
+    run_kernel(MISC, "half_axpy", [x, y], grid=1, block=32)
+    np.testing.assert_array_equal(y.view(np.uint16), ref.view(np.uint16))
+
+
+def test_compiled_objects_are_cached_by_content(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    src = 'extern "C" __global__ void one(float* y) { y[threadIdx.x] = 1.0f; }'
+    first = cpu_runner.compile_source(src)
+    assert first.parent == tmp_path / "deplodock" / "cpu-simt"
+    mtime = first.stat().st_mtime_ns
+    assert cpu_runner.compile_source(src) == first
+    assert first.stat().st_mtime_ns == mtime  # not rebuilt
+    y = np.zeros(32, np.float32)
+    run_kernel(src, "one", [y], grid=1, block=32)
+    assert (y == 1.0).all()
+
+
+def test_errors_are_clear() -> None:
+    with pytest.raises(CpuCompileError, match="g\\+\\+ failed.*error"):
+        cpu_runner.compile_source('extern "C" __global__ void bad(float* y) { y[0] = nope; }')
+    with pytest.raises(ValueError, match="'missing' is not defined"):
+        run_kernel(REDUCTION, "missing", [], grid=1, block=32)
+    with pytest.raises(TypeError, match="C-contiguous"):
+        run_kernel(MISC, "shuffles", [np.zeros((8, 8), np.float32).T], grid=1, block=32)
+    with pytest.raises(ValueError, match="bad launch configuration"):
+        run_kernel(MISC, "shuffles", [np.zeros(8, np.float32)], grid=1, block=2048)

@@ -1,0 +1,77 @@
+"""Executable documentation: the `console` blocks of the README and docs/ are real runs.
+
+A block looks like
+
+    ```console
+    $ deplodock compile -c "torch.relu(torch.randn(4, 8))" --ir tensor
+    <what the command printed>
+    ```
+
+`tests/test_docs.py` re-runs every command and fails when the printed output drifted;
+`python tests/docs_examples.py --update` rewrites the blocks with today's output.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import re
+import shlex
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCUMENTS = (ROOT / "README.md", ROOT / "docs" / "walkthrough.md")
+BLOCK = re.compile(r"```console\n\$ (?P<command>[^\n]*)\n(?P<output>.*?)```", re.DOTALL)
+
+
+@dataclass(frozen=True)
+class Example:
+    document: Path
+    command: str
+    output: str
+
+
+def examples(document: Path) -> list[Example]:
+    text = document.read_text()
+    return [Example(document, m["command"], m["output"]) for m in BLOCK.finditer(text)]
+
+
+def run_command(command: str) -> str:
+    """Runs a `deplodock`/`deplodock-opt` command in-process from the repository root."""
+    from deplodock.cli import main as deplodock_main
+    from deplodock.cli import opt as opt_main
+
+    argv = shlex.split(command)
+    entry = {"deplodock": deplodock_main.main, "deplodock-opt": opt_main.main}[argv[0]]
+    stdout, stderr = io.StringIO(), io.StringIO()
+    cwd = os.getcwd()
+    try:
+        os.chdir(ROOT)
+        with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
+            status = entry(argv[1:])
+    finally:
+        os.chdir(cwd)
+    if status != 0:
+        raise RuntimeError(f"`{command}` exited with {status}: {stderr.getvalue().strip()}")
+    return stdout.getvalue()
+
+
+def update(document: Path) -> None:
+    text = document.read_text()
+
+    def rerun(match: re.Match[str]) -> str:
+        output = run_command(match["command"])
+        return f"```console\n$ {match['command']}\n{output}```"
+
+    document.write_text(BLOCK.sub(rerun, text))
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] != ["--update"]:
+        sys.exit("usage: python tests/docs_examples.py --update")
+    for path in DOCUMENTS:
+        update(path)
+        print(f"updated {path.relative_to(ROOT)}")
