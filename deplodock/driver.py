@@ -6,6 +6,7 @@ that define its meaning. Lowering, printing and checking against PyTorch all sta
 
 from __future__ import annotations
 
+import io
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,8 +15,10 @@ import numpy as np
 import torch
 from xdsl.dialects.builtin import ModuleOp, StringAttr
 from xdsl.parser import Parser
+from xdsl.printer import Printer
 
 from deplodock.dialects import make_context
+from deplodock.frontend.expression import randomize_parameters
 from deplodock.interpreters import forward_function, run_module
 from deplodock.passes.pipelines import STAGE_PASSES, STAGES, lower, stage_of
 
@@ -43,8 +46,7 @@ def program_from_expression(code: str, seed: int = 0) -> Program:
     from deplodock.frontend.capture import capture
     from deplodock.frontend.expression import parse_expression
 
-    torch.manual_seed(seed)
-    torch_module, example_inputs, _ = parse_expression(code)
+    torch_module, example_inputs, _ = parse_expression(code, seed=seed)
     start = time.perf_counter()
     module = capture(torch_module, example_inputs)
     program = Program(module, "torch", torch_module, tuple(example_inputs))
@@ -84,19 +86,12 @@ def render(module: ModuleOp, stage: str) -> str:
         from deplodock.backend.cuda_source import module_to_cuda_source
 
         return module_to_cuda_source(module)
-    return f"{module}\n"
+    stream = io.StringIO()
+    Printer(stream=stream).print_op(module)
+    return stream.getvalue() + "\n"
 
 
 # --- running and checking ----------------------------------------------------------------
-
-
-def randomize_parameters(module: torch.nn.Module, seed: int) -> None:
-    """Redraws every parameter and buffer at random, so a ones/zeros default hides no bug."""
-    generator = torch.Generator().manual_seed(seed + 1)
-    with torch.no_grad():
-        for tensor in [*module.parameters(), *module.buffers()]:
-            if tensor.is_floating_point():
-                tensor.copy_(torch.randn(tensor.shape, generator=generator).to(tensor.dtype))
 
 
 def forward_arguments(program: Program) -> list[np.ndarray]:
@@ -116,13 +111,24 @@ def forward_arguments(program: Program) -> list[np.ndarray]:
 
 
 def reference_outputs(program: Program) -> list[np.ndarray]:
-    """PyTorch's outputs computed in float64: the reference every stage is compared with."""
-    assert program.torch_module is not None
-    import copy
+    """PyTorch's outputs computed in float64: the reference every stage is compared with.
 
-    module64 = copy.deepcopy(program.torch_module).double()
-    with torch.no_grad():
-        outputs = module64(*[x.double() if x.is_floating_point() else x for x in program.example_inputs])
+    The module's floating tensors are switched to float64 for the call and then restored
+    (a deepcopy would not do: the generated expression wrapper closes over itself).
+    """
+    assert program.torch_module is not None
+    module = program.torch_module
+    tensors = [t for t in [*module.parameters(), *module.buffers()] if t.is_floating_point()]
+    originals = [t.data for t in tensors]
+    inputs = [x.double() if x.is_floating_point() else x for x in program.example_inputs]
+    try:
+        for tensor, original in zip(tensors, originals, strict=True):
+            tensor.data = original.double()
+        with torch.no_grad():
+            outputs = module(*inputs)
+    finally:
+        for tensor, original in zip(tensors, originals, strict=True):
+            tensor.data = original
     outputs = outputs if isinstance(outputs, tuple | list) else (outputs,)
     return [output.numpy() for output in outputs]
 
@@ -154,8 +160,7 @@ class RunReport:
         verdict = "OK" if self.ok else "MISMATCH"
         return (
             f"{verdict}: {self.stage}-level program on cpu, {len(self.errors)} output(s), "
-            f"max relative error {worst:.3e} (tolerance {self.tolerance:.0e}), "
-            f"interpreted in {self.seconds:.2f} s"
+            f"max relative error {worst:.3e} (tolerance {self.tolerance:.0e})"
         )
 
 

@@ -1,9 +1,9 @@
 """Run CUDA C kernels on the CPU: compile with g++ against `cpu_simt.h`, call through ctypes.
 
 This is how the `cuda` level executes without a GPU (docs/ir.md, "Interpreter semantics"):
-the very source that nvcc would compile runs with one host thread per CUDA thread, so a
-printer bug shows up as a numerical mismatch on any machine. Compiled shared objects are
-cached by content (source, header, compiler, flags) under
+the very source that nvcc would compile runs with one fiber per CUDA thread (see the
+header), so a printer bug shows up as a numerical mismatch on any machine. Compiled shared
+objects are cached by content (source, header, compiler, flags) under
 `$XDG_CACHE_HOME/deplodock/cpu-simt`, so a test suite compiles each kernel once.
 """
 
@@ -24,6 +24,8 @@ import numpy as np
 HEADER_PATH = Path(__file__).with_name("cpu_simt.h")
 CXX = os.environ.get("DEPLODOCK_CXX", "g++")
 CXX_FLAGS = ("-O1", "-std=c++20", "-shared", "-fPIC", "-pthread")
+#: Host threads per launch (each runs whole blocks); default: all cores.
+WORKERS_ENV = "DEPLODOCK_SIMT_WORKERS"
 
 _KERNEL_RE = re.compile(
     r"__global__\s+void\s+(?:__launch_bounds__\s*\([^)]*\)\s+)?([A-Za-z_]\w*)\s*\("
@@ -103,9 +105,7 @@ def load(source: str) -> ctypes.CDLL:
     return _LOADED[path]
 
 
-def run_kernel(
-    source: str, name: str, args: Sequence[np.ndarray], grid: int, block: int
-) -> None:
+def run_kernel(source: str, name: str, args: Sequence[np.ndarray], grid: int, block: int) -> None:
     """Launch kernel `name` of `source` over `grid` blocks of `block` threads, in place.
 
     `args` are C-contiguous numpy arrays, passed as device pointers in order (a 0-d array
@@ -121,5 +121,7 @@ def run_kernel(
     fn.restype = ctypes.c_int
     ptrs = (ctypes.c_void_p * max(len(args), 1))(*[a.ctypes.data for a in args])
     rc = fn(ptrs, grid, block)
-    if rc != 0:
+    if rc == 1:
         raise ValueError(f"bad launch configuration for '{name}': grid {grid}, block {block}")
+    if rc != 0:
+        raise RuntimeError(f"'{name}': could not allocate the stacks of {block} CPU fibers")

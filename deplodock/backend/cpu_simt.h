@@ -1,18 +1,16 @@
 // cpu_simt.h: run CUDA C kernels on the CPU (SIMT emulation for deplodock's cuda level).
 //
-// One OS thread per CUDA thread. The blocks of a launch run one after another on the same
-// `block` threads, so a `__shared__` array (a function-local `static`) is private to the
-// block that runs. `__syncthreads` is a std::barrier over the block's threads, warp
-// shuffles go through a per-warp exchange buffer guarded by a per-warp barrier. A thread
-// that returns early drops out of both barriers for the rest of its block, as on the GPU.
-// This is a correctness oracle, not a fast path: keep grids and blocks small.
+// The CUDA threads of a block are fibers on one host thread (user-level context switches,
+// a few nanoseconds each), switched at __syncthreads and warp shuffles; several host
+// threads run different blocks at once. See "the execution model" below. This is a
+// correctness oracle for the emitted CUDA, not a fast path: keep shapes modest.
 #pragma once
 
 #include <pthread.h>
+#include <sys/mman.h>
 
 #include <algorithm>
 #include <atomic>
-#include <barrier>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -21,6 +19,7 @@
 #include <math.h>
 #include <memory>
 #include <optional>
+#include <thread>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -31,7 +30,8 @@
 #define __host__
 #define __forceinline__ inline __attribute__((always_inline))
 #define __launch_bounds__(...)
-#define __shared__ static
+#define __shared__ static thread_local
+#define __align__(n) alignas(n)
 #define __constant__ static const
 // __restrict__ is a GNU keyword already.
 
@@ -136,69 +136,257 @@ inline __nv_bfloat16 __float2bfloat16(float f) { return __nv_bfloat16(f); }
 inline __nv_bfloat16 __float2bfloat16_rn(float f) { return __nv_bfloat16(f); }
 
 // ---- the execution model --------------------------------------------------------------
+//
+// A launch starts a few workers (host threads). A worker runs whole blocks, one after
+// another: the block's CUDA threads are fibers (one stack each) on the worker, scheduled
+// round-robin in thread order; a fiber runs until it reaches __syncthreads, a warp
+// shuffle/__syncwarp, or the end of the kernel. When every live thread of a warp waits at
+// a warp sync, that warp continues; when every live thread of the block waits at
+// __syncthreads, the block continues. Threads that waited at different barriers forever are
+// a deadlock: reported, then abort(). `__shared__` is `static thread_local`, so each worker
+// has its own copy and blocks on different workers run in parallel.
 namespace deplodock_simt {
 
-struct Warp {
-  int size = 32;
-  std::optional<std::barrier<>> bar;
-  alignas(64) uint64_t slots[2][32];  // double-buffered: one barrier per shuffle
-};
+enum class State : uint8_t { Run, AtBlockSync, AtWarpSync, Done };
 
-struct Block {
-  int threads = 0;
-  std::optional<std::barrier<>> sync;  // __syncthreads, rebuilt for every block
-  std::vector<Warp> warps;
-};
+struct Fiber;
+struct Worker;
+inline void yield(State s);
 
-struct ThreadState {
-  Block* block = nullptr;
-  Warp* warp = nullptr;
-  int lane = 0;
+#if defined(__x86_64__) && !defined(DEPLODOCK_SIMT_UCONTEXT)
+// Minimal context switch (System V x86-64): save the callee-saved registers and the SSE/x87
+// control words on the current stack, store its pointer in *from, continue on `to`.
+extern "C" void deplodock_simt_switch(void** from, void* to);
+extern "C" void deplodock_simt_trampoline();
+asm(R"(
+  .text
+  .p2align 4
+  .hidden deplodock_simt_switch
+  .globl deplodock_simt_switch
+  .type deplodock_simt_switch, @function
+deplodock_simt_switch:
+  pushq %rbp
+  pushq %rbx
+  pushq %r12
+  pushq %r13
+  pushq %r14
+  pushq %r15
+  subq $8, %rsp
+  stmxcsr (%rsp)
+  fnstcw 4(%rsp)
+  movq %rsp, (%rdi)
+  movq %rsi, %rsp
+  ldmxcsr (%rsp)
+  fldcw 4(%rsp)
+  addq $8, %rsp
+  popq %r15
+  popq %r14
+  popq %r13
+  popq %r12
+  popq %rbx
+  popq %rbp
+  ret
+  .size deplodock_simt_switch, .-deplodock_simt_switch
+
+  .p2align 4
+  .hidden deplodock_simt_trampoline
+  .globl deplodock_simt_trampoline
+  .type deplodock_simt_trampoline, @function
+deplodock_simt_trampoline:
+  movq %r12, %rdi
+  callq *%r13
+  ud2
+  .size deplodock_simt_trampoline, .-deplodock_simt_trampoline
+)");
+
+struct Context {
+  void* sp = nullptr;
+};
+inline void switch_context(Context& from, Context& to) { deplodock_simt_switch(&from.sp, to.sp); }
+// A fresh context whose first switch-in calls entry(arg) on the given stack.
+inline void make_context(Context& c, char* stack, size_t size, void (*entry)(void*), void* arg) {
+  uintptr_t top = (reinterpret_cast<uintptr_t>(stack) + size) & ~uintptr_t(15);
+  auto* sp = reinterpret_cast<uint64_t*>(top);
+  *--sp = reinterpret_cast<uint64_t>(&deplodock_simt_trampoline);  // return address
+  *--sp = 0;                                                         // rbp
+  *--sp = 0;                                                         // rbx
+  *--sp = reinterpret_cast<uint64_t>(arg);                           // r12
+  *--sp = reinterpret_cast<uint64_t>(entry);                         // r13
+  *--sp = 0;                                                         // r14
+  *--sp = 0;                                                         // r15
+  *--sp = 0x1F80ull | (0x037Full << 32);                             // mxcsr, x87 control word
+  c.sp = sp;
+}
+#else
+// Portable fallback: ucontext (slower: a system call per switch).
+}  // namespace deplodock_simt
+#include <ucontext.h>
+namespace deplodock_simt {
+struct Context {
+  ucontext_t uc;
+};
+inline thread_local void (*start_entry)(void*);
+inline thread_local void* start_arg;
+inline void start_fiber() {
+  void (*entry)(void*) = start_entry;
+  void* arg = start_arg;
+  yield(State::Done);  // park until the first block
+  entry(arg);
+}
+inline void switch_context(Context& from, Context& to) {
+  if (swapcontext(&from.uc, &to.uc) != 0) std::abort();
+}
+inline void make_context(Context& c, char* stack, size_t size, void (*entry)(void*), void* arg) {
+  getcontext(&c.uc);
+  c.uc.uc_stack.ss_sp = stack;
+  c.uc.uc_stack.ss_size = size;
+  c.uc.uc_link = nullptr;
+  makecontext(&c.uc, &start_fiber, 0);
+  start_entry = entry;  // read by the fiber's first instructions, before the next make
+  start_arg = arg;
+}
+#endif
+
+inline constexpr size_t kFiberStack = 64 * 1024;
+
+struct Fiber {
+  Context ctx;
+  Worker* worker = nullptr;
+  char* stack = nullptr;  // mmap'ed, with a guard page below
+  int tid = 0;
   int shfl_phase = 0;
+  State state = State::Done;
 };
-inline thread_local ThreadState tl;
+
+struct Warp {
+  alignas(64) uint64_t slots[2][32];  // double-buffered: one sync per shuffle
+};
+
+struct Worker {
+  Context ctx;
+  void (*run)(void*) = nullptr;  // runs the kernel for the current fiber's thread
+  void* launch = nullptr;
+  std::vector<Fiber> fibers;
+  std::vector<Warp> warps;
+  bool first_block = true;
+};
+
+inline thread_local Fiber* current = nullptr;
+
+inline void yield(State s) {
+  Fiber* f = current;
+  f->state = s;
+  switch_context(f->ctx, f->worker->ctx);
+}
+
+inline void fiber_main(void* raw) {
+  auto* f = static_cast<Fiber*>(raw);
+  for (;;) {  // one iteration per block this fiber takes part in
+    f->worker->run(f->worker->launch);
+    yield(State::Done);
+  }
+}
+
+inline bool all_live(const Fiber* begin, const Fiber* end, State s) {
+  bool any = false;
+  for (const Fiber* f = begin; f != end; ++f) {
+    if (f->state == State::Done) continue;
+    if (f->state != s) return false;
+    any = true;
+  }
+  return any;
+}
+
+// Run one block on worker `w` (its fibers already exist).
+inline void run_block(Worker& w) {
+  const int n = (int)w.fibers.size();
+  for (Fiber& f : w.fibers) {
+    f.state = State::Run;
+    f.shfl_phase = 0;
+  }
+  for (;;) {
+    for (Fiber& f : w.fibers) {
+      if (f.state != State::Run) continue;
+      current = &f;
+      threadIdx = {(unsigned)f.tid, 0u, 0u};
+      switch_context(w.ctx, f.ctx);
+    }
+    bool released = false;
+    for (int base = 0; base < n; base += 32) {
+      Fiber* begin = w.fibers.data() + base;
+      Fiber* end = w.fibers.data() + std::min(n, base + 32);
+      if (all_live(begin, end, State::AtWarpSync)) {
+        for (Fiber* f = begin; f != end; ++f)
+          if (f->state == State::AtWarpSync) f->state = State::Run;
+        released = true;
+      }
+    }
+    if (released) continue;
+    Fiber* begin = w.fibers.data();
+    if (all_live(begin, begin + n, State::AtBlockSync)) {
+      for (Fiber& f : w.fibers)
+        if (f.state == State::AtBlockSync) f.state = State::Run;
+      continue;
+    }
+    bool done = true;
+    for (const Fiber& f : w.fibers) done = done && f.state == State::Done;
+    if (done) return;
+    std::fprintf(stderr,
+                 "cpu_simt: deadlock in block %u: threads wait at different barriers "
+                 "(__syncthreads vs warp sync), e.g. a barrier under divergent control flow\n",
+                 blockIdx.x);
+    std::abort();
+  }
+}
 
 template <class T>
 inline T shfl_from(T v, int src_lane) {
   static_assert(sizeof(T) <= 8, "shuffle of a value wider than 8 bytes");
-  Warp& w = *tl.warp;
-  uint64_t(&slot)[32] = w.slots[tl.shfl_phase];
-  tl.shfl_phase ^= 1;
-  std::memcpy(&slot[tl.lane], &v, sizeof(T));
-  w.bar->arrive_and_wait();
-  if (src_lane < 0 || src_lane >= w.size) src_lane = tl.lane;
+  Fiber* f = current;
+  Worker& w = *f->worker;
+  const int lane = f->tid & 31, warp = f->tid >> 5;
+  const int size = std::min(32, (int)w.fibers.size() - 32 * warp);
+  uint64_t(&slot)[32] = w.warps[warp].slots[f->shfl_phase];
+  f->shfl_phase ^= 1;
+  std::memcpy(&slot[lane], &v, sizeof(T));
+  yield(State::AtWarpSync);
+  if (src_lane < 0 || src_lane >= size) src_lane = lane;
   T r;
   std::memcpy(&r, &slot[src_lane], sizeof(T));
   return r;
 }
 
+inline int lane_id() { return current->tid & 31; }
+
 }  // namespace deplodock_simt
 
-inline void __syncthreads() { deplodock_simt::tl.block->sync->arrive_and_wait(); }
-inline void __syncwarp(unsigned = 0xffffffffu) { deplodock_simt::tl.warp->bar->arrive_and_wait(); }
-inline void __threadfence_block() { std::atomic_thread_fence(std::memory_order_seq_cst); }
+inline void __syncthreads() { deplodock_simt::yield(deplodock_simt::State::AtBlockSync); }
+inline void __syncwarp(unsigned = 0xffffffffu) {
+  deplodock_simt::yield(deplodock_simt::State::AtWarpSync);
+}
+inline void __threadfence_block() {}
 inline void __threadfence() { std::atomic_thread_fence(std::memory_order_seq_cst); }
 
 template <class T>
 inline T __shfl_xor_sync(unsigned, T v, int lane_mask, int width = 32) {
   (void)width;
-  return deplodock_simt::shfl_from(v, deplodock_simt::tl.lane ^ lane_mask);
+  return deplodock_simt::shfl_from(v, deplodock_simt::lane_id() ^ lane_mask);
 }
 template <class T>
 inline T __shfl_sync(unsigned, T v, int src_lane, int width = 32) {
-  int lane = deplodock_simt::tl.lane;
+  int lane = deplodock_simt::lane_id();
   return deplodock_simt::shfl_from(v, (lane & ~(width - 1)) + (src_lane & (width - 1)));
 }
 template <class T>
 inline T __shfl_down_sync(unsigned, T v, unsigned delta, int width = 32) {
-  int lane = deplodock_simt::tl.lane;
+  int lane = deplodock_simt::lane_id();
   int src = lane + (int)delta;
   if ((src & ~(width - 1)) != (lane & ~(width - 1))) src = lane;
   return deplodock_simt::shfl_from(v, src);
 }
 template <class T>
 inline T __shfl_up_sync(unsigned, T v, unsigned delta, int width = 32) {
-  int lane = deplodock_simt::tl.lane;
+  int lane = deplodock_simt::lane_id();
   int src = lane - (int)delta;
   if (src < (lane & ~(width - 1))) src = lane;
   return deplodock_simt::shfl_from(v, src);
@@ -230,86 +418,85 @@ template <class... P>
 struct Launch {
   void (*fn)(P...);
   void** args;
-  int grid;
-  Block block;
-  std::optional<std::barrier<>> block_done;
-};
-
-struct Worker {
-  void* launch;
-  int tid;
-  void (*body)(void*, int);
+  int grid, block, workers;
 };
 
 template <class... P>
-inline void run_thread(void* raw, int tid) {
-  auto& L = *static_cast<Launch<P...>*>(raw);
-  Block& B = L.block;
-  tl.block = &B;
-  tl.warp = &B.warps[tid / 32];
-  tl.lane = tid % 32;
-  threadIdx = {(unsigned)tid, 0u, 0u};
-  blockDim = {(unsigned)B.threads, 1u, 1u};
-  gridDim = {(unsigned)L.grid, 1u, 1u};
-  for (int b = 0; b < L.grid; ++b) {
-    blockIdx = {(unsigned)b, 0u, 0u};
-    tl.shfl_phase = 0;
-    call_kernel(L.fn, L.args, std::index_sequence_for<P...>{});
-    B.sync->arrive_and_drop();  // an exited thread no longer holds up __syncthreads
-    tl.warp->bar->arrive_and_drop();
-    // Everyone is out of the block: thread 0 rebuilds the barriers for the next one.
-    L.block_done->arrive_and_wait();
-    if (tid == 0) {
-      B.sync.emplace(B.threads);
-      for (Warp& w : B.warps) w.bar.emplace(w.size);
-    }
-    L.block_done->arrive_and_wait();
-  }
+inline void run_kernel_body(void* raw) {
+  auto* L = static_cast<Launch<P...>*>(raw);
+  call_kernel(L->fn, L->args, std::index_sequence_for<P...>{});
 }
 
-inline void* worker_main(void* p) {
-  auto* w = static_cast<Worker*>(p);
-  w->body(w->launch, w->tid);
+struct WorkerArgs {
+  void* launch;
+  void (*run)(void*);
+  int id, grid, block, workers;
+  bool failed = false;
+};
+
+inline void* worker_main(void* raw) {
+  auto* a = static_cast<WorkerArgs*>(raw);
+  Worker w;
+  w.run = a->run;
+  w.launch = a->launch;
+  w.fibers.resize(a->block);
+  w.warps.resize((a->block + 31) / 32);
+  const size_t page = 4096, bytes = kFiberStack + page;
+  for (int t = 0; t < a->block; ++t) {
+    Fiber& f = w.fibers[t];
+    void* mem = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (mem == MAP_FAILED) {
+      a->failed = true;
+      break;
+    }
+    mprotect(mem, page, PROT_NONE);  // guard page: a stack overflow faults
+    f.stack = static_cast<char*>(mem);
+    f.worker = &w;
+    f.tid = t;
+    make_context(f.ctx, f.stack + page, kFiberStack, &fiber_main, &f);
+#if !(defined(__x86_64__) && !defined(DEPLODOCK_SIMT_UCONTEXT))
+    current = &f;  // ucontext: enter once so the fiber takes its start arguments and parks
+    switch_context(w.ctx, f.ctx);
+#endif
+  }
+  blockDim = {(unsigned)a->block, 1u, 1u};
+  gridDim = {(unsigned)a->grid, 1u, 1u};
+  for (int b = a->id; b < a->grid && !a->failed; b += a->workers) {
+    blockIdx = {(unsigned)b, 0u, 0u};
+    run_block(w);
+  }
+  for (Fiber& f : w.fibers)
+    if (f.stack) munmap(f.stack, bytes);
   return nullptr;
 }
 
-// Run kernel `fn` over `grid` blocks of `block` threads; blocks run one after another.
+// Run kernel `fn` over `grid` blocks of `block` threads (0 on success).
 template <class... P>
 inline int launch(void (*fn)(P...), void** args, int grid, int block) {
   if (grid < 1 || block < 1 || block > 1024) return 1;
-  Launch<P...> L{fn, args, grid, Block{}, std::nullopt};
-  L.block.threads = block;
-  L.block.sync.emplace(block);
-  L.block.warps = std::vector<Warp>((block + 31) / 32);
-  for (int w = 0; w < (int)L.block.warps.size(); ++w) {
-    Warp& warp = L.block.warps[w];
-    warp.size = std::min(32, block - 32 * w);
-    warp.bar.emplace(warp.size);
-  }
-  L.block_done.emplace(block);
-
+  const char* env = std::getenv("DEPLODOCK_SIMT_WORKERS");
+  int workers = env ? std::atoi(env) : (int)std::thread::hardware_concurrency();
+  workers = std::max(1, std::min(grid, workers));
+  Launch<P...> L{fn, args, grid, block, workers};
+  std::vector<WorkerArgs> wargs(workers);
+  std::vector<pthread_t> ids(workers);
   pthread_attr_t attr;
   pthread_attr_init(&attr);
-  pthread_attr_setstacksize(&attr, 256 * 1024);  // kernels keep little on the stack
-  std::vector<Worker> workers(block);
-  std::vector<pthread_t> ids(block);
-  int err = 0;
-  int started = 0;
-  for (int t = 0; t < block; ++t) {
-    workers[t] = Worker{&L, t, &run_thread<P...>};
-    if (pthread_create(&ids[t], &attr, &worker_main, &workers[t]) != 0) {
-      err = 2;
-      break;
+  pthread_attr_setstacksize(&attr, 1 << 20);
+  for (int i = 0; i < workers; ++i) {
+    wargs[i] = WorkerArgs{&L, &run_kernel_body<P...>, i, grid, block, workers};
+    if (pthread_create(&ids[i], &attr, &worker_main, &wargs[i]) != 0) {
+      std::fprintf(stderr, "cpu_simt: could not start a worker thread\n");
+      std::abort();
     }
-    ++started;
   }
   pthread_attr_destroy(&attr);
-  if (err) {  // cannot recover the threads already waiting at a barrier
-    std::fprintf(stderr, "cpu_simt: could not start %d threads\n", block);
-    std::abort();
+  int status = 0;
+  for (int i = 0; i < workers; ++i) {
+    pthread_join(ids[i], nullptr);
+    if (wargs[i].failed) status = 2;
   }
-  for (int t = 0; t < started; ++t) pthread_join(ids[t], nullptr);
-  return 0;
+  return status;
 }
 
 }  // namespace deplodock_simt

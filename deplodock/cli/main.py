@@ -101,7 +101,7 @@ def run_run(args: argparse.Namespace) -> int:
     report = run_and_compare(program, seed=args.seed)
     print(report.summary())
     if args.verbose:
-        _report_timings(timings)
+        _report_timings(timings | {"run": report.seconds})
     return 0 if report.ok else 1
 
 

@@ -89,7 +89,6 @@ class DeplodockOptMain(xDSLOptMain):
         self.available_targets["mlir"] = get_all_targets()["mlir"]
         self.available_targets["cuda"] = _cuda_target
 
-
     def register_all_arguments(self, arg_parser: argparse.ArgumentParser) -> None:
         super().register_all_arguments(arg_parser)
         arg_parser.add_argument(

@@ -61,8 +61,7 @@ class KernelOp(IRDLOperation):
     traits = traits_def(SymbolOpInterface())
 
     assembly_format = (
-        "$sym_name `grid` $grid `block` $block `smem` $smem `args` $args "
-        "`source` $source attr-dict"
+        "$sym_name `grid` $grid `block` $block `smem` $smem `args` $args `source` $source attr-dict"
     )
 
     def __init__(

@@ -227,27 +227,30 @@ class SharedAllocOp(IRDLOperation):
             )
 
 
-def depends_on_thread_id(value: SSAValue, seen: set[SSAValue] | None = None) -> bool:
+def depends_on_thread_id(value: SSAValue) -> bool:
     """Whether `value` may differ between the threads of a block (walks the def chain).
 
-    A `kernel.for` induction variable depends on the thread id when its lower bound does; an
-    iter_arg when its initial value does. Kernel arguments and block ids are uniform.
+    The sources of divergence are `kernel.thread_id` and what is computed from it. The
+    induction variable of a loop (`kernel.for`, or any dynamic-start loop such as `tile.for`)
+    depends on the thread id when its start does, an iter_arg when its initial value does.
+    Kernel arguments, block ids and constants are uniform.
     """
-    seen = set() if seen is None else seen
-    if value in seen:
-        return False
-    seen.add(value)
-    if isinstance(value, BlockArgument):
-        owner = value.block.parent_op()
-        if not isinstance(owner, ForOp):
-            return False
-        if value.index == 0:
-            return depends_on_thread_id(owner.lb, seen)
-        return depends_on_thread_id(owner.inits[value.index - 1], seen)
-    op = value.owner
-    if isinstance(op, ThreadIdOp):
-        return True
-    return any(depends_on_thread_id(operand, seen) for operand in op.operands)
+    seen: set[SSAValue] = set()
+    work = [value]
+    while work:
+        current = work.pop()
+        if current in seen:
+            continue
+        seen.add(current)
+        if isinstance(current, BlockArgument):
+            owner = current.block.parent_op()
+            if isinstance(owner, DynamicForOpBase):
+                work.append(owner.operands[current.index])  # [lb, *inits] match [iv, *carried]
+            continue
+        if isinstance(current.owner, ThreadIdOp):
+            return True
+        work.extend(current.owner.operands)
+    return False
 
 
 @irdl_op_definition
@@ -351,7 +354,7 @@ class IfOp(IRDLOperation):
 
     @classmethod
     def parse(cls, parser: Parser) -> IfOp:
-        cond = parser.parse_operand()
+        cond = parser.parse_operand(i1)
         body = parser.parse_region()
         op = cls(cond, body)
         op.attributes |= parser.parse_optional_attr_dict()

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from math import prod
+from typing import NoReturn
 
 from xdsl.dialects.builtin import (
     I64,
@@ -56,7 +57,7 @@ _FORMAT = "operands attr-dict `:` functional-type(operands, results)"
 # --- helpers shared by the verifiers and the frontend -------------------------------------
 
 
-def _fail(op: str, rule: str) -> None:
+def _fail(op: str, rule: str) -> NoReturn:
     raise VerifyException(f"{op}: {rule}")
 
 

@@ -63,7 +63,9 @@ def _as_argument(value: np.ndarray, arg_type: object, position: int) -> np.ndarr
     shape = tuple(arg_type.get_shape())
     array = np.asarray(value)
     if array.shape != shape:
-        raise ValueError(f"@forward argument #{position}: expected shape {shape}, got {array.shape}")
+        raise ValueError(
+            f"@forward argument #{position}: expected shape {shape}, got {array.shape}"
+        )
     return np.array(array, dtype=numpy_dtype(arg_type.element_type), copy=True)
 
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -11,19 +14,22 @@ from deplodock.backend.cpu_runner import CpuCompileError, kernel_names, run_kern
 RNG = np.random.default_rng(0)
 
 ELEMENTWISE = r"""
-extern "C" __global__ void __launch_bounds__(128) gelu_scale(const float* __restrict__ x, const float* __restrict__ w, float* __restrict__ y) {
+extern "C" __global__ void __launch_bounds__(128)
+gelu_scale(const float* __restrict__ x, const float* __restrict__ w, float* __restrict__ y) {
   int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i < 1000) {
     float v = x[i];
     float g = 0.5f * v * (1.0f + erff(v * 0.707106781f));
-    y[i] = g * w[i % 10] + rsqrtf(fabsf(v) + 1.0f) + tanhf(v) - fmaxf(v, 0.25f) + powf(fabsf(v), 1.5f) + expf(-v) * logf(2.0f + v * v);
+    y[i] = g * w[i % 10] + rsqrtf(fabsf(v) + 1.0f) + tanhf(v) - fmaxf(v, 0.25f)
+           + powf(fabsf(v), 1.5f) + expf(-v) * logf(2.0f + v * v);
   }
 }
 """
 
 REDUCTION = r"""
 // rms_norm over rows of 512: cooperative strided loop, warp shuffles, shared memory.
-extern "C" __global__ void __launch_bounds__(256) rms_norm(const float* __restrict__ x, const float* __restrict__ w, float* __restrict__ y) {
+extern "C" __global__ void __launch_bounds__(256)
+rms_norm(const float* __restrict__ x, const float* __restrict__ w, float* __restrict__ y) {
   __shared__ float red[8];
   const int t = threadIdx.x, b = blockIdx.x;
   float acc = 0.0f;
@@ -153,7 +159,7 @@ def test_compiled_objects_are_cached_by_content(tmp_path, monkeypatch) -> None:
 
 
 def test_errors_are_clear() -> None:
-    with pytest.raises(CpuCompileError, match="g\\+\\+ failed.*error"):
+    with pytest.raises(CpuCompileError, match=r"g\+\+ failed.*error"):
         cpu_runner.compile_source('extern "C" __global__ void bad(float* y) { y[0] = nope; }')
     with pytest.raises(ValueError, match="'missing' is not defined"):
         run_kernel(REDUCTION, "missing", [], grid=1, block=32)
@@ -161,3 +167,92 @@ def test_errors_are_clear() -> None:
         run_kernel(MISC, "shuffles", [np.zeros((8, 8), np.float32).T], grid=1, block=32)
     with pytest.raises(ValueError, match="bad launch configuration"):
         run_kernel(MISC, "shuffles", [np.zeros(8, np.float32)], grid=1, block=2048)
+
+
+def test_large_grid() -> None:
+    src = r"""
+extern "C" __global__ void __launch_bounds__(256) ids(float* __restrict__ y, int* __restrict__ g) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  y[i] = (float)(blockIdx.x * 1000 + threadIdx.x);
+  if (i == 0) g[0] = gridDim.x;
+}
+"""
+    y = np.full(4096 * 256, np.nan, np.float32)
+    g = np.zeros(1, np.int32)
+    run_kernel(src, "ids", [y, g], grid=4096, block=256)
+    b, t = np.divmod(np.arange(4096 * 256), 256)
+    np.testing.assert_array_equal(y, (b * 1000 + t).astype(np.float32))
+    assert g[0] == 4096
+
+
+CONVERSIONS = r"""
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+extern "C" __global__ void widen(const __half* __restrict__ h, const __nv_bfloat16* __restrict__ b,
+                                 float* __restrict__ hf, float* __restrict__ bf) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  hf[i] = __half2float(h[i]);
+  bf[i] = __bfloat162float(b[i]);
+}
+extern "C" __global__ void narrow(const float* __restrict__ x, __half* __restrict__ h,
+                                  __nv_bfloat16* __restrict__ b) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  h[i] = __float2half_rn(x[i]);
+  b[i] = __float2bfloat16_rn(x[i]);
+}
+"""
+
+
+def test_half_and_bfloat16_conversions_match_numpy_and_torch() -> None:
+    import torch
+
+    bits = np.arange(65536, dtype=np.uint16)
+    hf = np.empty(65536, np.float32)
+    bf = np.empty(65536, np.float32)
+    run_kernel(CONVERSIONS, "widen", [bits, bits, hf, bf], grid=256, block=256)
+    np.testing.assert_array_equal(hf, bits.view(np.float16).astype(np.float32))
+    ref_bf = torch.from_numpy(bits.view(np.int16)).view(torch.bfloat16).float().numpy()
+    np.testing.assert_array_equal(bf, ref_bf)
+
+    scales = 2.0 ** RNG.integers(-30, 20, 65536)
+    x = (RNG.standard_normal(65536) * scales).astype(np.float32)
+    x[:6] = [np.inf, -np.inf, 65519.0, 65520.0, 2.0**-25, -(2.0**-24) * 1.5]
+    h = np.empty(65536, np.uint16)
+    b = np.empty(65536, np.uint16)
+    run_kernel(CONVERSIONS, "narrow", [x, h, b], grid=256, block=256)
+    with np.errstate(over="ignore"):
+        np.testing.assert_array_equal(h, x.astype(np.float16).view(np.uint16))
+    ref_b = torch.from_numpy(x).bfloat16().view(torch.int16).numpy().view(np.uint16)
+    np.testing.assert_array_equal(b, ref_b)
+
+
+def test_portable_ucontext_fallback(monkeypatch) -> None:
+    monkeypatch.setattr(
+        cpu_runner, "CXX_FLAGS", (*cpu_runner.CXX_FLAGS, "-DDEPLODOCK_SIMT_UCONTEXT")
+    )
+    x = RNG.standard_normal((3, 512)).astype(np.float32)
+    w = RNG.standard_normal(512).astype(np.float32)
+    y = np.full((3, 512), np.nan, np.float32)
+    run_kernel(REDUCTION, "rms_norm", [x, w, y], grid=3, block=256)
+    xd = x.astype(np.float64)
+    ref = xd / np.sqrt((xd * xd).mean(axis=1, keepdims=True) + 1e-6) * w
+    assert rel_err(y, ref) <= 1e-5
+
+
+def test_divergent_barrier_is_reported_as_a_deadlock(tmp_path) -> None:
+    # Half a warp waits at __syncthreads, the other half at a shuffle: neither can finish.
+    source = (
+        'extern "C" __global__ void k(float* y) {\n'
+        "  if (threadIdx.x < 16) __syncthreads();\n"
+        "  else y[0] = __shfl_xor_sync(~0u, 1.f, 1);\n"
+        "}\n"
+    )
+    script = tmp_path / "deadlock.py"
+    script.write_text(
+        "import numpy as np\n"
+        "from deplodock.backend.cpu_runner import run_kernel\n"
+        f"run_kernel({source!r}, 'k', [np.zeros(1, np.float32)], grid=1, block=32)\n"
+    )
+    result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True)
+    assert result.returncode != 0
+    assert "cpu_simt: deadlock in block 0" in result.stderr

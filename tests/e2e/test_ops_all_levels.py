@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import functools
 
+import numpy as np
 import pytest
+from xdsl.dialects.builtin import ModuleOp
 
 from deplodock.driver import (
     Program,
@@ -76,24 +78,30 @@ TOLERANCE = 1e-5
 
 
 @functools.cache
-def lowered(name: str) -> dict[str, tuple[Program, object]]:
-    """The program of `OPS[name]` cloned at every stage, with its arguments and reference."""
+def captured(name: str) -> tuple[Program, list[np.ndarray], list[np.ndarray]]:
+    """The torch-level program of `OPS[name]`, its random arguments and float64 reference."""
     program = program_from_expression(OPS[name])
     randomize_parameters(program.torch_module, seed=0)
-    arguments = forward_arguments(program)
-    expected = reference_outputs(program)
-    stages = {"torch": program.module.clone()}
-    for stage in STAGES[1:]:
-        lower_program(program, stage)
-        stages[stage] = program.module.clone()
-    return {stage: (module, arguments, expected) for stage, module in stages.items()}
+    return program, forward_arguments(program), reference_outputs(program)
+
+
+@functools.cache
+def lowered(name: str, stage: str) -> ModuleOp:
+    """The module of `OPS[name]` at `stage`, lowered from the stage above it."""
+    program, _, _ = captured(name)
+    if stage == "torch":
+        return program.module.clone()
+    above = STAGES[STAGES.index(stage) - 1]
+    step = Program(lowered(name, above).clone(), above)
+    lower_program(step, stage)
+    return step.module
 
 
 @pytest.mark.parametrize("stage", STAGES)
 @pytest.mark.parametrize("name", list(OPS))
 def test_op_matches_pytorch_at_every_level(name: str, stage: str) -> None:
-    module, arguments, expected = lowered(name)[stage]
-    actual = run_module(module, arguments)
+    _, arguments, expected = captured(name)
+    actual = run_module(lowered(name, stage), arguments)
     assert len(actual) == len(expected)
     for index, (out, ref) in enumerate(zip(actual, expected, strict=True)):
         error = max_relative_error(out, ref)

@@ -1,0 +1,302 @@
+"""The CUDA C printer: one `kernel.func` -> one `extern "C" __global__` function.
+
+The kernel dialect maps op for op onto CUDA constructs, so this is a straight walk of the
+body. Readability of the output matters (it is what users read and what nvcc reports on):
+C names come from SSA name hints, constants are literals, and a pure scalar op used once in
+the same block is inlined into its user instead of getting a variable. Buffers are flat
+pointers indexed row-major; an argument the kernel never stores to is `const`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+from xdsl.dialects import arith
+from xdsl.dialects.builtin import MemRefType
+from xdsl.ir import Attribute, Block, BlockArgument, Operation, SSAValue
+
+from deplodock.backend.cuda_exprs import (
+    C_FUNCTION_NAMES,
+    Expr,
+    PrinterError,
+    ScalarContext,
+    c_type,
+    element_c_type,
+    linear_index,
+    name,
+    scalar_expr,
+)
+from deplodock.dialects import kernel
+
+INDENT = "  "
+# A pure expression longer than this gets a variable even when it has a single use.
+INLINE_LIMIT = 72
+INT32_MAX = 2**31 - 1
+
+_RESERVED = (
+    frozenset(
+        """auto bool break case char const continue default do double else enum extern float for
+    goto if inline int long register restrict return short signed sizeof static struct switch
+    typedef union unsigned void volatile while class namespace template this new delete true
+    false nullptr operator private public protected virtual friend using typename asm
+    threadIdx blockIdx blockDim gridDim warpSize half float2 float4 dim3 uint3 min max abs
+    NAN INFINITY""".split()
+    )
+    | C_FUNCTION_NAMES
+)
+
+
+def _elements(t: MemRefType) -> int:
+    n = 1
+    for d in t.get_shape():
+        n *= d
+    return n
+
+
+def stored_buffers(func: kernel.FuncOp) -> set[SSAValue]:
+    """The buffers the kernel writes: their pointers cannot be `const`."""
+    return {op.memref for op in func.walk() if isinstance(op, kernel.StoreOp)}
+
+
+def needs_64bit_index(func: kernel.FuncOp) -> bool:
+    """Whether an index may exceed `int` (any buffer or loop extent beyond 2^31 - 1)."""
+    extents = [_elements(a.type) for a in func.body.block.args if isinstance(a.type, MemRefType)]
+    extents += [_elements(op.result.type) for op in func.shared_allocs()]
+    extents += [op.upper for op in func.walk() if isinstance(op, kernel.ForOp)]
+    extents.append(func.grid_size * func.block_size)
+    return max(extents, default=0) > INT32_MAX
+
+
+def _element_types(func: kernel.FuncOp) -> Iterable[Attribute]:
+    for op in func.walk():
+        for v in (*op.results, *op.operands):
+            yield v.type.element_type if isinstance(v.type, MemRefType) else v.type
+    for a in func.body.block.args:
+        if isinstance(a.type, MemRefType):
+            yield a.type.element_type
+
+
+def includes(func: kernel.FuncOp) -> list[str]:
+    """`cuda_fp16.h` / `cuda_bf16.h` when the kernel touches those types, else nothing."""
+    types = {type(t).__name__ for t in _element_types(func)}
+    out = []
+    if "Float16Type" in types:
+        out.append("#include <cuda_fp16.h>")
+    if "BFloat16Type" in types:
+        out.append("#include <cuda_bf16.h>")
+    return out
+
+
+class KernelPrinter:
+    """Prints one `kernel.func`; `print_kernel(func)` is the entry point."""
+
+    def __init__(self, func: kernel.FuncOp):
+        self.func = func
+        self.index_type = "long long" if needs_64bit_index(func) else "int"
+        self.lines: list[str] = []
+        self.depth = 1
+        self.used_names: set[str] = set(_RESERVED) | {func.sym_name.data}
+        self.values: dict[SSAValue, Expr] = {}
+        self.counter = 0
+        self._nonneg: dict[SSAValue, bool] = {}
+        self.scalar_ctx = ScalarContext(self.index_type, self.nonneg)
+
+    # ---- names ---------------------------------------------------------------------------
+
+    def unique(self, base: str) -> str:
+        candidate, n = base, 1
+        while candidate in self.used_names:
+            candidate = f"{base}_{n}"
+            n += 1
+        self.used_names.add(candidate)
+        return candidate
+
+    def fresh(self, value: SSAValue, fallback: str = "v") -> str:
+        """A C name for `value`: its sanitized name hint, else `<fallback><N>`."""
+        base = re.sub(r"\W", "_", value.name_hint or "")
+        if base and (base[0].isdigit() or base.startswith("__")):
+            base = f"{fallback}_{base}"
+        if not base:
+            base = f"{fallback}{self.counter}"
+            self.counter += 1
+        return self.unique(base)
+
+    def line(self, text: str) -> None:
+        self.lines.append(INDENT * self.depth + text)
+
+    def ctype(self, t: Attribute) -> str:
+        return c_type(t, self.index_type)
+
+    def declare(self, value: SSAValue, expr: Expr, const: bool = True) -> str:
+        var = self.fresh(value)
+        qual = "const " if const else ""
+        self.line(f"{qual}{self.ctype(value.type)} {var} = {expr.text};")
+        self.values[value] = name(var)
+        return var
+
+    # ---- analysis ------------------------------------------------------------------------
+
+    def nonneg(self, value: SSAValue) -> bool:
+        """Whether an integer value is provably >= 0 (then `/` and `%` are floor ops)."""
+        if value not in self._nonneg:
+            self._nonneg[value] = False  # cycles (iter_args) are not provable
+            self._nonneg[value] = self._compute_nonneg(value)
+        return self._nonneg[value]
+
+    def _compute_nonneg(self, value: SSAValue) -> bool:
+        if isinstance(value, BlockArgument):
+            owner = value.block.parent_op()
+            return isinstance(owner, kernel.ForOp) and value.index == 0 and self.nonneg(owner.lb)
+        op = value.owner
+        match op:
+            case kernel.ThreadIdOp() | kernel.BlockIdOp():
+                return True
+            case arith.ConstantOp():
+                v = getattr(op.value, "value", None)
+                return v is not None and v.data >= 0
+            case arith.AddiOp() | arith.MuliOp() | arith.DivSIOp() | arith.RemSIOp():
+                return all(self.nonneg(o) for o in op.operands)
+            case arith.FloorDivSIOp() | arith.CeilDivSIOp() | arith.MinSIOp():
+                return all(self.nonneg(o) for o in op.operands)
+            case arith.MaxSIOp():
+                return any(self.nonneg(o) for o in op.operands)
+            case arith.SelectOp():
+                return self.nonneg(op.operands[1]) and self.nonneg(op.operands[2])
+            case arith.IndexCastOp() | arith.ExtSIOp() | arith.ExtUIOp():
+                return self.nonneg(op.operands[0])
+            case _:
+                return False
+
+    def inlinable(self, op: Operation, expr: Expr) -> bool:
+        """A pure single-use scalar op whose user is in the same block is printed inline."""
+        if len(op.results) != 1 or len(expr.text) > INLINE_LIMIT:
+            return False
+        uses = list(op.results[0].uses)
+        if len(uses) != 1:
+            return False
+        user = uses[0].operation
+        if isinstance(user, kernel.YieldOp) and len(user.operands) > 1:
+            return False  # parallel assignment of iter_args reads plain variables
+        return user.parent_block() is op.parent_block()
+
+    # ---- printing ------------------------------------------------------------------------
+
+    def print_kernel(self) -> str:
+        func = self.func
+        stored = stored_buffers(func)
+        params = []
+        for arg in func.body.block.args:
+            assert isinstance(arg.type, MemRefType)
+            var = self.fresh(arg, "arg")
+            qual = "" if arg in stored else "const "
+            params.append(f"{qual}{element_c_type(arg.type.element_type)}* __restrict__ {var}")
+            self.values[arg] = name(var)
+        head = (
+            f'extern "C" __global__ void __launch_bounds__({func.block_size}) '
+            f"{func.sym_name.data}({', '.join(params)}) {{"
+        )
+        self.print_block(func.body.block)
+        return "\n".join([*includes(func), head, *self.lines, "}"]) + "\n"
+
+    def print_block(self, block: Block) -> None:
+        for op in block.ops:
+            self.print_op(op)
+
+    def operand(self, value: SSAValue) -> Expr:
+        return self.values[value]
+
+    def element(self, buf: SSAValue, indices: Iterable[SSAValue]) -> str:
+        assert isinstance(buf.type, MemRefType)
+        offset = linear_index([self.operand(i) for i in indices], buf.type.get_shape())
+        return f"{self.operand(buf).text}[{offset.text}]"
+
+    def print_op(self, op: Operation) -> None:
+        match op:
+            case kernel.ThreadIdOp():
+                self.declare(op.result, name("threadIdx.x"))
+            case kernel.BlockIdOp():
+                self.declare(op.result, name("blockIdx.x"))
+            case kernel.SharedAllocOp():
+                t = op.result.type
+                var = self.fresh(op.result, "smem")
+                self.line(f"__shared__ {element_c_type(t.element_type)} {var}[{_elements(t)}];")
+                self.values[op.result] = name(var)
+            case kernel.LoadOp():
+                self.declare(op.res, name(self.element(op.memref, op.indices)))
+            case kernel.StoreOp():
+                value = self.operand(op.value).text
+                self.line(f"{self.element(op.memref, op.indices)} = {value};")
+            case kernel.BarrierOp():
+                self.line("__syncthreads();")
+            case kernel.ShflXorOp():
+                v = self.operand(op.value).text
+                mask = op.mask.value.data
+                self.declare(op.result, name(f"__shfl_xor_sync(0xffffffffu, {v}, {mask})"))
+            case kernel.ForOp():
+                self.print_for(op)
+            case kernel.IfOp():
+                self.line(f"if ({self.operand(op.cond).text}) {{")
+                self.depth += 1
+                self.print_block(op.body.block)
+                self.depth -= 1
+                self.line("}")
+            case kernel.YieldOp() | kernel.ReturnOp():
+                pass  # loops assign their iter_args themselves; the kernel just ends
+            case _ if op.dialect_name() in ("arith", "math"):  # no memory effects
+                self.print_scalar(op)
+            case _:
+                raise PrinterError(f"no CUDA C translation for {op.name}")
+
+    def print_scalar(self, op: Operation) -> None:
+        if len(op.results) != 1:
+            raise PrinterError(f"no CUDA C translation for {op.name}")
+        expr = scalar_expr(op, [self.operand(o) for o in op.operands], self.scalar_ctx)
+        if expr.const is not None or self.inlinable(op, expr):
+            self.values[op.results[0]] = expr  # a literal, or inlined into its single user
+        else:
+            self.declare(op.results[0], expr)
+
+    def print_for(self, op: kernel.ForOp) -> None:
+        carried: list[tuple[str, str]] = []  # (C type, variable) per iter_arg
+        for arg, init, res in zip(op.iter_args, op.inits, op.res, strict=True):
+            var = self.fresh(arg if arg.name_hint else res, "acc")
+            ctype = self.ctype(arg.type)
+            self.line(f"{ctype} {var} = {self.operand(init).text};")
+            self.values[arg] = self.values[res] = name(var)
+            carried.append((ctype, var))
+        iv = self.fresh(op.induction_var, "i")
+        self.values[op.induction_var] = name(iv)
+        step = "++" + iv if op.step_value == 1 else f"{iv} += {op.step_value}"
+        lb = self.operand(op.lb).text
+        self.line(f"for ({self.index_type} {iv} = {lb}; {iv} < {op.upper}; {step}) {{")
+        self.depth += 1
+        self.print_block(op.body.block)
+        terminator = op.body.block.last_op
+        if carried and isinstance(terminator, kernel.YieldOp):
+            self.assign_carried(carried, [self.operand(v) for v in terminator.arguments])
+        self.depth -= 1
+        self.line("}")
+
+    def assign_carried(self, carried: list[tuple[str, str]], values: list[Expr]) -> None:
+        """`acc = next;` per iter_arg, via temporaries when one reads a variable already updated."""
+        pending = [(t, v, e) for (t, v), e in zip(carried, values, strict=True) if e.text != v]
+        assigned: set[str] = set()
+        clash = False
+        for _, var, e in pending:
+            clash = clash or e.text in assigned
+            assigned.add(var)
+        if clash:
+            temps = []
+            for ctype, var, e in pending:
+                tmp = self.unique(f"{var}_next")
+                self.line(f"const {ctype} {tmp} = {e.text};")
+                temps.append((ctype, var, name(tmp)))
+            pending = temps
+        for _, var, e in pending:
+            self.line(f"{var} = {e.text};")
+
+
+def print_kernel(func: kernel.FuncOp) -> str:
+    """The complete CUDA C source of one kernel (with the fp16/bf16 includes it needs)."""
+    return KernelPrinter(func).print_kernel()

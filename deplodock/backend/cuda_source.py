@@ -1,0 +1,218 @@
+"""The whole program as one CUDA translation unit (`deplodock-opt -t cuda`).
+
+Every `cuda.kernel`'s source, then `extern "C" int deplodock_forward(...)`: the host side of
+`@forward`. Its parameters are device pointers to the inputs (in `@forward` argument order),
+then to the outputs (in result order, allocated by the caller); it `cudaMalloc`s the other
+buffers, launches the kernels in order, checks each launch, frees the intermediates and
+returns the first CUDA error (0 on success).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import IO
+
+from xdsl.context import Context
+from xdsl.dialects import func
+from xdsl.dialects.builtin import MemRefType, ModuleOp, StringAttr
+from xdsl.ir import BlockArgument, SSAValue
+from xdsl.utils.exceptions import DiagnosticException
+from xdsl.utils.target import Target
+
+from deplodock.backend.cuda_exprs import C_TYPE_BYTES, element_c_type
+from deplodock.dialects import cuda
+
+CHECK_MACRO = """\
+#define DEPLODOCK_CHECK(call)                                \\
+  do {                                                       \\
+    cudaError_t deplodock_err_ = (call);                     \\
+    if (deplodock_err_ != cudaSuccess) {                     \\
+      status = (int)deplodock_err_;                          \\
+      goto cleanup;                                          \\
+    }                                                        \\
+  } while (0)"""
+
+
+_INCLUDE = re.compile(r"\s*#\s*include\b")
+
+
+class CudaSourceError(DiagnosticException):
+    """The module is not a cuda-level program that can be printed as one translation unit."""
+
+
+def _bytes(t: MemRefType) -> int:
+    n = 1
+    for d in t.get_shape():
+        n *= d
+    return n * C_TYPE_BYTES[element_c_type(t.element_type)]
+
+
+def _param_consts(source: str, name: str) -> list[bool] | None:
+    """Which parameters of kernel `name` are `const T*` (None when the signature is unclear)."""
+    m = re.search(rf"\b{re.escape(name)}\s*\(([^)]*)\)\s*\{{", source)
+    if m is None:
+        return None
+    params = [p.strip() for p in m.group(1).split(",") if p.strip()]
+    return [p.startswith("const ") for p in params]
+
+
+class _Names:
+    def __init__(self) -> None:
+        self.used: set[str] = {"status", "cleanup"}
+
+    def take(self, hint: str | None, fallback: str) -> str:
+        base = re.sub(r"\W", "_", hint or "") or fallback
+        if base[0].isdigit():
+            base = f"{fallback}_{base}"
+        candidate, n = base, 1
+        while candidate in self.used:
+            candidate = f"{base}_{n}"
+            n += 1
+        self.used.add(candidate)
+        return candidate
+
+
+def _arg_hint(fn: func.FuncOp, i: int) -> str | None:
+    arg = fn.body.block.args[i]
+    if fn.arg_attrs is not None:
+        attrs = fn.arg_attrs.data[i].data
+        for key in ("deplodock.input", "deplodock.param"):
+            if isinstance(attrs.get(key), StringAttr):
+                return attrs[key].data  # type: ignore[union-attr]
+    return arg.name_hint
+
+
+def host_function(module: ModuleOp, fn: func.FuncOp) -> str:
+    """`deplodock_forward`: the host sequence of `@forward` in CUDA C++."""
+    names = _Names()
+    ptr: dict[SSAValue, str] = {}
+    params: list[str] = []
+    for i, arg in enumerate(fn.body.block.args):
+        if not isinstance(arg.type, MemRefType):
+            raise CudaSourceError(f"@forward argument #{i} is not a memref: {arg.type}")
+        ptr[arg] = names.take(_arg_hint(fn, i), f"in{i}")
+        params.append(f"const {element_c_type(arg.type.element_type)}* {ptr[arg]}")
+    ret = fn.body.block.last_op
+    assert isinstance(ret, func.ReturnOp)
+    outputs: list[tuple[str, SSAValue]] = []
+    for i, value in enumerate(ret.arguments):
+        assert isinstance(value.type, MemRefType)
+        out = names.take(f"out{i}", f"out{i}")
+        params.append(f"{element_c_type(value.type.element_type)}* {out}")
+        outputs.append((out, value))
+
+    decls: list[str] = []
+    body: list[str] = []
+    frees: list[str] = []
+    copies: list[tuple[str, SSAValue]] = []
+    for op in fn.body.block.ops:
+        match op:
+            case cuda.AllocOp():
+                bound = [o for o, v in outputs if v is op.result]
+                if bound:  # a returned buffer: the caller's output pointer
+                    ptr[op.result] = bound[0]
+                    continue
+                var = names.take(op.result.name_hint, "buf")
+                t = op.result.type
+                decls.append(f"  {element_c_type(t.element_type)}* {var} = nullptr;")
+                body.append(f"  DEPLODOCK_CHECK(cudaMalloc((void**)&{var}, {_bytes(t)}));")
+                frees.append(f"  cudaFree({var});")
+                ptr[op.result] = var
+            case cuda.LaunchOp():
+                body.append(_launch(module, op, ptr))
+            case func.ReturnOp():
+                pass
+            case _:
+                raise CudaSourceError(f"@forward: {op.name} has no host translation")
+    for out, value in outputs:
+        if ptr.get(value) != out:
+            copies.append((out, value))
+    for out, value in copies:
+        assert isinstance(value.type, MemRefType)
+        body.append(
+            f"  DEPLODOCK_CHECK(cudaMemcpy({out}, {ptr[value]}, {_bytes(value.type)}, "
+            "cudaMemcpyDeviceToDevice));"
+        )
+    lines = [
+        CHECK_MACRO,
+        "",
+        f'extern "C" int deplodock_forward({", ".join(params)}) {{',
+        "  int status = 0;",
+        *decls,
+        *body,
+        "cleanup:",
+        *frees,
+        "  return status;",
+        "}",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def _launch(module: ModuleOp, op: cuda.LaunchOp, ptr: dict[SSAValue, str]) -> str:
+    kernel = _kernel(module, op.callee.string_value())
+    name = kernel.sym_name.data
+    consts = _param_consts(kernel.source.data, name) or [True] * len(op.args)
+    args = []
+    for value, is_const in zip(op.args, consts, strict=False):
+        text = ptr[value]
+        if not is_const and isinstance(value, BlockArgument):  # a `const T*` input
+            assert isinstance(value.type, MemRefType)
+            text = f"const_cast<{element_c_type(value.type.element_type)}*>({text})"
+        args.append(text)
+    g, b, s = kernel.grid.value.data, kernel.block.value.data, kernel.smem.value.data
+    return (
+        f"  {name}<<<{g}, {b}, {s}>>>({', '.join(args)});\n  DEPLODOCK_CHECK(cudaGetLastError());"
+    )
+
+
+def _kernel(module: ModuleOp, name: str) -> cuda.KernelOp:
+    for op in module.ops:
+        if isinstance(op, cuda.KernelOp) and op.sym_name.data == name:
+            return op
+    raise CudaSourceError(f"no cuda.kernel @{name} in the module")
+
+
+def module_to_cuda_source(module: ModuleOp) -> str:
+    """The CUDA translation unit of a cuda-level module (kernel-level modules are lowered)."""
+    if any(op.dialect_name() == "kernel" for op in module.walk()):
+        from deplodock.passes.convert_kernel_to_cuda import ConvertKernelToCudaPass
+
+        module = module.clone()
+        ConvertKernelToCudaPass().apply(Context(), module)
+    kernels = [op for op in module.ops if isinstance(op, cuda.KernelOp)]
+    forward = next(
+        (op for op in module.ops if isinstance(op, func.FuncOp) and op.sym_name.data == "forward"),
+        None,
+    )
+    headers = ["#include <cuda_runtime.h>"]
+    bodies: list[str] = []
+    for k in kernels:
+        lines = k.source.data.rstrip("\n").splitlines()
+        headers += [ln for ln in lines if _INCLUDE.match(ln) and ln not in headers]
+        bodies.append(
+            f"// @{k.sym_name.data}: grid {k.grid.value.data}, block {k.block.value.data}, "
+            f"dynamic smem {k.smem.value.data} bytes"
+        )
+        bodies += [ln for ln in lines if not _INCLUDE.match(ln)]
+        bodies.append("")
+    parts = [
+        f"// Generated by deplodock: {len(kernels)} kernel(s)"
+        + (" and the host entry point deplodock_forward." if forward else "."),
+        *headers,
+        "",
+        *bodies,
+    ]
+    if forward is not None:
+        parts.append(host_function(module, forward))
+    return "\n".join(parts)
+
+
+@dataclass(frozen=True)
+class CudaTarget(Target):
+    """`-t cuda`: print the module as one CUDA C++ translation unit."""
+
+    name = "cuda"
+
+    def emit(self, ctx: Context, module: ModuleOp, output: IO[str]) -> None:
+        output.write(module_to_cuda_source(module))

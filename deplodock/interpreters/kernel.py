@@ -1,0 +1,202 @@
+"""CPU semantics of the `kernel` dialect: blocks one after another, threads in lock-step.
+
+`kernel.launch` runs the `kernel.func` once per block index in `[0, G)`; within a block the
+`T` threads run together (`simt.LockstepState`): `kernel.thread_id` is `np.arange(T)`,
+per-thread values are `(T,)` arrays, `kernel.for` is a per-lane loop and `kernel.if` a
+masked region. Global buffers are the launch's numpy arrays, read and written with masked
+gathers and scatters. Shared arrays are fresh `SharedBuffer`s per block that record, for
+each element, the writing thread and barrier epoch; `kernel.barrier` starts a new epoch, so
+an access that a missing `__syncthreads()` would leave unordered raises `RaceError`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from xdsl.dialects.builtin import MemRefType
+from xdsl.interpreter import (
+    Interpreter,
+    InterpreterFunctions,
+    PythonValues,
+    ReturnedValues,
+    TerminatorValue,
+    impl,
+    impl_terminator,
+    register_impls,
+)
+from xdsl.ir import Operation, SSAValue
+from xdsl.traits import SymbolTable
+from xdsl.utils.exceptions import InterpretationError
+
+from deplodock.dialects import kernel
+from deplodock.interpreters.shared_memory import SharedBuffer
+from deplodock.interpreters.simt import LockstepState
+from deplodock.interpreters.values import empty_buffer, numpy_dtype
+
+WARP_SIZE = 32
+
+
+def buffer_name(value: SSAValue) -> str:
+    """How error messages name a buffer: its SSA name (`%red`) when it has one."""
+    return f"%{value.name_hint}" if value.name_hint else "<buffer>"
+
+
+@dataclass
+class BlockState:
+    """The running block: its lock-step lanes and its barrier epoch."""
+
+    lanes: LockstepState
+    epoch: int = 0
+    shared: list[SharedBuffer] = field(default_factory=list)
+
+
+def _block(interpreter: Interpreter, op: Operation) -> BlockState:
+    stack: list[BlockState] = interpreter.get_data(KernelFunctions, "blocks", list)
+    if not stack:
+        raise InterpretationError(f"{op.name}: only runs inside a kernel.func")
+    return stack[-1]
+
+
+def run_kernel(interpreter: Interpreter, func: kernel.FuncOp, buffers: PythonValues) -> None:
+    """Runs `func` on `buffers` (in place): every block, one after another."""
+    stack: list[BlockState] = interpreter.get_data(KernelFunctions, "blocks", list)
+    for block_id in range(func.grid_size):
+        stack.append(BlockState(LockstepState(func.block_size, block_id=block_id)))
+        try:
+            interpreter.run_ssacfg_region(
+                func.body, buffers, f"kernel.func @{func.sym_name.data} block {block_id}"
+            )
+        finally:
+            stack.pop()
+
+
+def _active_indices(state: BlockState, indices: PythonValues) -> list[np.ndarray]:
+    """Each index operand restricted to the active lanes."""
+    mask = state.lanes.current_mask
+    return [state.lanes.lanes(i).astype(np.int64)[mask] for i in indices]
+
+
+@register_impls
+class KernelFunctions(InterpreterFunctions):
+    """`@impl`s of the kernel ops; the running block's state lives on the interpreter
+    (`get_data`), so ops in nested regions find it."""
+
+    # -- host -------------------------------------------------------------------------------
+
+    @impl(kernel.AllocOp)
+    def run_alloc(self, interpreter: Interpreter, op: kernel.AllocOp, args: PythonValues):
+        assert isinstance(op.res.type, MemRefType)
+        return (empty_buffer(op.res.type),)
+
+    @impl(kernel.LaunchOp)
+    def run_launch(self, interpreter: Interpreter, op: kernel.LaunchOp, args: PythonValues):
+        func = SymbolTable.lookup_symbol(op, op.callee)
+        if not isinstance(func, kernel.FuncOp):
+            raise InterpretationError(f"kernel.launch: {op.callee} is not a kernel.func")
+        run_kernel(interpreter, func, args)
+        return ()
+
+    @impl_terminator(kernel.ReturnOp)
+    def run_return(
+        self, interpreter: Interpreter, op: kernel.ReturnOp, args: PythonValues
+    ) -> tuple[TerminatorValue, PythonValues]:
+        return ReturnedValues(()), ()
+
+    # -- thread geometry and synchronization ------------------------------------------------
+
+    @impl(kernel.ThreadIdOp)
+    def run_thread_id(self, interpreter: Interpreter, op: kernel.ThreadIdOp, args: PythonValues):
+        return (_block(interpreter, op).lanes.thread_ids,)
+
+    @impl(kernel.BlockIdOp)
+    def run_block_id(self, interpreter: Interpreter, op: kernel.BlockIdOp, args: PythonValues):
+        return (_block(interpreter, op).lanes.block_id,)
+
+    @impl(kernel.SharedAllocOp)
+    def run_shared_alloc(
+        self, interpreter: Interpreter, op: kernel.SharedAllocOp, args: PythonValues
+    ):
+        """A fresh `__shared__` array for this block (NaN-filled, like an uninitialized one)."""
+        state = _block(interpreter, op)
+        buffer = SharedBuffer(buffer_name(op.result), empty_buffer(op.result.type))
+        state.shared.append(buffer)
+        return (buffer,)
+
+    @impl(kernel.BarrierOp)
+    def run_barrier(self, interpreter: Interpreter, op: kernel.BarrierOp, args: PythonValues):
+        state = _block(interpreter, op)
+        if not state.lanes.current_mask.all():
+            raise InterpretationError(
+                f"kernel.barrier: reached by only some threads of block {state.lanes.block_id}"
+            )
+        state.epoch += 1
+        return ()
+
+    @impl(kernel.ShflXorOp)
+    def run_shfl_xor(self, interpreter: Interpreter, op: kernel.ShflXorOp, args: PythonValues):
+        """Lane `l` gets lane `l ^ mask`'s value; `mask < 32` keeps it within the warp."""
+        state = _block(interpreter, op)
+        values = state.lanes.lanes(args[0])
+        source = state.lanes.thread_ids ^ op.mask.value.data
+        return (values[source],)
+
+    # -- control flow -----------------------------------------------------------------------
+
+    @impl(kernel.ForOp)
+    def run_for(self, interpreter: Interpreter, op: kernel.ForOp, args: PythonValues):
+        lb, *inits = args
+
+        def body(iv: Any, carried: tuple[Any, ...]) -> PythonValues:
+            return interpreter.run_ssacfg_region(op.body, (iv, *carried), "kernel.for")
+
+        state = _block(interpreter, op)
+        return state.lanes.run_loop(lb, op.upper, op.step_value, inits, body)
+
+    @impl_terminator(kernel.YieldOp)
+    def run_yield(
+        self, interpreter: Interpreter, op: kernel.YieldOp, args: PythonValues
+    ) -> tuple[TerminatorValue, PythonValues]:
+        return ReturnedValues(args), ()
+
+    @impl(kernel.IfOp)
+    def run_if(self, interpreter: Interpreter, op: kernel.IfOp, args: PythonValues):
+        lanes = _block(interpreter, op).lanes
+        with lanes.masked(args[0]):
+            if lanes.any_active():
+                interpreter.run_ssacfg_region(op.body, (), "kernel.if")
+        return ()
+
+    # -- memory -----------------------------------------------------------------------------
+
+    @impl(kernel.LoadOp)
+    def run_load(self, interpreter: Interpreter, op: kernel.LoadOp, args: PythonValues):
+        buf, *indices = args
+        state = _block(interpreter, op)
+        if not isinstance(buf, SharedBuffer):
+            return (state.lanes.gather(buf, indices, name=buffer_name(op.memref), op=op),)
+        mask = state.lanes.current_mask
+        values = buf.load(
+            _active_indices(state, indices), state.lanes.thread_ids[mask], state.epoch, op.name
+        )
+        result = np.zeros(state.lanes.num_threads, dtype=numpy_dtype(op.res.type))
+        result[mask] = values
+        return (result,)
+
+    @impl(kernel.StoreOp)
+    def run_store(self, interpreter: Interpreter, op: kernel.StoreOp, args: PythonValues):
+        value, buf, *indices = args
+        state = _block(interpreter, op)
+        if not isinstance(buf, SharedBuffer):
+            state.lanes.scatter(buf, indices, value, name=buffer_name(op.memref), op=op)
+            return ()
+        mask = state.lanes.current_mask
+        buf.store(
+            _active_indices(state, indices),
+            state.lanes.lanes(value)[mask],
+            state.lanes.thread_ids[mask],
+            state.epoch,
+            op.name,
+        )
+        return ()

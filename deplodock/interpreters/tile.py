@@ -1,0 +1,153 @@
+"""CPU semantics of the `tile` dialect: blocks one after another, threads in lock-step.
+
+`tile.grid` runs its body once per block; `tile.threads` binds the thread id to
+`np.arange(T)` and runs its body once for all threads of the block, with per-thread values
+as `(T,)` arrays. `tile.for` is a per-lane loop under an active-lane mask, loads and stores
+are masked gathers and scatters, and `tile.combine` reduces over the block; all of this is
+the shared lock-step machinery of `simt.py`. Host ops: `tile.alloc` (NaN-filled buffer) and
+`tile.launch` (runs the kernel symbol on the buffers, in place).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from xdsl.dialects.builtin import MemRefType
+from xdsl.interpreter import (
+    Interpreter,
+    InterpreterFunctions,
+    PythonValues,
+    ReturnedValues,
+    TerminatorValue,
+    impl,
+    impl_terminator,
+    register_impls,
+)
+from xdsl.ir import Operation, SSAValue
+from xdsl.traits import SymbolTable
+from xdsl.utils.exceptions import InterpretationError
+
+from deplodock.dialects import tile
+from deplodock.interpreters.simt import LockstepState
+from deplodock.interpreters.values import empty_buffer
+
+
+def buffer_name(value: SSAValue) -> str:
+    """How error messages name a buffer: its SSA name (`%x`) when it has one."""
+    return f"%{value.name_hint}" if value.name_hint else "<buffer>"
+
+
+def _lockstep_stack(interpreter: Interpreter) -> list[LockstepState]:
+    return interpreter.get_data(TileFunctions, "lockstep", list)
+
+
+def _current_state(interpreter: Interpreter) -> LockstepState | None:
+    stack = _lockstep_stack(interpreter)
+    return stack[-1] if stack else None
+
+
+def _scalar_indices(indices: PythonValues, op: Operation) -> tuple[int, ...]:
+    try:
+        return tuple(int(i) for i in indices)
+    except TypeError as error:
+        raise InterpretationError(f"{op.name}: per-thread index outside tile.threads") from error
+
+
+@register_impls
+class TileFunctions(InterpreterFunctions):
+    """`@impl`s of the tile ops; the lock-step state of the running block is kept on the
+    interpreter (`get_data`), so nested regions find it."""
+
+    # -- host -------------------------------------------------------------------------------
+
+    @impl(tile.AllocOp)
+    def run_alloc(self, interpreter: Interpreter, op: tile.AllocOp, args: PythonValues):
+        assert isinstance(op.res.type, MemRefType)
+        return (empty_buffer(op.res.type),)
+
+    @impl(tile.LaunchOp)
+    def run_launch(self, interpreter: Interpreter, op: tile.LaunchOp, args: PythonValues):
+        kernel = SymbolTable.lookup_symbol(op, op.callee)
+        if not isinstance(kernel, tile.KernelOp):
+            raise InterpretationError(f"tile.launch: {op.callee} is not a tile.kernel")
+        interpreter.run_ssacfg_region(kernel.body, args, f"tile.kernel {kernel.sym_name.data}")
+        return ()
+
+    @impl_terminator(tile.ReturnOp)
+    def run_return(
+        self, interpreter: Interpreter, op: tile.ReturnOp, args: PythonValues
+    ) -> tuple[TerminatorValue, PythonValues]:
+        return ReturnedValues(()), ()
+
+    # -- blocks and threads -----------------------------------------------------------------
+
+    @impl(tile.GridOp)
+    def run_grid(self, interpreter: Interpreter, op: tile.GridOp, args: PythonValues):
+        data = interpreter.get_data(TileFunctions, "block", dict)
+        for block in range(op.count):
+            data["id"] = block
+            interpreter.run_ssacfg_region(op.body, (block,), "tile.grid")
+        return ()
+
+    @impl(tile.ThreadsOp)
+    def run_threads(self, interpreter: Interpreter, op: tile.ThreadsOp, args: PythonValues):
+        block = interpreter.get_data(TileFunctions, "block", dict).get("id", 0)
+        state = LockstepState(op.count, block_id=block)
+        stack = _lockstep_stack(interpreter)
+        stack.append(state)
+        try:
+            interpreter.run_ssacfg_region(op.body, (state.thread_ids,), "tile.threads")
+        finally:
+            stack.pop()
+        return ()
+
+    # -- loops ------------------------------------------------------------------------------
+
+    @impl(tile.ForOp)
+    def run_for(self, interpreter: Interpreter, op: tile.ForOp, args: PythonValues):
+        lb, *inits = args
+
+        def body(iv: Any, carried: tuple[Any, ...]) -> PythonValues:
+            return interpreter.run_ssacfg_region(op.body, (iv, *carried), "tile.for")
+
+        state = _current_state(interpreter)
+        if state is not None:
+            return state.run_loop(lb, op.upper, op.step_value, inits, body)
+        carried = tuple(inits)  # a uniform loop outside tile.threads
+        for iv in range(int(lb), op.upper, op.step_value):
+            carried = tuple(body(iv, carried))
+        return carried
+
+    @impl_terminator(tile.YieldOp)
+    def run_yield(
+        self, interpreter: Interpreter, op: tile.YieldOp, args: PythonValues
+    ) -> tuple[TerminatorValue, PythonValues]:
+        return ReturnedValues(args), ()
+
+    @impl(tile.CombineOp)
+    def run_combine(self, interpreter: Interpreter, op: tile.CombineOp, args: PythonValues):
+        state = _current_state(interpreter)
+        if state is None:
+            raise InterpretationError("tile.combine: outside tile.threads")
+        return (state.combine(op.kind.data, args[0]),)
+
+    # -- memory -----------------------------------------------------------------------------
+
+    @impl(tile.LoadOp)
+    def run_load(self, interpreter: Interpreter, op: tile.LoadOp, args: PythonValues):
+        buf, *indices = args
+        state = _current_state(interpreter)
+        if state is None:
+            return (np.asarray(buf)[_scalar_indices(indices, op)],)
+        return (state.gather(buf, indices, name=buffer_name(op.memref), op=op),)
+
+    @impl(tile.StoreOp)
+    def run_store(self, interpreter: Interpreter, op: tile.StoreOp, args: PythonValues):
+        value, buf, *indices = args
+        state = _current_state(interpreter)
+        if state is None:
+            buf[_scalar_indices(indices, op)] = value
+            return ()
+        state.scatter(buf, indices, value, name=buffer_name(op.memref), op=op)
+        return ()

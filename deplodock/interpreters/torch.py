@@ -1,0 +1,277 @@
+"""Reference CPU semantics of the `torch` dialect on whole numpy arrays.
+
+This is the oracle every lower level is compared with, so each op is the plain textbook
+formula. f16/bf16 inputs are computed in float32 (as PyTorch's CPU kernels accumulate) and the
+result is rounded back to the result's element type with `round_to_type`, so an op's output
+has exactly the precision its type promises.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import torch
+from xdsl.dialects.builtin import TensorType
+from xdsl.interpreter import Interpreter, InterpreterFunctions, PythonValues, impl, register_impls
+from xdsl.ir import Operation
+
+from deplodock.dialects import torch as T
+from deplodock.interpreters.values import numpy_dtype, round_to_type
+
+
+def _wide(x: Any) -> np.ndarray:
+    """The array to compute with: f16 widened to f32, everything else as it is."""
+    a = np.asarray(x)
+    return a.astype(np.float32) if a.dtype == np.float16 else a
+
+
+def _out(op: Operation, value: Any) -> PythonValues:
+    """The op's single result, cast (and bf16-rounded) to its tensor type, as a fresh array."""
+    t = op.results[0].type
+    assert isinstance(t, TensorType)
+    return (np.array(round_to_type(value, t.element_type), copy=True).reshape(t.get_shape()),)
+
+
+def erf(x: np.ndarray) -> np.ndarray:
+    """erf has no numpy ufunc; torch's is exact to the last ulp and vectorised."""
+    return torch.special.erf(torch.from_numpy(np.ascontiguousarray(x))).numpy()
+
+
+def gelu(x: np.ndarray, approximate: str) -> np.ndarray:
+    if approximate == "tanh":
+        return 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x**3)))
+    return 0.5 * x * (1 + erf(x * (1 / math.sqrt(2))))
+
+
+def sigmoid(x: np.ndarray) -> np.ndarray:
+    return 1 / (1 + np.exp(-x))
+
+
+def softmax(x: np.ndarray, dim: int) -> np.ndarray:
+    e = np.exp(x - np.max(x, axis=dim, keepdims=True))
+    return e / np.sum(e, axis=dim, keepdims=True)
+
+
+def log_softmax(x: np.ndarray, dim: int) -> np.ndarray:
+    shifted = x - np.max(x, axis=dim, keepdims=True)
+    return shifted - np.log(np.sum(np.exp(shifted), axis=dim, keepdims=True))
+
+
+def _trailing(x: np.ndarray, n: int) -> tuple[int, ...]:
+    return tuple(range(x.ndim - n, x.ndim))
+
+
+def rms_norm(x: np.ndarray, w: np.ndarray | None, n: int, eps: float) -> np.ndarray:
+    ms = np.mean(x * x, axis=_trailing(x, n), keepdims=True)
+    y = x / np.sqrt(ms + x.dtype.type(eps))
+    return y if w is None else y * w
+
+
+def layer_norm(
+    x: np.ndarray, w: np.ndarray | None, b: np.ndarray | None, n: int, eps: float
+) -> np.ndarray:
+    axes = _trailing(x, n)
+    centered = x - np.mean(x, axis=axes, keepdims=True)
+    var = np.mean(centered * centered, axis=axes, keepdims=True)
+    y = centered / np.sqrt(var + x.dtype.type(eps))
+    y = y if w is None else y * w
+    return y if b is None else y + b
+
+
+_UNARY: dict[type[Operation], Callable[[np.ndarray], np.ndarray]] = {
+    T.NegOp: np.negative,
+    T.ExpOp: np.exp,
+    T.LogOp: np.log,
+    T.SqrtOp: np.sqrt,
+    T.RsqrtOp: lambda x: 1 / np.sqrt(x),
+    T.AbsOp: np.abs,
+    T.ReluOp: lambda x: np.maximum(x, 0),
+    T.SigmoidOp: sigmoid,
+    T.TanhOp: np.tanh,
+    T.SiluOp: lambda x: x * sigmoid(x),
+}
+
+_BINARY: dict[type[Operation], Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
+    T.AddOp: np.add,
+    T.SubOp: np.subtract,
+    T.MulOp: np.multiply,
+    T.DivOp: lambda a, b: a / b if np.issubdtype(a.dtype, np.floating) else a // b,
+    T.MatmulOp: np.matmul,
+    T.BmmOp: np.matmul,
+}
+
+_REDUCE: dict[type[Operation], Callable[..., np.ndarray]] = {
+    T.SumOp: np.sum,
+    T.MeanOp: np.mean,
+    T.AmaxOp: np.max,
+}
+
+
+@register_impls
+class TorchFunctions(InterpreterFunctions):
+    """numpy implementations of every torch op (one `@impl` per op class)."""
+
+    def _unary(self, op: Operation, args: PythonValues) -> PythonValues:
+        return _out(op, _UNARY[type(op)](_wide(args[0])))
+
+    def _binary(self, op: Operation, args: PythonValues) -> PythonValues:
+        return _out(op, _BINARY[type(op)](_wide(args[0]), _wide(args[1])))
+
+    def _reduce(self, op: T.ReductionOp, args: PythonValues) -> PythonValues:
+        dims = tuple(int(d) for d in op.dims.get_values())
+        keep = bool(op.keepdim.value.data)
+        return _out(op, _REDUCE[type(op)](_wide(args[0]), axis=dims, keepdims=keep))
+
+    @impl(T.ConstantOp)
+    def run_constant(self, i: Interpreter, op: T.ConstantOp, args: PythonValues) -> PythonValues:
+        t = op.result.type
+        return _out(op, np.full(t.get_shape(), op.value.value.data, numpy_dtype(t.element_type)))
+
+    @impl(T.AddOp)
+    def run_add(self, i: Interpreter, op: T.AddOp, args: PythonValues) -> PythonValues:
+        return self._binary(op, args)
+
+    @impl(T.SubOp)
+    def run_sub(self, i: Interpreter, op: T.SubOp, args: PythonValues) -> PythonValues:
+        return self._binary(op, args)
+
+    @impl(T.MulOp)
+    def run_mul(self, i: Interpreter, op: T.MulOp, args: PythonValues) -> PythonValues:
+        return self._binary(op, args)
+
+    @impl(T.DivOp)
+    def run_div(self, i: Interpreter, op: T.DivOp, args: PythonValues) -> PythonValues:
+        return self._binary(op, args)
+
+    @impl(T.MatmulOp)
+    def run_matmul(self, i: Interpreter, op: T.MatmulOp, args: PythonValues) -> PythonValues:
+        return self._binary(op, args)
+
+    @impl(T.BmmOp)
+    def run_bmm(self, i: Interpreter, op: T.BmmOp, args: PythonValues) -> PythonValues:
+        return self._binary(op, args)
+
+    @impl(T.NegOp)
+    def run_neg(self, i: Interpreter, op: T.NegOp, args: PythonValues) -> PythonValues:
+        return self._unary(op, args)
+
+    @impl(T.ExpOp)
+    def run_exp(self, i: Interpreter, op: T.ExpOp, args: PythonValues) -> PythonValues:
+        return self._unary(op, args)
+
+    @impl(T.LogOp)
+    def run_log(self, i: Interpreter, op: T.LogOp, args: PythonValues) -> PythonValues:
+        return self._unary(op, args)
+
+    @impl(T.SqrtOp)
+    def run_sqrt(self, i: Interpreter, op: T.SqrtOp, args: PythonValues) -> PythonValues:
+        return self._unary(op, args)
+
+    @impl(T.RsqrtOp)
+    def run_rsqrt(self, i: Interpreter, op: T.RsqrtOp, args: PythonValues) -> PythonValues:
+        return self._unary(op, args)
+
+    @impl(T.AbsOp)
+    def run_abs(self, i: Interpreter, op: T.AbsOp, args: PythonValues) -> PythonValues:
+        return self._unary(op, args)
+
+    @impl(T.ReluOp)
+    def run_relu(self, i: Interpreter, op: T.ReluOp, args: PythonValues) -> PythonValues:
+        return self._unary(op, args)
+
+    @impl(T.SigmoidOp)
+    def run_sigmoid(self, i: Interpreter, op: T.SigmoidOp, args: PythonValues) -> PythonValues:
+        return self._unary(op, args)
+
+    @impl(T.TanhOp)
+    def run_tanh(self, i: Interpreter, op: T.TanhOp, args: PythonValues) -> PythonValues:
+        return self._unary(op, args)
+
+    @impl(T.SiluOp)
+    def run_silu(self, i: Interpreter, op: T.SiluOp, args: PythonValues) -> PythonValues:
+        return self._unary(op, args)
+
+    @impl(T.GeluOp)
+    def run_gelu(self, i: Interpreter, op: T.GeluOp, args: PythonValues) -> PythonValues:
+        return _out(op, gelu(_wide(args[0]), op.approximate.data))
+
+    @impl(T.PowOp)
+    def run_pow(self, i: Interpreter, op: T.PowOp, args: PythonValues) -> PythonValues:
+        x = _wide(args[0])
+        return _out(op, np.power(x, np.asarray(op.exponent.value.data, dtype=x.dtype)))
+
+    @impl(T.SumOp)
+    def run_sum(self, i: Interpreter, op: T.SumOp, args: PythonValues) -> PythonValues:
+        return self._reduce(op, args)
+
+    @impl(T.MeanOp)
+    def run_mean(self, i: Interpreter, op: T.MeanOp, args: PythonValues) -> PythonValues:
+        return self._reduce(op, args)
+
+    @impl(T.AmaxOp)
+    def run_amax(self, i: Interpreter, op: T.AmaxOp, args: PythonValues) -> PythonValues:
+        return self._reduce(op, args)
+
+    @impl(T.SoftmaxOp)
+    def run_softmax(self, i: Interpreter, op: T.SoftmaxOp, args: PythonValues) -> PythonValues:
+        return _out(op, softmax(_wide(args[0]), op.dim.value.data))
+
+    @impl(T.LogSoftmaxOp)
+    def run_log_softmax(
+        self, i: Interpreter, op: T.LogSoftmaxOp, args: PythonValues
+    ) -> PythonValues:
+        return _out(op, log_softmax(_wide(args[0]), op.dim.value.data))
+
+    @impl(T.RmsNormOp)
+    def run_rms_norm(self, i: Interpreter, op: T.RmsNormOp, args: PythonValues) -> PythonValues:
+        x, *rest = (_wide(a) for a in args)
+        n = len(op.normalized_shape.get_values())
+        return _out(op, rms_norm(x, rest[0] if rest else None, n, op.eps.value.data))
+
+    @impl(T.LayerNormOp)
+    def run_layer_norm(self, i: Interpreter, op: T.LayerNormOp, args: PythonValues) -> PythonValues:
+        params = iter(_wide(a) for a in args[1:])
+        w = next(params) if op.weight is not None else None
+        b = next(params) if op.bias is not None else None
+        n = len(op.normalized_shape.get_values())
+        return _out(op, layer_norm(_wide(args[0]), w, b, n, op.eps.value.data))
+
+    @impl(T.LinearOp)
+    def run_linear(self, i: Interpreter, op: T.LinearOp, args: PythonValues) -> PythonValues:
+        x, w, *b = (_wide(a) for a in args)
+        y = np.matmul(x, w.T)
+        return _out(op, y + b[0] if b else y)
+
+    @impl(T.TransposeOp)
+    def run_transpose(self, i: Interpreter, op: T.TransposeOp, args: PythonValues) -> PythonValues:
+        return _out(op, np.swapaxes(args[0], op.dim0.value.data, op.dim1.value.data))
+
+    @impl(T.PermuteOp)
+    def run_permute(self, i: Interpreter, op: T.PermuteOp, args: PythonValues) -> PythonValues:
+        return _out(op, np.transpose(args[0], op.dims.get_values()))
+
+    @impl(T.ReshapeOp)
+    def run_reshape(self, i: Interpreter, op: T.ReshapeOp, args: PythonValues) -> PythonValues:
+        return _out(op, np.reshape(args[0], op.result.type.get_shape()))
+
+    @impl(T.UnsqueezeOp)
+    def run_unsqueeze(self, i: Interpreter, op: T.UnsqueezeOp, args: PythonValues) -> PythonValues:
+        return _out(op, np.expand_dims(args[0], op.dim.value.data))
+
+    @impl(T.ExpandOp)
+    def run_expand(self, i: Interpreter, op: T.ExpandOp, args: PythonValues) -> PythonValues:
+        return _out(op, np.broadcast_to(args[0], op.result.type.get_shape()))
+
+    @impl(T.SliceOp)
+    def run_slice(self, i: Interpreter, op: T.SliceOp, args: PythonValues) -> PythonValues:
+        x = np.asarray(args[0])
+        index = [slice(None)] * x.ndim
+        index[op.dim.value.data] = slice(op.start.value.data, op.end.value.data, op.step.value.data)
+        return _out(op, x[tuple(index)])
+
+    @impl(T.CatOp)
+    def run_cat(self, i: Interpreter, op: T.CatOp, args: PythonValues) -> PythonValues:
+        return _out(op, np.concatenate([np.asarray(a) for a in args], axis=op.dim.value.data))

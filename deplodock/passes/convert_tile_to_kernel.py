@@ -1,0 +1,394 @@
+"""`convert-tile-to-kernel`: materialize a tile schedule as hardware primitives.
+
+A `tile.kernel` becomes a `kernel.func` whose launch configuration is the `tile.grid` extent
+(blocks) and the `tile.threads` extent (threads per block). The grid and threads regions are
+inlined: their induction variables become `kernel.block_id` and `kernel.thread_id`. The
+per-thread ops map one to one (`tile.for/yield/load/store` -> `kernel.*`), except:
+
+- `tile.combine <kind> %v` becomes a warp all-reduce (five `kernel.shfl_xor` steps, 16 ... 1,
+  combined with the kind's `arith` op); with more than one warp, lane 0 of each warp then
+  stores its partial to a shared array `%red[T/32]`, a `kernel.barrier` publishes them, every
+  thread folds all partials in a `kernel.for`, and a second barrier lets the next combine
+  reuse `%red`.
+- A `tile.store` executed by every thread with the same address (its indices do not depend
+  on the thread id and it is not inside a thread-strided loop) is guarded by
+  `kernel.if (thread_id == 0)`, so exactly one thread writes.
+
+Host ops `tile.alloc/launch` become `kernel.alloc/launch`. No tile op remains.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from xdsl.context import Context
+from xdsl.dialects import arith
+from xdsl.dialects.builtin import (
+    AnyFloat,
+    FloatAttr,
+    IndexType,
+    IntegerAttr,
+    IntegerType,
+    MemRefType,
+    ModuleOp,
+)
+from xdsl.ir import Attribute, Operation, SSAValue
+from xdsl.passes import ModulePass
+from xdsl.pattern_rewriter import (
+    GreedyRewritePatternApplier,
+    PatternRewriter,
+    PatternRewriteWalker,
+    RewritePattern,
+    op_type_rewrite_pattern,
+)
+from xdsl.rewriter import InsertPoint
+from xdsl.utils.exceptions import PassFailedException
+
+from deplodock.dialects import kernel, tile
+from deplodock.dialects.common import DynamicForOpBase
+from deplodock.dialects.tensor import ReduceKind
+
+WARP_SHUFFLE_MASKS = (16, 8, 4, 2, 1)
+
+# --------------------------------------------------------------------------------------------
+# Uniform helper values of one kernel.func, built once at the top of its body
+
+
+@dataclass
+class _KernelValues:
+    """Values the combine and store lowerings share within one `kernel.func`.
+
+    They are built on first use, right after `kernel.thread_id` at the top of the body, so
+    that every later op (in any region) can use them.
+    """
+
+    func: kernel.FuncOp
+    thread_id: SSAValue
+    anchor: Operation
+    rewriter: PatternRewriter
+    cache: dict[str, SSAValue] = field(default_factory=dict)
+    shared: dict[Attribute, SSAValue] = field(default_factory=dict)
+
+    def _top(self, op: Operation, name: str) -> SSAValue:
+        """Inserts `op` at the top of the kernel (after the previous helper) and names it."""
+        self.rewriter.insert(op, InsertPoint.after(self.anchor))
+        self.anchor = op
+        op.results[0].name_hint = name
+        return op.results[0]
+
+    def _get(self, name: str, build: Callable[[], Operation]) -> SSAValue:
+        if name not in self.cache:
+            self.cache[name] = self._top(build(), name)
+        return self.cache[name]
+
+    def index(self, value: int) -> SSAValue:
+        return self._get(f"c{value}", lambda: arith.ConstantOp(IntegerAttr(value, IndexType())))
+
+    @property
+    def lane(self) -> SSAValue:
+        c32 = self.index(32)
+        return self._get("lane", lambda: arith.RemSIOp(self.thread_id, c32))
+
+    @property
+    def warp(self) -> SSAValue:
+        c32 = self.index(32)
+        return self._get("warp", lambda: arith.DivSIOp(self.thread_id, c32))
+
+    @property
+    def is_lane0(self) -> SSAValue:
+        lane, c0 = self.lane, self.index(0)
+        return self._get("is_lane0", lambda: arith.CmpiOp(lane, c0, "eq"))
+
+    @property
+    def is_thread0(self) -> SSAValue:
+        c0 = self.index(0)
+        return self._get("is_thread0", lambda: arith.CmpiOp(self.thread_id, c0, "eq"))
+
+    def partials(self, element_type: Attribute) -> SSAValue:
+        """The shared array `%red[T/32]` for combines of `element_type` (reused by all)."""
+        if element_type not in self.shared:
+            warps = self.func.block_size // kernel.WARP_SIZE
+            memref = MemRefType(
+                element_type, [warps], memory_space=IntegerAttr(kernel.SHARED_MEMORY_SPACE, 64)
+            )
+            name = "red" if not self.shared else f"red_{element_type}"
+            self.shared[element_type] = self._top(kernel.SharedAllocOp(memref), name)
+        return self.shared[element_type]
+
+
+@dataclass
+class _Kernels:
+    """The `_KernelValues` of every `kernel.func` the pass has touched."""
+
+    by_func: dict[int, _KernelValues] = field(default_factory=dict)
+
+    def of(self, op: Operation, rewriter: PatternRewriter) -> _KernelValues:
+        func = op.parent_op()
+        while func is not None and not isinstance(func, kernel.FuncOp):
+            func = func.parent_op()
+        if func is None:
+            raise PassFailedException(f"{op.name}: not inside a tile.kernel")
+        if id(func) not in self.by_func:
+            tid = _find_thread_id(func, rewriter)
+            anchor: Operation = tid
+            while isinstance(anchor.next_op, kernel.ThreadIdOp | kernel.BlockIdOp):
+                anchor = anchor.next_op
+            self.by_func[id(func)] = _KernelValues(func, tid.result, anchor, rewriter)
+        values = self.by_func[id(func)]
+        values.rewriter = rewriter
+        return values
+
+
+def _find_thread_id(func: kernel.FuncOp, rewriter: PatternRewriter) -> kernel.ThreadIdOp:
+    """The kernel's `kernel.thread_id` (created at the top of the body when missing)."""
+    block = func.body.block
+    for op in block.ops:
+        if isinstance(op, kernel.ThreadIdOp):
+            return op
+    tid = kernel.ThreadIdOp()
+    tid.result.name_hint = "t"
+    rewriter.insert(tid, InsertPoint.at_start(block))
+    return tid
+
+
+def _in_thread_strided_loop(op: Operation) -> bool:
+    """Whether an enclosing loop starts at a thread-dependent index (its trips differ)."""
+    parent = op.parent_op()
+    while parent is not None and not isinstance(parent, kernel.FuncOp):
+        if isinstance(parent, DynamicForOpBase) and kernel.depends_on_thread_id(parent.lb):
+            return True
+        parent = parent.parent_op()
+    return False
+
+
+# --------------------------------------------------------------------------------------------
+# Structure: tile.kernel -> kernel.func
+
+
+class TileKernelToFunc(RewritePattern):
+    """`tile.kernel { tile.grid %b { tile.threads %t { body } } }` -> `kernel.func grid block`.
+
+    Several `tile.threads` regions in one grid run one after another on the same threads,
+    so they are inlined in order with a `kernel.barrier` between them.
+    """
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: tile.KernelOp, rewriter: PatternRewriter) -> None:
+        name = op.sym_name.data
+        grid = op.grid
+        threads = [o for o in grid.body.block.ops if isinstance(o, tile.ThreadsOp)]
+        counts = sorted({t.count for t in threads})
+        if len(counts) != 1:
+            raise PassFailedException(
+                f"tile.kernel @{name}: expected tile.threads regions of one size in its "
+                f"tile.grid, found sizes {counts}"
+            )
+        func = kernel.FuncOp(
+            name,
+            body=rewriter.move_region_contents_to_new_regions(op.body),
+            properties=kernel.FuncOp.launch_config(grid.count, counts[0]),
+        )
+        rewriter.replace(op, func)
+        block = func.body.block
+        tid, bid = kernel.ThreadIdOp(), kernel.BlockIdOp()
+        tid.result.name_hint = threads[0].iv.name_hint or "t"
+        bid.result.name_hint = grid.iv.name_hint or "b"
+        rewriter.insert([tid, bid], InsertPoint.at_start(block))
+        for i, region in enumerate(threads):
+            if i:
+                rewriter.insert(kernel.BarrierOp(), InsertPoint.before(region))
+            rewriter.inline_block(region.body.block, InsertPoint.before(region), [tid.result])
+            rewriter.erase(region)
+        rewriter.inline_block(grid.body.block, InsertPoint.before(grid), [bid.result])
+        rewriter.erase(grid)
+        for unused in (tid, bid):
+            if not unused.result.uses:
+                rewriter.erase(unused)
+        if isinstance(ret := block.last_op, tile.ReturnOp):
+            rewriter.replace(ret, kernel.ReturnOp())
+
+
+# --------------------------------------------------------------------------------------------
+# One-to-one ops
+
+
+class ForToKernel(RewritePattern):
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: tile.ForOp, rewriter: PatternRewriter) -> None:
+        body = rewriter.move_region_contents_to_new_regions(op.body)
+        new = kernel.ForOp(op.lb, op.upper, op.step_value, op.inits, body)
+        rewriter.replace(op, new, new.res)
+
+
+class YieldToKernel(RewritePattern):
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: tile.YieldOp, rewriter: PatternRewriter) -> None:
+        rewriter.replace(op, kernel.YieldOp(*op.arguments))
+
+
+class LoadToKernel(RewritePattern):
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: tile.LoadOp, rewriter: PatternRewriter) -> None:
+        rewriter.replace(op, kernel.LoadOp(op.memref, op.indices))
+
+
+class AllocToKernel(RewritePattern):
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: tile.AllocOp, rewriter: PatternRewriter) -> None:
+        assert isinstance(op.res.type, MemRefType)
+        rewriter.replace(op, kernel.AllocOp(op.res.type))
+
+
+class LaunchToKernel(RewritePattern):
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: tile.LaunchOp, rewriter: PatternRewriter) -> None:
+        rewriter.replace(op, kernel.LaunchOp(op.callee, op.args))
+
+
+# --------------------------------------------------------------------------------------------
+# Stores executed by every thread, and block-wide combines
+
+
+@dataclass
+class StoreToKernel(RewritePattern):
+    """`tile.store` -> `kernel.store`, guarded by thread 0 when every thread would write."""
+
+    kernels: _Kernels
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: tile.StoreOp, rewriter: PatternRewriter) -> None:
+        store = kernel.StoreOp(op.value, op.memref, op.indices)
+        per_thread = any(kernel.depends_on_thread_id(i) for i in op.indices)
+        if per_thread or _in_thread_strided_loop(op):
+            rewriter.replace(op, store)
+            return
+        rewriter.replace(op, _guarded(self.kernels.of(op, rewriter).is_thread0, store))
+
+
+def _guarded(cond: SSAValue, op: Operation) -> kernel.IfOp:
+    """`kernel.if %cond { op }`."""
+    guard = kernel.IfOp(cond)
+    guard.body.block.insert_op_before(op, guard.body.block.first_op)  # before the yield
+    return guard
+
+
+def _combiner(kind: ReduceKind, lhs: SSAValue, rhs: SSAValue) -> Operation:
+    """The `arith` op that combines two partials of `kind`."""
+    if isinstance(lhs.type, AnyFloat):
+        ops = {
+            ReduceKind.ADD: arith.AddfOp,
+            ReduceKind.MUL: arith.MulfOp,
+            ReduceKind.MAX: arith.MaximumfOp,
+            ReduceKind.MIN: arith.MinimumfOp,
+        }
+    else:
+        ops = {
+            ReduceKind.ADD: arith.AddiOp,
+            ReduceKind.MUL: arith.MuliOp,
+            ReduceKind.MAX: arith.MaxSIOp,
+            ReduceKind.MIN: arith.MinSIOp,
+        }
+    return ops[kind](lhs, rhs)
+
+
+def _identity(kind: ReduceKind, element_type: Attribute) -> arith.ConstantOp:
+    """The neutral element of `kind` (0, 1, -inf, +inf; integer extremes for integers)."""
+    if isinstance(element_type, AnyFloat):
+        return arith.ConstantOp(FloatAttr(kind.identity, element_type))
+    assert isinstance(element_type, IntegerType | IndexType)
+    bits = 64 if isinstance(element_type, IndexType) else element_type.width.data
+    identities = {
+        ReduceKind.ADD: 0,
+        ReduceKind.MUL: 1,
+        ReduceKind.MAX: -(2 ** (bits - 1)),
+        ReduceKind.MIN: 2 ** (bits - 1) - 1,
+    }
+    value = identities[kind]
+    return arith.ConstantOp(IntegerAttr(value, element_type))
+
+
+@dataclass
+class CombineToShuffles(RewritePattern):
+    """`tile.combine` -> warp shuffles (+ shared partials and barriers past one warp)."""
+
+    kernels: _Kernels
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: tile.CombineOp, rewriter: PatternRewriter) -> None:
+        if _in_thread_strided_loop(op):
+            raise PassFailedException(
+                "tile.combine: inside a thread-strided loop, where not every thread takes part"
+            )
+        values = self.kernels.of(op, rewriter)
+        kind = ReduceKind(op.kind.data)
+        name = op.result.name_hint or "comb"
+        new_ops: list[Operation] = []
+        partial = op.value
+        for mask in WARP_SHUFFLE_MASKS:
+            shuffled = kernel.ShflXorOp(partial, mask)
+            combined = _combiner(kind, partial, shuffled.result)
+            shuffled.result.name_hint = f"{name}_shfl"
+            combined.results[0].name_hint = f"{name}_warp"
+            new_ops += [shuffled, combined]
+            partial = combined.results[0]
+        if values.func.block_size > kernel.WARP_SIZE:
+            partial = self._across_warps(values, kind, partial, name, new_ops)
+        partial.name_hint = name
+        rewriter.replace(op, new_ops, [partial])
+
+    @staticmethod
+    def _across_warps(
+        values: _KernelValues,
+        kind: ReduceKind,
+        partial: SSAValue,
+        name: str,
+        new_ops: list[Operation],
+    ) -> SSAValue:
+        """Lane 0 of each warp publishes its partial; every thread folds them all."""
+        is_lane0, warp, red = values.is_lane0, values.warp, values.partials(partial.type)
+        publish = _guarded(is_lane0, kernel.StoreOp(partial, red, [warp]))
+        init = _identity(kind, partial.type)
+        init.result.name_hint = f"{name}_init"
+        warps = values.func.block_size // kernel.WARP_SIZE
+        fold = kernel.ForOp(values.index(0), warps, 1, [init.result])
+        w, acc = fold.body.block.args
+        w.name_hint, acc.name_hint = "wid", f"{name}_acc"
+        load = kernel.LoadOp(red, [w])
+        load.res.name_hint = f"{name}_part"
+        combined = _combiner(kind, acc, load.res)
+        combined.results[0].name_hint = f"{name}_next"
+        fold.body.block.add_ops([load, combined, kernel.YieldOp(combined.results[0])])
+        new_ops += [publish, kernel.BarrierOp(), init, fold, kernel.BarrierOp()]
+        return fold.res[0]
+
+
+class ReturnToKernel(RewritePattern):
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: tile.ReturnOp, rewriter: PatternRewriter) -> None:
+        rewriter.replace(op, kernel.ReturnOp())
+
+
+# --------------------------------------------------------------------------------------------
+# The pass
+
+
+def _walk(module: ModuleOp, *patterns: RewritePattern) -> None:
+    applier = GreedyRewritePatternApplier(list(patterns), dce_enabled=False)
+    PatternRewriteWalker(applier).rewrite_module(module)
+
+
+@dataclass(frozen=True)
+class ConvertTileToKernelPass(ModulePass):
+    """Lowers every `tile` op to the `kernel` dialect (see the module docstring)."""
+
+    name = "convert-tile-to-kernel"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        kernels = _Kernels()
+        _walk(op, TileKernelToFunc(), AllocToKernel(), LaunchToKernel())
+        # Loops first, so the store and combine lowerings see kernel.for starts.
+        _walk(op, ForToKernel(), YieldToKernel(), LoadToKernel(), ReturnToKernel())
+        _walk(op, StoreToKernel(kernels), CombineToShuffles(kernels))
+        if left := next((o for o in op.walk() if o.dialect_name() == "tile"), None):
+            raise PassFailedException(f"convert-tile-to-kernel: {left.name} was not lowered")

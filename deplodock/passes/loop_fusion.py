@@ -1,0 +1,378 @@
+"""`loop-fusion`: producer/consumer fusion of loop kernels by inlining (recompute).
+
+For a consumer kernel C and a buffer B that C loads and an earlier kernel P writes, every
+`loop.load B[e...]` in C is replaced by a clone of P's computation of that element: P's ops
+with P's free induction variables substituted by `e`. Launches are visited from the last one
+back to the first, so a consumer pulls in its producers one lifted kernel at a time and the
+guard judges each recomputation in the consumer's final loop order. (Visiting in program
+order lets a broadcast absorb a whole matmul before its consumer's loop order is known; in
+relu(x @ w1) @ w2 that materialises the broadcast product instead of x @ w1.)
+Each cloned op is placed at the outermost position of C where its operands are defined, so
+work that depends only on a row index (a reduction over the row, say) runs once per row,
+outside C's inner loops. Afterwards identical ops and reduce loops of a block are merged,
+dead ops removed, and P's launch, kernel and buffer go away once nothing else reads B.
+
+P qualifies when it writes B with exactly one store whose indices are P's free-loop ivs
+(each loop `0 to dim`, each dim an iv or the constant 0 for a size-1 dim), so P computes
+each element of B independently. The guard `max-recompute` bounds the recomputation: a
+fusion is kept only if work(fused) <= max_recompute * (work(C) + work(P)), where work is the
+sum over ops of the product of their enclosing trip counts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from xdsl.context import Context
+from xdsl.dialects import arith
+from xdsl.dialects.builtin import IntegerAttr, MemRefType, ModuleOp
+from xdsl.dialects.func import FuncOp
+from xdsl.ir import Block, BlockArgument, Operation, OpResult, SSAValue
+from xdsl.passes import ModulePass
+from xdsl.pattern_rewriter import (
+    GreedyRewritePatternApplier,
+    PatternRewriter,
+    PatternRewriteWalker,
+    RewritePattern,
+    op_type_rewrite_pattern,
+)
+from xdsl.rewriter import Rewriter
+
+from deplodock.dialects import loop
+from deplodock.passes.loop_utils import (
+    dce,
+    dedupe,
+    kernel_of,
+    launches,
+    read_args,
+    rename_kernels,
+    stores,
+    work,
+    written_args,
+)
+
+# ---------------------------------------------------------------------------------------------
+# Producer analysis
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Producer:
+    """A kernel P that computes every element of its output independently."""
+
+    launch: loop.LaunchOp
+    kernel: loop.KernelOp
+    store: loop.StoreOp
+    iv_dims: dict[SSAValue, int]
+    """P's free induction variables -> the dimension of B each one indexes."""
+    ops: list[Operation]
+    """The ops (at the levels of the store's loop chain) the stored value depends on, in
+    program order."""
+
+
+def _is_zero(value: SSAValue) -> bool:
+    return (
+        isinstance(value, OpResult)
+        and isinstance(value.op, arith.ConstantOp)
+        and isinstance(value.op.value, IntegerAttr)
+        and value.op.value.value.data == 0
+    )
+
+
+def _defined_inside(value: SSAValue, op: Operation) -> bool:
+    if isinstance(value, BlockArgument):
+        parent = value.block.parent_op()
+        return parent is not None and (parent is op or op.is_ancestor(parent))
+    assert isinstance(value, OpResult)
+    return value.op is op or op.is_ancestor(value.op)
+
+
+def external_operands(op: Operation) -> list[SSAValue]:
+    """Values `op` (or an op nested in it) uses that are defined outside `op`."""
+    found: list[SSAValue] = []
+    for inner in op.walk():
+        for operand in inner.operands:
+            if not _defined_inside(operand, op) and operand not in found:
+                found.append(operand)
+    return found
+
+
+def _free_chain(store: loop.StoreOp, kernel: loop.KernelOp) -> list[loop.ForOp] | None:
+    """The loops enclosing `store`, outermost first, if all are free `0 to n step 1` loops."""
+    chain: list[loop.ForOp] = []
+    parent = store.parent_op()
+    while parent is not kernel:
+        if not isinstance(parent, loop.ForOp) or parent.is_reduce:
+            return None
+        if parent.lower != 0 or parent.step_value != 1:
+            return None
+        chain.append(parent)
+        parent = parent.parent_op()
+    return chain[::-1]
+
+
+def _iv_dims(store: loop.StoreOp, chain: Sequence[loop.ForOp]) -> dict[SSAValue, int] | None:
+    assert isinstance(store.memref.type, MemRefType)
+    shape = store.memref.type.get_shape()
+    ivs = {c.induction_var: c for c in chain}
+    dims: dict[SSAValue, int] = {}
+    for d, index in enumerate(store.indices):
+        if index in ivs and index not in dims and ivs[index].upper == shape[d]:
+            dims[index] = d
+        elif not (shape[d] == 1 and _is_zero(index)):
+            return None
+    return dims if len(dims) == len(chain) else None
+
+
+def _slice(store: loop.StoreOp, kernel: loop.KernelOp, chain: Sequence[loop.ForOp]):
+    """The ops the stored value depends on, in program order, or None if one of them is
+    not at a level of the store's loop chain."""
+    levels = {kernel.body.block, *(c.body.block for c in chain)}
+    needed: set[Operation] = set()
+    stack = [store.value]
+    while stack:
+        value = stack.pop()
+        if not isinstance(value, OpResult) or value.op in needed:
+            continue
+        if value.op.parent_block() not in levels:
+            return None
+        needed.add(value.op)
+        stack.extend(external_operands(value.op))
+    return [op for op in kernel.walk() if op in needed]
+
+
+def analyse_producer(launch: loop.LaunchOp, kernel: loop.KernelOp, position: int):
+    """P's description if it fully and independently writes its argument `position`."""
+    target = kernel.body.block.args[position]
+    all_stores = list(stores(kernel))
+    if len(all_stores) != 1 or all_stores[0].memref is not target:
+        return None
+    store = all_stores[0]
+    if position in read_args(kernel):
+        return None
+    chain = _free_chain(store, kernel)
+    if chain is None or (iv_dims := _iv_dims(store, chain)) is None:
+        return None
+    ops = _slice(store, kernel, chain)
+    if ops is None:
+        return None
+    return Producer(launch, kernel, store, iv_dims, ops)
+
+
+# ---------------------------------------------------------------------------------------------
+# Inlining
+# ---------------------------------------------------------------------------------------------
+
+
+def _enclosing_blocks(op: Operation, kernel: loop.KernelOp) -> list[Block]:
+    """The blocks around `op`, innermost first, up to the kernel body."""
+    blocks: list[Block] = []
+    block = op.parent_block()
+    while block is not None:
+        blocks.append(block)
+        if block is kernel.body.block:
+            break
+        parent = block.parent_op()
+        block = parent.parent_block() if parent is not None else None
+    return blocks
+
+
+def _ancestor_in(op: Operation, block: Block) -> Operation:
+    while op.parent_block() is not block:
+        parent = op.parent_op()
+        assert parent is not None
+        op = parent
+    return op
+
+
+def _place(clone: Operation, load: loop.LoadOp, blocks: Sequence[Block]) -> None:
+    """Inserts `clone` at the outermost block around `load` where its operands exist."""
+    depth = len(blocks) - 1
+    for value in external_operands(clone):
+        block = value.block if isinstance(value, BlockArgument) else value.op.parent_block()
+        assert block in blocks, "an operand of an inlined op does not dominate the load"
+        depth = min(depth, blocks.index(block))
+    anchor = _ancestor_in(load, blocks[depth])
+    blocks[depth].insert_op_before(clone, anchor)
+
+
+def inline_element(
+    producer: Producer,
+    load: loop.LoadOp,
+    kernel: loop.KernelOp,
+    args: dict[SSAValue, SSAValue],
+) -> SSAValue:
+    """Clones P's computation of `B[load.indices]` into `kernel`; returns the value."""
+    mapping = dict(args)
+    for iv, dim in producer.iv_dims.items():
+        mapping[iv] = load.indices[dim]
+    blocks = _enclosing_blocks(load, kernel)
+    for op in producer.ops:
+        _place(op.clone(mapping), load, blocks)
+    return mapping.get(producer.store.value, producer.store.value)
+
+
+def fuse(
+    consumer: loop.KernelOp,
+    consumer_args: Sequence[SSAValue],
+    position: int,
+    producer: Producer,
+) -> tuple[loop.KernelOp, list[SSAValue]]:
+    """A copy of the consumer with the loads of its argument `position` inlined.
+
+    Returns the new kernel and its launch operands: P's inputs that the consumer did not
+    read take the place of the fused buffer, which is dropped once no load is left.
+    """
+    fused = consumer.clone()
+    block = fused.body.block
+    launch_args = list(consumer_args)
+    used = {v for op in producer.ops for v in external_operands(op)}
+    arg_map: dict[SSAValue, SSAValue] = {}
+    for p_arg, buffer in zip(producer.kernel.body.block.args, producer.launch.args, strict=True):
+        if p_arg not in used:
+            continue
+        if buffer in launch_args:
+            arg_map[p_arg] = block.args[launch_args.index(buffer)]
+            continue
+        # P's new inputs take the place of the fused buffer (reads stay before writes).
+        new_arg = block.insert_arg(p_arg.type, position)
+        new_arg.name_hint = p_arg.name_hint
+        launch_args.insert(position, buffer)
+        arg_map[p_arg] = new_arg
+        position += 1
+    fused_arg = block.args[position]
+    for op in list(fused.walk()):
+        if isinstance(op, loop.LoadOp) and op.memref is fused_arg:
+            value = inline_element(producer, op, fused, arg_map)
+            op.res.replace_all_uses_with(value)
+            Rewriter.erase_op(op)
+    dedupe(fused)
+    dce(fused)
+    if not fused_arg.uses:
+        block.erase_arg(fused_arg)
+        del launch_args[position]
+    return fused, launch_args
+
+
+# ---------------------------------------------------------------------------------------------
+# Patterns
+# ---------------------------------------------------------------------------------------------
+
+
+def _module_of(op: Operation) -> ModuleOp | None:
+    parent = op.parent_op()
+    while parent is not None and not isinstance(parent, ModuleOp):
+        parent = parent.parent_op()
+    return parent
+
+
+def _writes(module: ModuleOp, launch: loop.LaunchOp, buffer: SSAValue) -> bool:
+    kernel = kernel_of(module, launch)
+    if kernel is None:
+        return True
+    return any(launch.args[w] is buffer for w in written_args(kernel))
+
+
+def _launch_count(func: FuncOp, kernel: loop.KernelOp) -> int:
+    name = kernel.sym_name.data
+    return sum(1 for launch in launches(func) if launch.callee.string_value() == name)
+
+
+@dataclass
+class FuseProducers(RewritePattern):
+    """Fuses into a launch's kernel one producer of a buffer it reads (see module doc)."""
+
+    max_recompute: int
+    rejected: set[tuple[Operation, Operation]] = field(
+        default_factory=set[tuple[Operation, Operation]]
+    )
+    """(consumer kernel, producer launch) pairs over budget, not to be cloned again."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: loop.LaunchOp, rewriter: PatternRewriter) -> None:
+        func, module = op.parent_op(), _module_of(op)
+        if not isinstance(func, FuncOp) or module is None:
+            return
+        consumer = kernel_of(module, op)
+        if consumer is None or _launch_count(func, consumer) != 1:
+            return
+        for position in sorted(read_args(consumer)):
+            producer = self._producer(module, func, op, op.args[position])
+            if producer is None or (consumer, producer.launch) in self.rejected:
+                continue
+            fused, args = fuse(consumer, op.args, position, producer)
+            budget = self.max_recompute * (work(consumer) + work(producer.kernel))
+            if work(fused) > budget:
+                fused.erase()
+                self.rejected.add((consumer, producer.launch))
+                continue
+            rewriter.replace(consumer, fused)
+            rewriter.replace(op, loop.LaunchOp(op.callee, args))
+            return
+
+    def _producer(
+        self, module: ModuleOp, func: FuncOp, consumer: loop.LaunchOp, buffer: SSAValue
+    ) -> Producer | None:
+        """The unique earlier writer of `buffer`, if fusable into `consumer`."""
+        sequence = launches(func)
+        writers = [launch for launch in sequence if _writes(module, launch, buffer)]
+        if len(writers) != 1 or not writers[0].is_before_in_block(consumer):
+            return None
+        launch = writers[0]
+        kernel = kernel_of(module, launch)
+        if kernel is None:
+            return None
+        position = list(launch.args).index(buffer)
+        producer = analyse_producer(launch, kernel, position)
+        if producer is None:
+            return None
+        # P's inputs must hold the same values when C runs as when P ran.
+        inputs = {launch.args[r] for r in read_args(kernel)}
+        between = sequence[sequence.index(launch) + 1 : sequence.index(consumer) + 1]
+        if any(_writes(module, other, x) for other in between for x in inputs):
+            return None
+        return producer
+
+
+class EraseDeadLaunch(RewritePattern):
+    """Erases a launch whose output buffers nobody reads, with its buffers and kernel."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: loop.LaunchOp, rewriter: PatternRewriter) -> None:
+        func, module = op.parent_op(), _module_of(op)
+        if not isinstance(func, FuncOp) or module is None:
+            return
+        kernel = kernel_of(module, op)
+        if kernel is None:
+            return
+        outputs = {op.args[w] for w in written_args(kernel)}
+        for buffer in outputs:
+            if not isinstance(buffer, OpResult) or not isinstance(buffer.op, loop.AllocOp):
+                return
+            if any(use.operation is not op for use in buffer.uses):
+                return
+        rewriter.erase(op)
+        for buffer in outputs:
+            assert isinstance(buffer, OpResult)
+            rewriter.erase(buffer.op)
+        if _launch_count(func, kernel) == 0:
+            rewriter.erase(kernel)
+
+
+@dataclass(frozen=True)
+class LoopFusionPass(ModulePass):
+    """Producer/consumer fusion of loop kernels by inlining, bounded by `max-recompute`."""
+
+    name = "loop-fusion"
+
+    max_recompute: int = 8
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        patterns: list[RewritePattern] = [EraseDeadLaunch(), FuseProducers(self.max_recompute)]
+        PatternRewriteWalker(
+            GreedyRewritePatternApplier(patterns, dce_enabled=False),
+            apply_recursively=True,
+            walk_reverse=True,
+        ).rewrite_module(op)
+        rename_kernels(op)

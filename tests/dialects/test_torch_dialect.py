@@ -1,0 +1,114 @@
+"""Typed constructors, result-type inference and verifier messages of the torch dialect."""
+
+import pytest
+from xdsl.builder import ImplicitBuilder
+from xdsl.dialects import func
+from xdsl.dialects.builtin import ModuleOp, TensorType, f16, f32
+from xdsl.ir import SSAValue
+from xdsl.parser import Parser
+from xdsl.utils.exceptions import VerifyException
+
+from deplodock.dialects import make_context
+from deplodock.dialects import torch as T
+
+
+def _t(*shape: int, elt=f32) -> TensorType:
+    return TensorType(elt, shape)
+
+
+def _build(arg_types, body) -> ModuleOp:
+    """A verified `@forward` whose body is built by `body(*args) -> result value`."""
+    fn = func.FuncOp("forward", (arg_types, []))
+    with ImplicitBuilder(fn.body) as args:
+        out: SSAValue = body(*args)
+        func.ReturnOp(out)
+    fn.function_type = func.FunctionType.from_lists(arg_types, [out.type])
+    module = ModuleOp([fn])
+    module.verify()
+    return module
+
+
+@pytest.mark.parametrize(
+    ("make", "args", "expected"),
+    [
+        (lambda a, b: T.AddOp(a, b), [_t(4, 8), _t(8)], _t(4, 8)),
+        (lambda a, b: T.MulOp(a, b), [_t(4, 1), _t(1, 8)], _t(4, 8)),
+        (lambda a, b: T.DivOp(a, b), [_t(), _t(3)], _t(3)),
+        (lambda a: T.SumOp(a, [1]), [_t(4, 8)], _t(4)),
+        (lambda a: T.MeanOp(a, [0, 2], keepdim=True), [_t(2, 3, 4)], _t(1, 3, 1)),
+        (lambda a: T.AmaxOp(a, [0, 1]), [_t(2, 3)], _t()),
+        (lambda a, b: T.MatmulOp(a, b), [_t(4, 8), _t(8, 2)], _t(4, 2)),
+        (lambda a, b: T.MatmulOp(a, b), [_t(8), _t(8)], _t()),
+        (lambda a, b: T.MatmulOp(a, b), [_t(8), _t(3, 8, 2)], _t(3, 2)),
+        (lambda a, b: T.MatmulOp(a, b), [_t(2, 1, 4, 8), _t(3, 8, 5)], _t(2, 3, 4, 5)),
+        (lambda a, b: T.BmmOp(a, b), [_t(2, 4, 8), _t(2, 8, 3)], _t(2, 4, 3)),
+        (lambda a, w: T.LinearOp(a, w), [_t(2, 3, 8), _t(16, 8)], _t(2, 3, 16)),
+        (lambda a: T.TransposeOp(a, 0, 2), [_t(2, 3, 4)], _t(4, 3, 2)),
+        (lambda a: T.PermuteOp(a, [1, 2, 0]), [_t(2, 3, 4)], _t(3, 4, 2)),
+        (lambda a: T.UnsqueezeOp(a, 1), [_t(2, 3)], _t(2, 1, 3)),
+        (lambda a: T.UnsqueezeOp(a, 2), [_t(2, 3)], _t(2, 3, 1)),
+        (lambda a: T.ReshapeOp(a, [6]), [_t(2, 3)], _t(6)),
+        (lambda a: T.ExpandOp(a, [5, 2, 3]), [_t(1, 3)], _t(5, 2, 3)),
+        (lambda a: T.SliceOp(a, 1, 1, 7, 2), [_t(2, 8)], _t(2, 3)),
+        (lambda a: T.SliceOp(a, 0, 2, 2), [_t(4, 8)], _t(0, 8)),
+        (lambda a, b: T.CatOp([a, b, a], 1), [_t(2, 3), _t(2, 5)], _t(2, 11)),
+        (lambda a: T.SoftmaxOp(a, 1), [_t(2, 3)], _t(2, 3)),
+        (lambda a: T.GeluOp(a, "tanh"), [_t(2, 3, elt=f16)], _t(2, 3, elt=f16)),
+        (lambda a: T.PowOp(a, 3.0), [_t(5)], _t(5)),
+        (lambda a, w: T.RmsNormOp(a, w, [8], 1e-6), [_t(2, 8), _t(8)], _t(2, 8)),
+        (lambda a: T.LayerNormOp(a, None, None, [2, 8], 1e-5), [_t(2, 8)], _t(2, 8)),
+    ],
+)
+def test_inferred_result_type(make, args, expected):
+    module = _build(args, lambda *xs: make(*xs).result)
+    assert module.body.block.first_op.function_type.outputs.data == (expected,)
+
+
+def test_layer_norm_segments_round_trip():
+    """Bias without weight must survive print + parse (the one ambiguous operand count)."""
+    module = _build([_t(4, 8), _t(8)], lambda x, b: T.LayerNormOp(x, None, b, [8], 1e-5).result)
+    text = str(module)
+    assert "operandSegmentSizes = array<i32: 1, 0, 1>" in text
+    parsed = Parser(make_context(), text).parse_module()
+    parsed.verify()
+    ln = next(op for op in parsed.walk() if isinstance(op, T.LayerNormOp))
+    assert ln.weight is None and ln.bias is not None
+    assert str(parsed) == text
+
+
+@pytest.mark.parametrize(
+    ("make", "args", "message"),
+    [
+        (lambda a, b: T.MatmulOp(a, b), [_t(4, 64), _t(32, 16)], "inner dimensions 64 and 32"),
+        (lambda a, b: T.AddOp(a, b), [_t(4, 8), _t(3)], "not broadcastable"),
+        (lambda a: T.SumOp(a, [2]), [_t(4, 8)], "dim 2 out of range"),
+        (lambda a: T.SliceOp(a, 0, 3, 2), [_t(4, 8)], "not normalized"),
+        (lambda a, w: T.RmsNormOp(a, w, [8], 1e-6), [_t(2, 8), _t(4)], "parameter shape"),
+        (lambda a, w: T.LinearOp(a, w), [_t(2, 8), _t(8)], "weight must have rank 2"),
+        (lambda a, b: T.BmmOp(a, b), [_t(4, 8), _t(8, 4)], "rank 3"),
+    ],
+)
+def test_constructor_rejects_bad_shapes(make, args, message):
+    with pytest.raises(VerifyException, match=message) as info:
+        _build(args, lambda *xs: make(*xs).result)
+    assert str(info.value).startswith("torch.")
+
+
+def test_reshape_checks_element_count():
+    with pytest.raises(VerifyException, match=r"torch\.reshape: cannot reshape 2x3"):
+        _build([_t(2, 3)], lambda x: T.ReshapeOp(x, [4]).result)
+
+
+def test_every_op_is_in_the_dialect():
+    names = {op.name for op in T.Torch.operations}
+    expected = (
+        "constant add sub mul div neg exp log sqrt rsqrt abs relu sigmoid tanh silu gelu pow "
+        "sum mean amax softmax log_softmax rms_norm layer_norm matmul linear bmm transpose "
+        "permute reshape unsqueeze expand slice cat"
+    ).split()
+    assert names == {f"torch.{n}" for n in expected}
+
+
+def test_constant_prints_functional_type():
+    module = _build([], lambda: T.ConstantOp(0.5, _t(2, 2)).result)
+    assert "torch.constant {value = 5.000000e-01 : f64} : () -> tensor<2x2xf32>" in str(module)

@@ -1,0 +1,350 @@
+# ruff: noqa: E501  (IR text is kept on one line per op, as it prints)
+"""`loop-fusion` on decomposed RMSNorm, softmax and relu((x + b) @ w), written at the tensor
+level by hand: each becomes ONE kernel, and the numerics hold at every stage (tensor
+interpreter, lifted loop module, fused loop module) against a float64 numpy reference.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import pytest
+from xdsl.dialects.builtin import MemRefType, ModuleOp
+from xdsl.interpreter import Interpreter
+from xdsl.interpreters.func import FuncFunctions
+from xdsl.parser import Parser
+
+from deplodock.dialects import loop, make_context
+from deplodock.interpreters.arith import ArithMathFunctions
+from deplodock.interpreters.loop import LoopFunctions
+from deplodock.interpreters.tensor import TensorFunctions
+from deplodock.passes.convert_tensor_to_loop import ConvertTensorToLoopPass
+from deplodock.passes.loop_fusion import LoopFusionPass
+from deplodock.passes.loop_utils import work
+
+RMS_NORM = """
+func.func @forward(%x: tensor<2x8x32xf32> {deplodock.input = "x"}, %w: tensor<32xf32> {deplodock.param = "weight"}) -> tensor<2x8x32xf32> {
+  %sq = tensor.elementwise(%x, %x) : (tensor<2x8x32xf32>, tensor<2x8x32xf32>) -> tensor<2x8x32xf32> {
+  ^bb0(%a: f32, %b: f32):
+    %m = arith.mulf %a, %b : f32
+    tensor.yield %m : f32
+  }
+  %s = tensor.reduce add %sq dims [2] : tensor<2x8x32xf32> -> tensor<2x8x1xf32>
+  %ms = tensor.elementwise(%s) : (tensor<2x8x1xf32>) -> tensor<2x8x1xf32> {
+  ^bb0(%a: f32):
+    %n = arith.constant 3.125000e-02 : f32
+    %m = arith.mulf %a, %n : f32
+    tensor.yield %m : f32
+  }
+  %v = tensor.elementwise(%ms) : (tensor<2x8x1xf32>) -> tensor<2x8x1xf32> {
+  ^bb0(%a: f32):
+    %eps = arith.constant 1.000000e-05 : f32
+    %m = arith.addf %a, %eps : f32
+    tensor.yield %m : f32
+  }
+  %r = tensor.elementwise(%v) : (tensor<2x8x1xf32>) -> tensor<2x8x1xf32> {
+  ^bb0(%a: f32):
+    %m = math.rsqrt %a : f32
+    tensor.yield %m : f32
+  }
+  %rb = tensor.index_map(%r) [affine_map<(d0, d1, d2) -> (d0, d1, 0)>] : (tensor<2x8x1xf32>) -> tensor<2x8x32xf32>
+  %xn = tensor.elementwise(%x, %rb) : (tensor<2x8x32xf32>, tensor<2x8x32xf32>) -> tensor<2x8x32xf32> {
+  ^bb0(%a: f32, %b: f32):
+    %m = arith.mulf %a, %b : f32
+    tensor.yield %m : f32
+  }
+  %wb = tensor.index_map(%w) [affine_map<(d0, d1, d2) -> (d2)>] : (tensor<32xf32>) -> tensor<2x8x32xf32>
+  %y = tensor.elementwise(%xn, %wb) : (tensor<2x8x32xf32>, tensor<2x8x32xf32>) -> tensor<2x8x32xf32> {
+  ^bb0(%a: f32, %b: f32):
+    %m = arith.mulf %a, %b : f32
+    tensor.yield %m : f32
+  }
+  func.return %y : tensor<2x8x32xf32>
+}
+"""
+
+SOFTMAX = """
+func.func @forward(%x: tensor<4x16xf32> {deplodock.input = "x"}) -> tensor<4x16xf32> {
+  %m = tensor.reduce max %x dims [1] : tensor<4x16xf32> -> tensor<4x1xf32>
+  %mb = tensor.index_map(%m) [affine_map<(d0, d1) -> (d0, 0)>] : (tensor<4x1xf32>) -> tensor<4x16xf32>
+  %d = tensor.elementwise(%x, %mb) : (tensor<4x16xf32>, tensor<4x16xf32>) -> tensor<4x16xf32> {
+  ^bb0(%a: f32, %b: f32):
+    %t = arith.subf %a, %b : f32
+    tensor.yield %t : f32
+  }
+  %e = tensor.elementwise(%d) : (tensor<4x16xf32>) -> tensor<4x16xf32> {
+  ^bb0(%a: f32):
+    %t = math.exp %a : f32
+    tensor.yield %t : f32
+  }
+  %s = tensor.reduce add %e dims [1] : tensor<4x16xf32> -> tensor<4x1xf32>
+  %sb = tensor.index_map(%s) [affine_map<(d0, d1) -> (d0, 0)>] : (tensor<4x1xf32>) -> tensor<4x16xf32>
+  %y = tensor.elementwise(%e, %sb) : (tensor<4x16xf32>, tensor<4x16xf32>) -> tensor<4x16xf32> {
+  ^bb0(%a: f32, %b: f32):
+    %t = arith.divf %a, %b : f32
+    tensor.yield %t : f32
+  }
+  func.return %y : tensor<4x16xf32>
+}
+"""
+
+MATMUL_RELU = """
+func.func @forward(%x: tensor<16x64xf32> {deplodock.input = "x"}, %b: tensor<64xf32> {deplodock.param = "b"}, %w: tensor<64x16xf32> {deplodock.param = "w"}) -> tensor<16x16xf32> {
+  %bb = tensor.index_map(%b) [affine_map<(d0, d1) -> (d1)>] : (tensor<64xf32>) -> tensor<16x64xf32>
+  %xb = tensor.elementwise(%x, %bb) : (tensor<16x64xf32>, tensor<16x64xf32>) -> tensor<16x64xf32> {
+  ^bb0(%p: f32, %q: f32):
+    %t = arith.addf %p, %q : f32
+    tensor.yield %t : f32
+  }
+  %xe = tensor.index_map(%xb) [affine_map<(d0, d1, d2) -> (d0, d1)>] : (tensor<16x64xf32>) -> tensor<16x64x16xf32>
+  %we = tensor.index_map(%w) [affine_map<(d0, d1, d2) -> (d1, d2)>] : (tensor<64x16xf32>) -> tensor<16x64x16xf32>
+  %pr = tensor.elementwise(%xe, %we) : (tensor<16x64x16xf32>, tensor<16x64x16xf32>) -> tensor<16x64x16xf32> {
+  ^bb0(%p: f32, %q: f32):
+    %t = arith.mulf %p, %q : f32
+    tensor.yield %t : f32
+  }
+  %s = tensor.reduce add %pr dims [1] : tensor<16x64x16xf32> -> tensor<16x1x16xf32>
+  %mm = tensor.index_map(%s) [affine_map<(d0, d1) -> (d0, 0, d1)>] : (tensor<16x1x16xf32>) -> tensor<16x16xf32>
+  %r = tensor.elementwise(%mm) : (tensor<16x16xf32>) -> tensor<16x16xf32> {
+  ^bb0(%p: f32):
+    %z = arith.constant 0.000000e+00 : f32
+    %t = arith.maximumf %p, %z : f32
+    tensor.yield %t : f32
+  }
+  func.return %r : tensor<16x16xf32>
+}
+"""
+
+
+def _rms_norm(x: np.ndarray, w: np.ndarray) -> np.ndarray:
+    return x / np.sqrt((x * x).mean(-1, keepdims=True) + 1e-5) * w
+
+
+def _softmax(x: np.ndarray) -> np.ndarray:
+    e = np.exp(x - x.max(1, keepdims=True))
+    return e / e.sum(1, keepdims=True)
+
+
+def _matmul_relu(x: np.ndarray, b: np.ndarray, w: np.ndarray) -> np.ndarray:
+    return np.maximum((x + b) @ w, 0.0)
+
+
+MODELS: dict[str, tuple[str, Callable[..., np.ndarray]]] = {
+    "rms_norm": (RMS_NORM, _rms_norm),
+    "softmax": (SOFTMAX, _softmax),
+    "matmul_relu": (MATMUL_RELU, _matmul_relu),
+}
+
+
+def parse(text: str) -> ModuleOp:
+    module = Parser(make_context(), text).parse_module()
+    module.verify()
+    return module
+
+
+def run(module: ModuleOp, inputs: list[np.ndarray]) -> list[np.ndarray]:
+    interpreter = Interpreter(module)
+    for functions in (FuncFunctions(), ArithMathFunctions(), TensorFunctions(), LoopFunctions()):
+        interpreter.register_implementations(functions)
+    args = tuple(np.array(x, dtype=np.float32) for x in inputs)
+    return [np.asarray(r) for r in interpreter.call_op("forward", args)]
+
+
+def rel_err(out: np.ndarray, ref: np.ndarray) -> float:
+    return float(np.max(np.abs(out - ref)) / np.max(np.abs(ref)))
+
+
+def random_inputs(module: ModuleOp, seed: int) -> list[np.ndarray]:
+    rng = np.random.default_rng(seed)
+    forward = next(op for op in module.ops if op.name == "func.func")
+    shapes = [t.get_shape() for t in forward.function_type.inputs]  # type: ignore[attr-defined]
+    return [rng.standard_normal(s).astype(np.float32) for s in shapes]
+
+
+def kernels(module: ModuleOp) -> list[loop.KernelOp]:
+    return [op for op in module.ops if isinstance(op, loop.KernelOp)]
+
+
+def memref_shapes(module: ModuleOp) -> set[tuple[int, ...]]:
+    types = {r.type for op in module.walk() for r in op.results}
+    types |= {a.type for op in module.walk() for r in op.regions for b in r.blocks for a in b.args}
+    return {tuple(t.get_shape()) for t in types if isinstance(t, MemRefType)}
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_model_fuses_into_one_kernel(name: str) -> None:
+    text, reference = MODELS[name]
+    module = parse(text)
+    inputs = random_inputs(module, seed=len(name))
+    expected = reference(*(x.astype(np.float64) for x in inputs))
+
+    (out,) = run(module, inputs)
+    assert rel_err(out, expected) <= 1e-5, "tensor interpreter"
+
+    ConvertTensorToLoopPass().apply(make_context(), module)
+    module.verify()
+    assert len(kernels(module)) > 1
+    (out,) = run(module, inputs)
+    assert rel_err(out, expected) <= 1e-5, "lifted loop module"
+
+    LoopFusionPass().apply(make_context(), module)
+    module.verify()
+    assert len(kernels(module)) == 1
+    assert sum(1 for op in module.walk() if isinstance(op, loop.LaunchOp)) == 1
+    assert sum(1 for op in module.walk() if isinstance(op, loop.AllocOp)) == 1
+    (out,) = run(module, inputs)
+    assert out.shape == expected.shape
+    assert rel_err(out, expected) <= 1e-5, "fused loop module"
+
+
+def test_matmul_product_is_never_materialised() -> None:
+    module = parse(MATMUL_RELU)
+    ConvertTensorToLoopPass().apply(make_context(), module)
+    assert (16, 64, 16) in memref_shapes(module)
+    LoopFusionPass().apply(make_context(), module)
+    assert (16, 64, 16) not in memref_shapes(module)
+    assert memref_shapes(module) == {(16, 64), (64,), (64, 16), (16, 16)}
+
+
+def _reduce_loops_per_row(kernel: loop.KernelOp) -> list[str]:
+    """Combiners of the reduce loops in the block of the first one (the row loop's body)."""
+    first = next(op for op in kernel.walk() if isinstance(op, loop.ForOp) and op.is_reduce)
+    row = first.parent_block()
+    assert row is not None and isinstance(row.parent_op(), loop.ForOp)
+    found = []
+    for op in row.ops:
+        if isinstance(op, loop.ForOp) and op.is_reduce:
+            yielded = op.body.block.last_op
+            assert yielded is not None
+            found.append(yielded.operands[0].owner.name)  # type: ignore[union-attr]
+    return found
+
+
+def test_row_reductions_run_once_per_row() -> None:
+    """Reductions that depend on the row only are hoisted out of the write sweep and
+    deduplicated: softmax has a max sweep and a sum sweep, RMSNorm one sum of squares."""
+    for text, expected in ((SOFTMAX, ["arith.maximumf", "arith.addf"]), (RMS_NORM, ["arith.addf"])):
+        module = parse(text)
+        ConvertTensorToLoopPass().apply(make_context(), module)
+        LoopFusionPass().apply(make_context(), module)
+        (kernel,) = kernels(module)
+        assert _reduce_loops_per_row(kernel) == expected
+        reduce_loops = [op for op in kernel.walk() if isinstance(op, loop.ForOp) and op.is_reduce]
+        assert len(reduce_loops) == len(expected)
+
+
+TWO_MATMULS = """
+func.func @forward(%x: tensor<4x64xf32> {deplodock.input = "x"}, %w1: tensor<64x16xf32> {deplodock.param = "w1"}, %w2: tensor<16x64xf32> {deplodock.param = "w2"}) -> tensor<4x64xf32> {
+  %xe = tensor.index_map(%x) [affine_map<(d0, d1, d2) -> (d0, d1)>] : (tensor<4x64xf32>) -> tensor<4x64x16xf32>
+  %w1e = tensor.index_map(%w1) [affine_map<(d0, d1, d2) -> (d1, d2)>] : (tensor<64x16xf32>) -> tensor<4x64x16xf32>
+  %p1 = tensor.elementwise(%xe, %w1e) : (tensor<4x64x16xf32>, tensor<4x64x16xf32>) -> tensor<4x64x16xf32> {
+  ^bb0(%a: f32, %b: f32):
+    %t = arith.mulf %a, %b : f32
+    tensor.yield %t : f32
+  }
+  %s1 = tensor.reduce add %p1 dims [1] : tensor<4x64x16xf32> -> tensor<4x1x16xf32>
+  %h = tensor.index_map(%s1) [affine_map<(d0, d1) -> (d0, 0, d1)>] : (tensor<4x1x16xf32>) -> tensor<4x16xf32>
+  %r = tensor.elementwise(%h) : (tensor<4x16xf32>) -> tensor<4x16xf32> {
+  ^bb0(%a: f32):
+    %z = arith.constant 0.000000e+00 : f32
+    %t = arith.maximumf %a, %z : f32
+    tensor.yield %t : f32
+  }
+  %re = tensor.index_map(%r) [affine_map<(d0, d1, d2) -> (d0, d1)>] : (tensor<4x16xf32>) -> tensor<4x16x64xf32>
+  %w2e = tensor.index_map(%w2) [affine_map<(d0, d1, d2) -> (d1, d2)>] : (tensor<16x64xf32>) -> tensor<4x16x64xf32>
+  %p2 = tensor.elementwise(%re, %w2e) : (tensor<4x16x64xf32>, tensor<4x16x64xf32>) -> tensor<4x16x64xf32> {
+  ^bb0(%a: f32, %b: f32):
+    %t = arith.mulf %a, %b : f32
+    tensor.yield %t : f32
+  }
+  %s2 = tensor.reduce add %p2 dims [1] : tensor<4x16x64xf32> -> tensor<4x1x64xf32>
+  %y = tensor.index_map(%s2) [affine_map<(d0, d1) -> (d0, 0, d1)>] : (tensor<4x1x64xf32>) -> tensor<4x64xf32>
+  func.return %y : tensor<4x64xf32>
+}
+"""
+
+
+def test_two_matmuls_materialise_the_hidden_activation() -> None:
+    """relu(x @ w1) @ w2: recomputing the first matmul for each of the 64 output columns
+    is over budget, so the cut falls at the first matmul's result (4x1x16); neither
+    broadcast product (4x64x16, 4x16x64) is materialised and relu is inlined into the
+    second matmul."""
+    module = parse(TWO_MATMULS)
+    inputs = random_inputs(module, seed=5)
+    x, w1, w2 = (a.astype(np.float64) for a in inputs)
+    ConvertTensorToLoopPass().apply(make_context(), module)
+    LoopFusionPass().apply(make_context(), module)
+    module.verify()
+    assert [k.sym_name.data for k in kernels(module)] == ["s1_kernel", "y_kernel"]
+    assert memref_shapes(module) == {(4, 64), (64, 16), (16, 64), (4, 1, 16)}
+    (out,) = run(module, inputs)
+    assert rel_err(out, np.maximum(x @ w1, 0.0) @ w2) <= 1e-5
+
+
+EXP_MATMUL = """
+loop.kernel @p(%x: memref<16x16xf32>, %e: memref<16x16xf32>) {
+  loop.for %i = 0 to 16 {
+    loop.for %j = 0 to 16 {
+      %v = loop.load %x[%i, %j] : memref<16x16xf32>
+      %w = math.exp %v : f32
+      loop.store %w, %e[%i, %j] : memref<16x16xf32>
+    }
+  }
+  loop.return
+}
+loop.kernel @mm(%e: memref<16x16xf32>, %w: memref<16x16xf32>, %y: memref<16x16xf32>) {
+  %zero = arith.constant 0.000000e+00 : f32
+  loop.for %i = 0 to 16 {
+    loop.for %j = 0 to 16 {
+      %s = loop.for %k = 0 to 16 iter_args(%acc = %zero) -> (f32) {
+        %a = loop.load %e[%i, %k] : memref<16x16xf32>
+        %b = loop.load %w[%k, %j] : memref<16x16xf32>
+        %m = arith.mulf %a, %b : f32
+        %n = arith.addf %acc, %m : f32
+        loop.yield %n : f32
+      }
+      loop.store %s, %y[%i, %j] : memref<16x16xf32>
+    }
+  }
+  loop.return
+}
+func.func @forward(%x: memref<16x16xf32>, %w: memref<16x16xf32>) -> RESULT_TYPES {
+  %e = loop.alloc : memref<16x16xf32>
+  loop.launch @p(%x, %e) : (memref<16x16xf32>, memref<16x16xf32>) -> ()
+  %y = loop.alloc : memref<16x16xf32>
+  loop.launch @mm(%e, %w, %y) : (memref<16x16xf32>, memref<16x16xf32>, memref<16x16xf32>) -> ()
+  func.return RESULTS
+}
+"""
+
+
+@pytest.mark.parametrize(
+    ("max_recompute", "return_e", "expected"),
+    [
+        (8, False, ["mm_kernel"]),
+        (8, True, ["p_kernel", "mm_kernel"]),
+        (1, False, ["p_kernel", "mm_kernel"]),
+    ],
+)
+def test_recompute_guard(max_recompute: int, return_e: bool, expected: list[str]) -> None:
+    """exp(x) @ w: inlining the exp recomputes it for every output column (16x). That fits
+    the default budget (8x the work of both kernels) but not max-recompute=1. When exp(x)
+    is also a result of @forward, its kernel stays after being inlined."""
+    results = (
+        "%y, %e : memref<16x16xf32>, memref<16x16xf32>" if return_e else "%y : memref<16x16xf32>"
+    )
+    types = "(memref<16x16xf32>, memref<16x16xf32>)" if return_e else "memref<16x16xf32>"
+    module = parse(EXP_MATMUL.replace("RESULT_TYPES", types).replace("RESULTS", results))
+    inputs = random_inputs(module, seed=3)
+    x, w = (a.astype(np.float64) for a in inputs)
+    before = sum(work(k) for k in kernels(module))
+    LoopFusionPass(max_recompute=max_recompute).apply(make_context(), module)
+    module.verify()
+    assert [k.sym_name.data for k in kernels(module)] == expected
+    fused = kernels(module)[-1]
+    assert work(fused) <= max_recompute * before
+    outputs = run(module, inputs)
+    assert rel_err(outputs[0], np.exp(x) @ w) <= 1e-5
+    if return_e:
+        assert rel_err(outputs[1], np.exp(x)) <= 1e-5
