@@ -22,3 +22,10 @@ def test_example_output_has_not_drifted(example) -> None:
         f"{example.document.name}: the output of `{example.command}` drifted; "
         "run `python tests/docs_examples.py --update` and review the diff"
     )
+
+
+def test_walkthrough_example_file_is_the_torch_level_it_claims() -> None:
+    from tests.docs_examples import ROOT
+
+    command = 'deplodock compile -c "nn.RMSNorm(2048)(torch.randn(1,32,2048))" --ir torch'
+    assert run_command(command) == (ROOT / "docs/examples/rmsnorm.mlir").read_text()
