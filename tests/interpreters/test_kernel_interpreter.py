@@ -10,23 +10,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from xdsl.dialects.builtin import ModuleOp
-from xdsl.interpreter import Interpreter
-from xdsl.interpreters.func import FuncFunctions
-from xdsl.parser import Parser
 from xdsl.utils.exceptions import InterpretationError
 
 from deplodock.dialects import make_context
-from deplodock.interpreters.arith import ArithMathFunctions
-from deplodock.interpreters.kernel import KernelFunctions
-from deplodock.interpreters.tile import TileFunctions
 from deplodock.passes.convert_tile_to_kernel import ConvertTileToKernelPass
-
-
-def parse(text: str, verify: bool = True) -> ModuleOp:
-    module = Parser(make_context(), text).parse_module()
-    if verify:
-        module.verify()
-    return module
+from tests.helpers import parse, rel_err, run
 
 
 def lower(module: ModuleOp) -> ModuleOp:
@@ -34,18 +22,6 @@ def lower(module: ModuleOp) -> ModuleOp:
     module.verify()
     assert not any(op.dialect_name() == "tile" for op in module.walk())
     return module
-
-
-def run(module: ModuleOp, *inputs: np.ndarray) -> list[np.ndarray]:
-    """Runs @forward with the func, arith/math, tile and kernel implementations."""
-    interpreter = Interpreter(module)
-    for functions in (FuncFunctions(), ArithMathFunctions(), TileFunctions(), KernelFunctions()):
-        interpreter.register_implementations(functions)
-    return [np.asarray(r) for r in interpreter.call_op("forward", tuple(a.copy() for a in inputs))]
-
-
-def rel_err(out: np.ndarray, ref: np.ndarray) -> float:
-    return float(np.max(np.abs(out - ref)) / np.max(np.abs(ref)))
 
 
 # An elementwise SiLU over 1000 elements: a grid-stride loop (start b * T + t, step G * T)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from xdsl.dialects.builtin import ModuleOp
 from xdsl.interpreter import Interpreter
 from xdsl.interpreters.func import FuncFunctions
 from xdsl.parser import Parser
@@ -12,23 +11,9 @@ from xdsl.parser import Parser
 from deplodock.dialects import make_context
 from deplodock.interpreters.arith import ArithMathFunctions
 from deplodock.interpreters.loop import LoopFunctions
+from tests.helpers import rel_err, run
 
 RNG = np.random.default_rng(7)
-
-
-def run(text: str, *inputs: np.ndarray) -> list[np.ndarray]:
-    """Parses and runs `@forward` with func, arith/math and loop semantics."""
-    module: ModuleOp = Parser(make_context(), text).parse_module()
-    module.verify()
-    interpreter = Interpreter(module)
-    for functions in (FuncFunctions(), ArithMathFunctions(), LoopFunctions()):
-        interpreter.register_implementations(functions)
-    arrays = tuple(np.array(x, dtype=np.float32) for x in inputs)
-    return [np.asarray(r) for r in interpreter.call_op("forward", arrays)]
-
-
-def rel_err(out: np.ndarray, ref: np.ndarray) -> float:
-    return float(np.max(np.abs(out - ref)) / np.max(np.abs(ref)))
 
 
 RMS_NORM = """

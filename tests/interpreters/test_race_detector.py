@@ -12,16 +12,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from xdsl.dialects.builtin import ModuleOp
-from xdsl.interpreter import Interpreter
-from xdsl.interpreters.func import FuncFunctions
 from xdsl.parser import Parser
 from xdsl.utils.exceptions import InterpretationError
 
 from deplodock.dialects import kernel, make_context
-from deplodock.interpreters.arith import ArithMathFunctions
-from deplodock.interpreters.kernel import KernelFunctions
 from deplodock.interpreters.shared_memory import RaceError, SharedBuffer
 from deplodock.passes.convert_tile_to_kernel import ConvertTileToKernelPass
+from tests.helpers import run
 
 # --------------------------------------------------------------------------------------------
 # SharedBuffer on its own
@@ -122,14 +119,6 @@ def materialized() -> ModuleOp:
     return module
 
 
-def run(module: ModuleOp, x: np.ndarray) -> np.ndarray:
-    interpreter = Interpreter(module)
-    for functions in (FuncFunctions(), ArithMathFunctions(), KernelFunctions()):
-        interpreter.register_implementations(functions)
-    (y,) = interpreter.call_op("forward", (x.copy(),))
-    return np.asarray(y)
-
-
 def reference(x: np.ndarray) -> np.ndarray:
     x64 = x.astype(np.float64)
     partial = (x64 * x64).reshape(3, 2, 128).sum(axis=1)  # what each thread accumulates
@@ -154,7 +143,7 @@ def x() -> np.ndarray:
 def test_with_its_barriers_the_kernel_is_race_free(x: np.ndarray) -> None:
     module = materialized()
     assert len(barriers(module)) == 4  # two per combine
-    y = run(module, x)
+    (y,) = run(module, x)
     assert float(np.max(np.abs(y - reference(x))) / np.max(np.abs(reference(x)))) <= 1e-5
 
 

@@ -4,35 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from xdsl.dialects.builtin import ModuleOp
-from xdsl.interpreter import Interpreter
-from xdsl.interpreters.func import FuncFunctions
-from xdsl.parser import Parser
 from xdsl.utils.exceptions import InterpretationError
 
-from deplodock.dialects import make_context
-from deplodock.interpreters.arith import ArithMathFunctions
-from deplodock.interpreters.tile import TileFunctions
-
-
-def parse(text: str) -> ModuleOp:
-    module = Parser(make_context(), text).parse_module()
-    module.verify()
-    return module
-
-
-def run(module: ModuleOp, *inputs: np.ndarray) -> list[np.ndarray]:
-    """Runs @forward with just the func, arith/math and tile implementations."""
-    interpreter = Interpreter(module)
-    interpreter.register_implementations(FuncFunctions())
-    interpreter.register_implementations(ArithMathFunctions())
-    interpreter.register_implementations(TileFunctions())
-    return [np.asarray(r) for r in interpreter.call_op("forward", tuple(a.copy() for a in inputs))]
-
-
-def rel_err(out: np.ndarray, ref: np.ndarray) -> float:
-    return float(np.max(np.abs(out - ref)) / np.max(np.abs(ref)))
-
+from tests.helpers import parse, rel_err, run
 
 RMS_NORM = """
 tile.kernel @rms(%x: memref<1x6x100xf32>, %w: memref<100xf32>, %y: memref<1x6x100xf32>) {

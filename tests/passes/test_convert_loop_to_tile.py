@@ -9,16 +9,11 @@ import re
 import numpy as np
 import pytest
 from xdsl.dialects.builtin import MemRefType, ModuleOp
-from xdsl.interpreter import Interpreter
-from xdsl.interpreters.func import FuncFunctions
-from xdsl.parser import Parser
 from xdsl.utils.exceptions import PassFailedException
 
 from deplodock.dialects import make_context, tile
-from deplodock.interpreters.arith import ArithMathFunctions
-from deplodock.interpreters.loop import LoopFunctions
-from deplodock.interpreters.tile import TileFunctions
 from deplodock.passes.convert_loop_to_tile import ConvertLoopToTilePass
+from tests.helpers import parse, rel_err, run
 
 
 def program(kernel: str, n_out: int = 1) -> str:
@@ -42,19 +37,6 @@ def program(kernel: str, n_out: int = 1) -> str:
 }}"""
 
 
-def parse(text: str) -> ModuleOp:
-    module = Parser(make_context(), text).parse_module()
-    module.verify()
-    return module
-
-
-def run(module: ModuleOp, inputs: list[np.ndarray]) -> list[np.ndarray]:
-    interpreter = Interpreter(module)
-    for functions in (FuncFunctions(), ArithMathFunctions(), LoopFunctions(), TileFunctions()):
-        interpreter.register_implementations(functions)
-    return [np.asarray(r) for r in interpreter.call_op("forward", tuple(a.copy() for a in inputs))]
-
-
 def random_inputs(module: ModuleOp, seed: int) -> list[np.ndarray]:
     rng = np.random.default_rng(seed)
     forward = next(op for op in module.ops if op.name == "func.func")
@@ -62,19 +44,15 @@ def random_inputs(module: ModuleOp, seed: int) -> list[np.ndarray]:
     return [rng.standard_normal(s).astype(np.float32) for s in shapes]
 
 
-def rel_err(out: np.ndarray, ref: np.ndarray) -> float:
-    return float(np.max(np.abs(out.astype(np.float64) - ref)) / np.max(np.abs(ref)))
-
-
 def lower_and_compare(text: str, seed: int = 0, **options: int) -> tuple[ModuleOp, list]:
     """Runs loop and tile programs on the same random inputs; returns the tile module."""
     module = parse(text)
     inputs = random_inputs(module, seed)
-    reference = run(module, inputs)
+    reference = run(module, *inputs)
     ConvertLoopToTilePass(**options).apply(make_context(), module)
     module.verify()
     assert not [op for op in module.walk() if op.dialect_name() == "loop"]
-    outputs = run(module, inputs)
+    outputs = run(module, *inputs)
     for out, ref in zip(outputs, reference, strict=True):
         assert not np.isnan(out).any(), "an output element was never written"
         assert rel_err(out, ref.astype(np.float64)) <= 1e-5
@@ -243,7 +221,7 @@ def test_full_reduction_flattens_the_reduce_nest():
     loop.return
   }"""
     module, ([x], (o,)) = lower_and_compare(program(text))
-    assert rel_err(o, x.astype(np.float64).sum()) <= 1e-5
+    assert rel_err(o, x.astype(np.float64).sum(keepdims=True)) <= 1e-5
     assert grid_and_threads(module) == (1, 64)
     strided = [op for op in module.walk() if isinstance(op, tile.ForOp)]
     assert len(strided) == 1 and strided[0].upper == 63

@@ -14,7 +14,6 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.interpreter import Interpreter
 from xdsl.interpreters.func import FuncFunctions
 from xdsl.ir import Operation
-from xdsl.parser import Parser
 from xdsl.utils.exceptions import PassFailedException
 
 from deplodock.dialects import kernel, make_context
@@ -22,12 +21,7 @@ from deplodock.interpreters.arith import ArithMathFunctions
 from deplodock.interpreters.kernel import KernelFunctions
 from deplodock.interpreters.tile import TileFunctions
 from deplodock.passes.convert_tile_to_kernel import ConvertTileToKernelPass
-
-
-def parse(text: str) -> ModuleOp:
-    module = Parser(make_context(), text).parse_module()
-    module.verify()
-    return module
+from tests.helpers import parse
 
 
 def lower(text: str) -> ModuleOp:
