@@ -16,7 +16,9 @@ P qualifies when it writes B with exactly one store whose indices are P's free-l
 (each loop `0 to dim`, each dim an iv or the constant 0 for a size-1 dim), so P computes
 each element of B independently. The guard `max-recompute` bounds the recomputation: a
 fusion is kept only if work(fused) <= max_recompute * (work(C) + work(P)), where work is the
-sum over ops of the product of their enclosing trip counts.
+sum over ops of the product of their enclosing trip counts, and only if it recomputes no
+reduction: the number of reduce-loop iterations may not grow (a row statistic placed once per row is
+fine; a matmul redone for every element of its consumer is not).
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ from deplodock.passes.loop_utils import (
     kernel_of,
     launches,
     read_args,
+    reduction_iterations,
     rename_kernels,
     stores,
     work,
@@ -268,6 +271,8 @@ def _module_of(op: Operation) -> ModuleOp | None:
 
 
 def _writes(module: ModuleOp, launch: loop.LaunchOp, buffer: SSAValue) -> bool:
+    if all(arg is not buffer for arg in launch.args):  # fast path: not passed, not written
+        return False
     kernel = kernel_of(module, launch)
     if kernel is None:
         return True
@@ -303,7 +308,8 @@ class FuseProducers(RewritePattern):
                 continue
             fused, args = fuse(consumer, op.args, position, producer)
             budget = self.max_recompute * (work(consumer) + work(producer.kernel))
-            if work(fused) > budget:
+            reductions = reduction_iterations(consumer) + reduction_iterations(producer.kernel)
+            if work(fused) > budget or reduction_iterations(fused) > reductions:
                 fused.erase()
                 self.rejected.add((consumer, producer.launch))
                 continue

@@ -209,6 +209,21 @@ def work(kernel: loop.KernelOp) -> int:
     return sum(trip_product(op, kernel) for op in kernel.walk() if op is not kernel)
 
 
+def reduction_iterations(kernel: loop.KernelOp) -> int:
+    """How many reduce-loop iterations a kernel runs: what fusion must never multiply.
+
+    Recomputing a cheap elementwise producer per consumer element is fine (the 8x guard
+    bounds it), and inlining it into a reduce loop's body adds no iteration. Recomputing a
+    reduction (a matmul, a row sum) per element of its consumer multiplies iterations and
+    turns an O(n^2) kernel into O(n^3), as inlining q/k projections into attention would.
+    """
+    return sum(
+        trip_product(op, kernel) * op.trip_count
+        for op in kernel.walk()
+        if isinstance(op, loop.ForOp) and op.is_reduce
+    )
+
+
 def total_elements(t: Attribute) -> int:
     assert isinstance(t, MemRefType | TensorType)
     return math.prod(t.get_shape())

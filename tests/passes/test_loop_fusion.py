@@ -348,3 +348,19 @@ def test_recompute_guard(max_recompute: int, return_e: bool, expected: list[str]
     assert rel_err(outputs[0], np.exp(x) @ w) <= 1e-5
     if return_e:
         assert rel_err(outputs[1], np.exp(x)) <= 1e-5
+
+
+def test_a_reduction_is_never_recomputed_per_consumer_element() -> None:
+    """q = x @ wq feeding q @ k: inlining the first matmul into the second would redo it for
+    every output column (the attention blow-up); fusion keeps q as a buffer instead."""
+    from deplodock.driver import lower_program, program_from_expression
+    from deplodock.passes.loop_utils import reduction_iterations
+
+    program = program_from_expression(
+        "torch.matmul(torch.randn(8, 16) @ torch.randn(16, 32), torch.randn(32, 8))"
+    )
+    lower_program(program, "loop")
+    fused = [op for op in program.module.ops if isinstance(op, loop.KernelOp)]
+    assert len(fused) == 2
+    # 8*32*16 iterations for x @ wq, 8*8*32 for q @ k: exactly once each.
+    assert sum(reduction_iterations(k) for k in fused) == 8 * 32 * 16 + 8 * 8 * 32
