@@ -8,19 +8,25 @@ from __future__ import annotations
 
 import io
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 import numpy as np
 import torch
+from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp, StringAttr
+from xdsl.ir import Operation
 from xdsl.parser import Parser
+from xdsl.passes import PassPipeline
 from xdsl.printer import Printer
 
 from deplodock.dialects import make_context
+from deplodock.frontend.capture import to_numpy
 from deplodock.frontend.expression import randomize_parameters
 from deplodock.interpreters import forward_function, run_module
-from deplodock.passes.pipelines import STAGE_PASSES, STAGES, lower, stage_of
+from deplodock.passes.pipelines import STAGE_PASSES, STAGES, stage_of
 
 
 @dataclass
@@ -32,6 +38,20 @@ class Program:
     torch_module: torch.nn.Module | None = None
     example_inputs: tuple[torch.Tensor, ...] = ()
     timings: dict[str, float] = field(default_factory=dict)
+    #: One line naming the source (models: id, layers, sequence length, dtype).
+    name: str = ""
+    #: seed -> (`@forward` argument values, float64 reference outputs), for sources whose
+    #: reference is not `torch_module(*example_inputs)` on random parameters (models).
+    reference: Callable[[int], tuple[list[np.ndarray], list[np.ndarray]]] | None = None
+    #: The `run` tolerance of this source, when it needs its own (models: 1e-4 in fp32).
+    tolerance: float | None = None
+    #: Repeated layers (models: `model.layers`): torch-level ops whose module path is
+    #: `<layer_prefix>.<i>...` form layer `i`, and identical layers are lowered once
+    #: (`deplodock.stamp`). `op_paths` maps each torch-level op to its module path.
+    layer_prefix: str | None = None
+    op_paths: dict[Operation, str] | None = None
+    #: After a stamped lowering: (segments, distinct segments lowered).
+    segments: tuple[int, int] | None = None
 
 
 def load_program(code: str | None, path: Path | None, seed: int = 0) -> Program:
@@ -54,6 +74,69 @@ def program_from_expression(code: str, seed: int = 0) -> Program:
     return program
 
 
+def program_from_model(
+    name: str, layers: int | None = None, seq_len: int = 128, dtype: str = "fp32", seed: int = 0
+) -> Program:
+    """A Hugging Face causal LM (shipped id or local directory) captured on the meta device.
+
+    Timings: `model` (config + meta-device construction) and `torch` (export + import).
+    """
+    from deplodock.frontend import models
+    from deplodock.frontend.capture import export, import_exported_program
+
+    start = time.perf_counter()
+    source = models.resolve_model(name)
+    config = models.make_config(source, layers)
+    models.check_seq_len(source, config, seq_len)
+    if dtype not in models.DTYPES:
+        raise ValueError(f"unknown dtype '{dtype}' (expected {', '.join(models.DTYPES)})")
+    lm = models.build_causal_lm(config, models.DTYPES[dtype], device="meta")
+    wrapper = models.CausalLMLogits(lm)
+    input_ids = models.example_input_ids(config.vocab_size, seq_len, seed)
+    built = time.perf_counter()
+    op_paths: dict[Operation, str] = {}
+    with models.capture_ready(lm):
+        module = import_exported_program(export(wrapper, (input_ids,)), op_paths=op_paths)
+    program = Program(module, "torch", wrapper, (input_ids,))
+    program.layer_prefix, program.op_paths = models.LAYER_PREFIX, op_paths
+    program.timings["model"] = built - start
+    program.timings["torch"] = time.perf_counter() - built
+    program.name = models.describe(source, config, seq_len, models.DTYPES[dtype])
+    program.reference = partial(_model_reference, program, source, config, seq_len)
+    program.tolerance = MODEL_TOLERANCES[dtype]
+    return program
+
+
+#: `run` builds the transformers reference on the CPU and interprets every kernel: tiny only.
+MAX_RUN_PARAMETERS = 200_000_000
+
+#: `run` tolerance of a model's logits per dtype (relative to the largest logit).
+MODEL_TOLERANCES = {"fp32": 1e-4, "fp16": 2e-2, "bf16": 5e-2}
+
+
+def _model_reference(
+    program: Program, source: object, config: object, seq_len: int, seed: int
+) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """Binds the checkpoint (or seeded random weights) by name; transformers' logits in f64."""
+    from deplodock.frontend import models
+    from deplodock.frontend.weights import bind_arguments
+
+    assert isinstance(source, models.ModelSource) and program.torch_module is not None
+    count = sum(p.numel() for p in program.torch_module.parameters())
+    if count > MAX_RUN_PARAMETERS:
+        raise ValueError(
+            f"{source.name} has {count:.2e} parameters: too many to interpret on the CPU "
+            f"(at most {MAX_RUN_PARAMETERS:.0e}); run a smaller model"
+        )
+    reference = models.reference_model(source, config, seed)
+    weights = models.checkpoint_weights(source, reference)
+    input_ids = models.example_input_ids(config.vocab_size, seq_len, seed)  # type: ignore[attr-defined]
+    buffers = {name: b.detach() for name, b in reference.named_buffers()}
+    arguments = bind_arguments(program.module, [input_ids], weights, buffers)
+    logits = models.reference_logits(reference, input_ids)
+    return arguments, [logits.numpy()]
+
+
 def program_from_file(path: Path) -> Program:
     try:
         text = path.read_text()
@@ -64,19 +147,53 @@ def program_from_file(path: Path) -> Program:
     return Program(module, stage_of(module))
 
 
+def lower_stage(module: ModuleOp, stage: str, ctx: Context | None = None) -> None:
+    """Runs the passes of `stage` (`STAGE_PASSES`) on a module at the stage above it."""
+    from deplodock.passes import get_all_passes
+
+    if STAGE_PASSES[stage]:
+        passes = get_all_passes()
+        pipeline = tuple(passes[name]()() for name in STAGE_PASSES[stage])
+        PassPipeline(pipeline).apply(ctx or make_context(), module)
+    module.verify()
+
+
 def lower_program(program: Program, stage: str) -> dict[str, float]:
-    """Lowers `program` in place to `stage`, one stage at a time; returns seconds per stage."""
+    """Lowers `program` in place to `stage`, one stage at a time; returns seconds per stage.
+
+    A program with repeated layers (`layer_prefix`) lowered from the torch level to the
+    loop level or below goes through `deplodock.stamp`: each distinct layer lowered once.
+    """
     ctx = make_context()
     start_index = STAGES.index(program.stage)
     if STAGES.index(stage) < start_index:
         raise ValueError(f"the program is already at stage '{program.stage}', below '{stage}'")
-    for current in STAGES[start_index + 1 : STAGES.index(stage) + 1]:
+    stages = STAGES[start_index + 1 : STAGES.index(stage) + 1]
+    stamped = program.layer_prefix is not None and program.op_paths is not None
+    if stamped and program.stage == "torch" and "loop" in stages:
+        return _lower_stamped(program, stages, ctx)
+    for current in stages:
         start = time.perf_counter()
-        if STAGE_PASSES[current]:
-            lower(program.module, current, ctx)
-        program.module.verify()
+        lower_stage(program.module, current, ctx)
         program.timings[current] = time.perf_counter() - start
     program.stage = stage
+    return program.timings
+
+
+def _lower_stamped(program: Program, stages: tuple[str, ...], ctx: Context) -> dict[str, float]:
+    from deplodock.stamp import lower_stamped
+
+    assert program.layer_prefix is not None and program.op_paths is not None
+    module, report = lower_stamped(
+        program.module,
+        program.op_paths,
+        program.layer_prefix,
+        stages,
+        lambda module, stage: lower_stage(module, stage, ctx),
+    )
+    program.module, program.stage, program.op_paths = module, stages[-1], None
+    program.segments = (report.segments, report.unique)
+    program.timings.update(report.timings)
     return program.timings
 
 
@@ -89,6 +206,28 @@ def render(module: ModuleOp, stage: str) -> str:
     stream = io.StringIO()
     Printer(stream=stream).print_op(module)
     return stream.getvalue() + "\n"
+
+
+def kernel_counts(module: ModuleOp) -> tuple[int, int]:
+    """(kernel launches in `@forward`, distinct kernel symbols) from the loop level on."""
+    from xdsl.dialects.func import FuncOp
+
+    kernels = sum(1 for op in module.ops if not isinstance(op, FuncOp))
+    launches = sum(1 for op in forward_function(module).walk() if op.name.endswith(".launch"))
+    return launches, kernels
+
+
+def compile_summary(program: Program) -> str:
+    """`<source>: 393 kernel launches, 17 unique kernels` (or the op count above the loop
+    level), then the seconds per stage."""
+    if STAGES.index(program.stage) >= STAGES.index("loop"):
+        launches, kernels = kernel_counts(program.module)
+        counts = f"{launches} kernel launches, {kernels} unique kernels"
+    else:
+        ops = sum(1 for op in forward_function(program.module).walk())
+        counts = f"{ops} ops at the {program.stage} level"
+    times = ", ".join(f"{stage} {seconds:.2f} s" for stage, seconds in program.timings.items())
+    return f"{program.name or 'program'}: {counts} ({times})"
 
 
 # --- running and checking ----------------------------------------------------------------
@@ -106,7 +245,7 @@ def forward_arguments(program: Program) -> list[np.ndarray]:
     for attrs in func.arg_attrs.data if func.arg_attrs else [None] * len(func.args):
         param = attrs.data.get("deplodock.param") if attrs is not None else None
         tensor = named[param.data] if isinstance(param, StringAttr) else next(inputs)
-        values.append(tensor.detach().numpy())
+        values.append(to_numpy(tensor))  # bf16 as float32, as the interpreters carry it
     return values
 
 
@@ -130,7 +269,7 @@ def reference_outputs(program: Program) -> list[np.ndarray]:
         for tensor, original in zip(tensors, originals, strict=True):
             tensor.data = original
     outputs = outputs if isinstance(outputs, tuple | list) else (outputs,)
-    return [output.numpy() for output in outputs]
+    return [to_numpy(output) for output in outputs]
 
 
 def max_relative_error(actual: np.ndarray, expected: np.ndarray) -> float:
@@ -164,13 +303,23 @@ class RunReport:
         )
 
 
-def run_and_compare(program: Program, seed: int = 0, tolerance: float = 1e-5) -> RunReport:
-    """Interprets the program at its current stage and compares it with its reference."""
+def arguments_and_reference(
+    program: Program, seed: int = 0
+) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """The values of `@forward`'s arguments and the float64 outputs they must produce."""
+    if program.reference is not None:
+        return program.reference(seed)
     if program.torch_module is None:
-        raise ValueError("run needs a PyTorch source (-c EXPR) to compare against")
+        raise ValueError("run needs a PyTorch source (-c EXPR or a model) to compare against")
     randomize_parameters(program.torch_module, seed)
-    arguments = forward_arguments(program)
-    expected = reference_outputs(program)
+    return forward_arguments(program), reference_outputs(program)
+
+
+def run_and_compare(program: Program, seed: int = 0, tolerance: float | None = None) -> RunReport:
+    """Interprets the program at its current stage and compares it with its reference."""
+    if tolerance is None:
+        tolerance = program.tolerance if program.tolerance is not None else 1e-5
+    arguments, expected = arguments_and_reference(program, seed)
     start = time.perf_counter()
     actual = run_module(program.module, arguments)
     seconds = time.perf_counter() - start

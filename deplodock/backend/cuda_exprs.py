@@ -113,6 +113,10 @@ C_TYPE_BYTES = {
 
 
 def int_literal(v: int) -> Expr:
+    if v == -(2**63):  # `9223372036854775808` alone does not fit any signed C type
+        return Expr("(-9223372036854775807LL - 1)", PRIMARY, v)
+    if not -(2**31) <= v < 2**31:
+        return Expr(f"{v}LL", PRIMARY if v >= 0 else UNARY, v)
     return Expr(str(v), PRIMARY if v >= 0 else UNARY, v)
 
 

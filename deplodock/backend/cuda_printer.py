@@ -34,14 +34,17 @@ INDENT = "  "
 INLINE_LIMIT = 72
 INT32_MAX = 2**31 - 1
 
-_RESERVED = (
+#: Names a C variable must not take: keywords (with C++'s alternative operator spellings such
+#: as `and` / `or`, which an SSA name like `%or` would otherwise become), CUDA builtins and
+#: the functions the printer calls.
+RESERVED_NAMES = (
     frozenset(
         """auto bool break case char const continue default do double else enum extern float for
     goto if inline int long register restrict return short signed sizeof static struct switch
     typedef union unsigned void volatile while class namespace template this new delete true
     false nullptr operator private public protected virtual friend using typename asm
     threadIdx blockIdx blockDim gridDim warpSize half float2 float4 dim3 uint3 min max abs
-    NAN INFINITY""".split()
+    NAN INFINITY and and_eq bitand bitor compl not not_eq or or_eq xor xor_eq""".split()
     )
     | C_FUNCTION_NAMES
 )
@@ -96,7 +99,7 @@ class KernelPrinter:
         self.index_type = "long long" if needs_64bit_index(func) else "int"
         self.lines: list[str] = []
         self.depth = 1
-        self.used_names: set[str] = set(_RESERVED) | {func.sym_name.data}
+        self.used_names: set[str] = set(RESERVED_NAMES) | {func.sym_name.data}
         self.values: dict[SSAValue, Expr] = {}
         self.counter = 0
         self._nonneg: dict[SSAValue, bool] = {}

@@ -21,6 +21,7 @@ from xdsl.utils.exceptions import DiagnosticException
 from xdsl.utils.target import Target
 
 from deplodock.backend.cuda_exprs import C_TYPE_BYTES, element_c_type
+from deplodock.backend.cuda_printer import RESERVED_NAMES
 from deplodock.dialects import cuda
 
 CHECK_MACRO = """\
@@ -59,7 +60,7 @@ def _param_consts(source: str, name: str) -> list[bool] | None:
 
 class _Names:
     def __init__(self) -> None:
-        self.used: set[str] = {"status", "cleanup"}
+        self.used: set[str] = {"status", "cleanup", *RESERVED_NAMES}
 
     def take(self, hint: str | None, fallback: str) -> str:
         base = re.sub(r"\W", "_", hint or "") or fallback

@@ -3,10 +3,16 @@
 No GPU is needed: `nvcc -cubin` only compiles. The ptxas report (`-Xptxas -v`) gives per
 kernel the registers, spill stores/loads and static shared memory, which is how the tests
 (and later the tuner) check that a schedule fits the hardware without running it.
+
+The architecture is the device's own (`sm_90` on an H100); the arch-specific variant
+(`sm_90a`) is chosen only when a kernel uses an instruction that exists only there (wgmma,
+setmaxnreg, ...), since an `a` cubin runs on that one architecture and nothing newer.
+The nvcc version is part of every build cache key (`backend/build.py`).
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import shutil
@@ -47,6 +53,47 @@ class CompileResult:
 
 def nvcc_available() -> bool:
     return shutil.which(NVCC) is not None
+
+
+@functools.cache
+def _version_of(nvcc: str) -> str:
+    proc = subprocess.run([nvcc, "--version"], capture_output=True, text=True, check=False)
+    lines = [ln.strip() for ln in (proc.stdout or "").splitlines() if ln.strip()]
+    if proc.returncode != 0 or not lines:
+        raise NvccError(f"`{nvcc} --version` failed: {(proc.stderr or '').strip()[:200]}")
+    return lines[-1]  # "Build cuda_13.0.r13.0/compiler.36424714_0": exact to the build
+
+
+def nvcc_version() -> str:
+    """The build line of `nvcc --version` (part of every cache key); NvccError without nvcc."""
+    if not nvcc_available():
+        raise NvccError(f"{NVCC} not found on PATH")
+    return _version_of(shutil.which(NVCC) or NVCC)
+
+
+def nvcc_release(version: str) -> str:
+    """`13.0` from a build line such as `Build cuda_13.0.r13.0/compiler.36424714_0`."""
+    m = re.search(r"cuda_(\d+\.\d+)", version) or re.search(r"release (\d+\.\d+)", version)
+    return m.group(1) if m else version
+
+
+#: Instructions that exist only in the arch-specific target (`sm_90a`) of their architecture.
+ARCH_SPECIFIC_PATTERNS = (r"\bwgmma\.", r"\bsetmaxnreg\.", r"\btcgen05\.")
+
+
+def needs_arch_specific(source: str) -> bool:
+    """Whether `source` uses an instruction that only the `a` target of an architecture has."""
+    return any(re.search(p, source) for p in ARCH_SPECIFIC_PATTERNS)
+
+
+def arch_for(capability: tuple[int, int], source: str = "") -> str:
+    """The nvcc `-arch` for a device of compute capability `capability` and this source.
+
+    `(9, 0)` -> `sm_90`, or `sm_90a` when the source needs the arch-specific instructions.
+    """
+    major, minor = capability
+    arch = f"sm_{major}{minor}"
+    return arch + "a" if needs_arch_specific(source) else arch
 
 
 def parse_ptxas_report(log: str) -> dict[str, KernelResources]:

@@ -3,6 +3,8 @@
     deplodock compile -c "nn.RMSNorm(2048)(torch.randn(1,32,2048))" --ir tensor
     deplodock compile rmsnorm.mlir --ir cuda -o rmsnorm.cu
     deplodock run -c "nn.Softmax(dim=-1)(torch.randn(2,4,128))" --device cpu
+    deplodock compile Qwen/Qwen2.5-7B --layers 1 --seq-len 128 --ir loop
+    deplodock run ./tiny-qwen-dir --device cpu
 
 Every failure a user can cause ends in one line on stderr and exit status 1;
 `--traceback` shows the Python traceback instead.
@@ -15,9 +17,13 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from deplodock.cli.errors import report_error
 from deplodock.passes.pipelines import STAGES
+
+if TYPE_CHECKING:
+    from deplodock.driver import Program
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -43,7 +49,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_source_arguments(run_parser)
     run_parser.add_argument(
-        "--device", choices=("cpu",), default="cpu", help="cpu: interpret the lowered program"
+        "--device",
+        choices=("cpu", "cuda"),
+        help="cpu: interpret the lowered program (the default); cuda: build it with nvcc and "
+        "run it on the GPU (the default with --bench/--profile; needs the gpu extra: pycuda)",
     )
     run_parser.add_argument(
         "--ir",
@@ -52,57 +61,119 @@ def build_parser() -> argparse.ArgumentParser:
         help="the stage to interpret (default: kernel, the fully lowered program)",
     )
     run_parser.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
+    gpu = run_parser.add_argument_group("cuda (--device cuda)")
+    gpu.add_argument(
+        "--bench", action="store_true", help="time PyTorch eager, torch.compile and deplodock"
+    )
+    gpu.add_argument(
+        "--profile", action="store_true", help="per-kernel time, GB/s, GFLOP/s, registers"
+    )
+    gpu.add_argument("--warmup", type=int, default=10, help="untimed runs first (default: 10)")
+    gpu.add_argument("--iters", type=int, default=50, help="timed runs, median (default: 50)")
     run_parser.set_defaults(handler=run_run)
     return parser
 
 
 def compile_doc() -> str:
     return (
-        "Lower a PyTorch expression (-c) or a .mlir file to a stage and print it. "
-        "At --ir cuda the output is one CUDA translation unit."
+        "Lower a PyTorch expression (-c), a .mlir file or a Hugging Face causal LM (a "
+        "shipped model id or a local directory with config.json) to a stage and print it. "
+        "At --ir cuda the output is one CUDA translation unit. For a model, a summary "
+        "(kernel count, seconds per stage) goes to stderr."
     )
 
 
 def run_doc() -> str:
     return (
         "Lower a program, run it on random inputs and report its max relative error "
-        "against PyTorch (-c) or against the file's own level (.mlir)."
+        "against PyTorch (-c), against transformers (a model: the directory's safetensors, "
+        "else random weights) or against the file's own level (.mlir)."
     )
 
 
 def _add_source_arguments(parser: argparse.ArgumentParser) -> None:
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("-c", "--code", metavar="EXPR", help="a PyTorch expression to compile")
-    source.add_argument("file", nargs="?", type=Path, help="a .mlir file at any stage")
+    source.add_argument(
+        "source",
+        nargs="?",
+        metavar="SOURCE",
+        help="a .mlir file at any stage, a model id (Qwen/Qwen2.5-7B, ...: configs ship with "
+        "deplodock, nothing is downloaded) or a model directory (config.json, *.safetensors)",
+    )
+    model = parser.add_argument_group("models")
+    model.add_argument("--layers", type=int, help="keep the first N decoder layers")
+    model.add_argument("--seq-len", type=int, default=128, help="tokens per prompt (default: 128)")
+    model.add_argument(
+        "--dtype", choices=("fp32", "bf16", "fp16"), default="fp32", help="(default: fp32)"
+    )
     parser.add_argument("-v", "--verbose", action="store_true", help="report time per stage")
     parser.add_argument("--traceback", action="store_true", help="show Python tracebacks")
 
 
-def run_compile(args: argparse.Namespace) -> int:
-    from deplodock.driver import load_program, lower_program, render
+def load_source(args: argparse.Namespace, seed: int = 0) -> Program:
+    """The program named on the command line: `-c EXPR`, a `.mlir` file or a model."""
+    from deplodock.driver import load_program, program_from_model
 
-    program = load_program(args.code, args.file)
+    source: str | None = args.source
+    if source is not None and not Path(source).is_file() and not source.endswith(".mlir"):
+        return program_from_model(source, args.layers, args.seq_len, args.dtype, seed)
+    used = [f"--{k.replace('_', '-')}" for k, v in _MODEL_DEFAULTS.items() if getattr(args, k) != v]
+    if used:
+        raise ValueError(f"{', '.join(used)}: only for models (a model id or directory)")
+    return load_program(args.code, Path(source) if source is not None else None, seed=seed)
+
+
+_MODEL_DEFAULTS = {"layers": None, "seq_len": 128, "dtype": "fp32"}
+
+
+def run_compile(args: argparse.Namespace) -> int:
+    from deplodock.driver import compile_summary, lower_program, render
+
+    program = load_source(args)
     timings = lower_program(program, args.ir)
+    start = time.perf_counter()
     text = render(program.module, args.ir)
+    if args.ir == "cuda":
+        timings["print"] = time.perf_counter() - start
     if args.output:
         args.output.write_text(text)
     else:
         sys.stdout.write(text)
+    if program.name:  # a model: what was compiled, how many kernels, how long
+        print(compile_summary(program), file=sys.stderr)
     if args.verbose:
         _report_timings(timings)
     return 0
 
 
 def run_run(args: argparse.Namespace) -> int:
-    from deplodock.driver import load_program, lower_program, run_and_compare
+    from deplodock.driver import lower_program, run_and_compare
 
-    program = load_program(args.code, args.file, seed=args.seed)
+    if args.device == "cuda" or (args.device is None and (args.bench or args.profile)):
+        return run_run_cuda(args)
+    if args.bench or args.profile:
+        raise ValueError("--bench and --profile need --device cuda")
+    program = load_source(args, seed=args.seed)
     timings = lower_program(program, args.ir)
     report = run_and_compare(program, seed=args.seed)
     print(report.summary())
     if args.verbose:
         _report_timings(timings | {"run": report.seconds})
     return 0 if report.ok else 1
+
+
+def run_run_cuda(args: argparse.Namespace) -> int:
+    """`run --device cuda`: the whole program is built for the GPU (`--ir` does not apply)."""
+    from deplodock.backend.cuda_run import run_on_cuda
+    from deplodock.backend.device import require_cuda
+
+    require_cuda()  # fail fast, before lowering: "no CUDA device: <why>"
+    program = load_source(args, seed=args.seed)
+    status = run_on_cuda(program, args.seed, args.bench, args.profile, args.warmup, args.iters)
+    if args.verbose:
+        _report_timings(program.timings)
+    return status
 
 
 def _report_timings(timings: dict[str, float]) -> None:

@@ -7,24 +7,33 @@ checked against the node's metadata so a wrong handler fails at import, not at r
 
 `@forward` takes the user inputs first (arg attr `deplodock.input`), then parameters, buffers
 and lifted constants (arg attr `deplodock.param` = the name in the module's state dict).
+
+Before the import the graph is simplified (`simplify_graph`): higher-order ops that only
+switch autograd mode are inlined, runtime shape/dtype assertions are dropped and dead nodes
+are removed, so a Hugging Face model's unused mask bookkeeping never reaches the report.
+Unused parameters and buffers get no argument. Everything else must be in the aten table:
+`_check_ops` names every unsupported op at once, with its count and the module path
+(`model.layers.{0-27}.self_attn`) it comes from.
 """
 
 from __future__ import annotations
 
 import logging
-from collections import Counter
-from collections.abc import Sequence
+import operator
+import re
+from collections import Counter, defaultdict
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 import torch
 from torch.export import ExportedProgram
-from torch.export.graph_signature import InputKind, InputSpec, OutputKind
+from torch.export.graph_signature import InputKind, InputSpec, OutputKind, TensorArgument
 from torch.fx.operator_schemas import normalize_function
 from xdsl.builder import Builder
 from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, ModuleOp, StringAttr
 from xdsl.dialects.func import FuncOp, FunctionType, ReturnOp
-from xdsl.ir import Block, Region, SSAValue
+from xdsl.ir import Block, Operation, Region, SSAValue
 from xdsl.rewriter import InsertPoint
 from xdsl.utils.exceptions import VerifyException
 
@@ -37,16 +46,98 @@ class UnsupportedOpError(Exception):
     """The program uses ops (or arguments) the importer cannot express; one-line message."""
 
 
-def _unsupported(items: Sequence[tuple[str, str]], func: str, why: str = "") -> UnsupportedOpError:
-    """`unsupported op aten.cumsum.default (1x) at forward: node cumsum` for (op, node) pairs."""
-    counts = Counter(op for op, _ in items)
-    ops = ", ".join(f"{op} ({n}x)" for op, n in counts.items())
-    nodes = ", ".join(node for _, node in items)
+#: Runtime checks of the traced shapes and dtypes: true for the example inputs by
+#: construction, and static shapes make them true for every input. They produce no value.
+_ASSERTIONS = frozenset(
+    {
+        torch.ops.aten._assert_tensor_metadata.default,
+        torch.ops.aten._assert_scalar.default,
+        torch.ops.aten._assert_async.msg,
+        torch.ops.aten.sym_constrain_range.default,
+        torch.ops.aten.sym_constrain_range_for_size.default,
+    }
+)
+
+#: Higher-order ops whose only effect is the autograd mode of their body: inlined.
+_GRAD_MODE_WRAPPERS = frozenset({torch.ops.higher_order.wrap_with_set_grad_enabled})
+
+#: At most this many node names in an unsupported-op report (the rest are counted).
+_MAX_NODES_REPORTED = 12
+
+
+def module_path(node: torch.fx.Node) -> str:
+    """The module a node comes from (`model.layers.0.self_attn`; "" for the root module)."""
+    stack = node.meta.get("nn_module_stack")
+    if not stack:
+        return ""
+    path = list(stack.values())[-1][0]
+    return path if isinstance(path, str) else ""
+
+
+def _ranges(numbers: list[int]) -> str:
+    """`0-3,5` for [0, 1, 2, 3, 5]."""
+    parts: list[str] = []
+    ordered = sorted(set(numbers))
+    start = prev = ordered[0]
+    for n in [*ordered[1:], None]:
+        if n is not None and n == prev + 1:
+            prev = n
+            continue
+        parts.append(str(start) if start == prev else f"{start}-{prev}")
+        if n is not None:
+            start = prev = n
+    return ",".join(parts)
+
+
+def compress_paths(paths: Sequence[str]) -> list[str]:
+    """Module paths with one varying index folded: `model.layers.{0-27}.mlp`, first-seen order."""
+    groups: dict[str, list[int]] = defaultdict(list)
+    singles: dict[str, None] = {}
+    for path in paths:
+        indices = re.findall(r"(?<=\.)\d+(?=\.|$)", path)
+        if len(indices) == 1:
+            pattern = re.sub(r"(?<=\.)\d+(?=\.|$)", "{}", path)
+            groups[pattern].append(int(indices[0]))
+            singles.setdefault(pattern)
+        else:
+            singles.setdefault(path)
+    out = []
+    for key in singles:
+        if key in groups:
+            numbers = groups[key]
+            label = str(numbers[0]) if len(set(numbers)) == 1 else "{" + _ranges(numbers) + "}"
+            out.append(key.replace("{}", label))
+        else:
+            out.append(key)
+    return out
+
+
+def _unsupported(
+    items: Sequence[tuple[str, str, str]], func: str, why: str = ""
+) -> UnsupportedOpError:
+    """One line for (op, node, module path) triples: every op with its count and origin.
+
+    `unsupported op aten.cumsum.default (1x) at forward: node cumsum`, and for ops inside
+    submodules `aten.diff.default (28x in model.layers.{0-27}.self_attn)`.
+    """
+    counts = Counter(op for op, _, _ in items)
+    paths: dict[str, list[str]] = defaultdict(list)
+    for op, _, path in items:
+        if path:
+            paths[op].append(path)
+    ops = []
+    for op, n in counts.items():
+        where = ", ".join(compress_paths(paths[op])) if paths[op] else ""
+        ops.append(f"{op} ({n}x in {where})" if where else f"{op} ({n}x)")
+    names = [node for _, node, _ in items]
+    shown = ", ".join(names[:_MAX_NODES_REPORTED])
+    if len(names) > _MAX_NODES_REPORTED:
+        shown += f", ... ({len(names) - _MAX_NODES_REPORTED} more)"
     plural = "s" if len(counts) > 1 else ""
     nplural = "s" if len(items) > 1 else ""
     suffix = f" ({why})" if why else ""
     return UnsupportedOpError(
-        f"unsupported op{plural} {ops} at {func}: node{nplural} {nodes}{suffix}"
+        f"unsupported op{plural} {', '.join(ops)} at {func}: node{nplural} {shown}{suffix}"
     )
 
 
@@ -65,25 +156,75 @@ def _normalized_args(node: torch.fx.Node) -> dict[str, Any]:
 
 def _check_ops(graph: torch.fx.Graph, func: str) -> None:
     """Reject the whole program up front, naming every unsupported op at once."""
-    bad = [
-        (target_name(n.target), n.name)
+    unsupported = [
+        n
         for n in graph.nodes
-        if n.op == "get_attr" or (n.op == "call_function" and n.target not in HANDLERS)
+        if n.op in ("get_attr", "call_module", "call_method")
+        or (n.op == "call_function" and n.target not in HANDLERS)
+    ]
+    # `getitem` only unpacks a multi-output op: reported with that op, not on its own.
+    flagged = set(unsupported)
+    bad = [
+        (target_name(n.target), n.name, module_path(n))
+        for n in unsupported
+        if not (n.target is operator.getitem and n.args and n.args[0] in flagged)
     ]
     if bad:
         raise _unsupported(bad, func)
 
 
+def _inline_call(gm: torch.fx.GraphModule, node: torch.fx.Node) -> None:
+    """Replaces a `wrap_with_set_grad_enabled(mode, submod, *args)` call by the submodule's body.
+
+    The call returns a tuple that `getitem` nodes unpack; their uses are redirected to the
+    inlined values. Module-path metadata is copied with each node.
+    """
+    sub_node, operands = node.args[1], node.args[2:]
+    assert isinstance(sub_node, torch.fx.Node) and isinstance(sub_node.target, str)
+    body = getattr(gm, sub_node.target)
+    env: dict[torch.fx.Node, Any] = {}
+    placeholders = [n for n in body.graph.nodes if n.op == "placeholder"]
+    env.update(zip(placeholders, operands, strict=True))
+    results: Any = None
+    with gm.graph.inserting_before(node):
+        for inner in body.graph.nodes:
+            if inner.op == "output":
+                results = torch.fx.node.map_arg(inner.args[0], lambda n: env[n])
+            elif inner.op != "placeholder":
+                env[inner] = gm.graph.node_copy(inner, lambda n: env[n])
+    for user in list(node.users):
+        if user.target is operator.getitem:
+            user.replace_all_uses_with(results[user.args[1]])
+            gm.graph.erase_node(user)
+    if not node.users:
+        gm.graph.erase_node(node)
+
+
+def simplify_graph(gm: torch.fx.GraphModule) -> None:
+    """Inline autograd-mode wrappers, drop runtime assertions, remove dead nodes (in place)."""
+    graph = gm.graph
+    for node in list(graph.nodes):
+        if node.op == "call_function" and node.target in _GRAD_MODE_WRAPPERS:
+            _inline_call(gm, node)
+    for node in list(graph.nodes):
+        if node.op == "call_function" and node.target in _ASSERTIONS and not node.users:
+            graph.erase_node(node)
+    graph.eliminate_dead_code()
+
+
 def _ordered_inputs(ep: ExportedProgram) -> list[InputSpec]:
-    """User inputs first, then the module state (parameters, buffers, lifted constants)."""
+    """User tensor inputs first, then the module state the graph uses (parameters, buffers,
+    lifted constants). Non-tensor user inputs (constants folded into the graph) and unused
+    state get no argument."""
     specs = ep.graph_signature.input_specs
     other = [s for s in specs if s.kind != InputKind.USER_INPUT and s.kind not in _STATE_KINDS]
     if other:
         kinds = ", ".join(sorted({s.kind.name for s in other}))
         raise UnsupportedOpError(f"unsupported program inputs of kind {kinds}")
-    return [s for s in specs if s.kind == InputKind.USER_INPUT] + [
-        s for s in specs if s.kind in _STATE_KINDS
-    ]
+    used = {n.name for n in ep.graph_module.graph.nodes if n.op == "placeholder" and n.users}
+    return [
+        s for s in specs if s.kind == InputKind.USER_INPUT and isinstance(s.arg, TensorArgument)
+    ] + [s for s in specs if s.kind in _STATE_KINDS and s.arg.name in used]
 
 
 def _arg_attr(spec: InputSpec) -> DictionaryAttr:
@@ -93,8 +234,17 @@ def _arg_attr(spec: InputSpec) -> DictionaryAttr:
     return DictionaryAttr({"deplodock.param": StringAttr(spec.target)})
 
 
-def import_exported_program(ep: ExportedProgram, func_name: str = "forward") -> ModuleOp:
-    """The torch-dialect module (`func.func @forward`) of an exported program."""
+def import_exported_program(
+    ep: ExportedProgram,
+    func_name: str = "forward",
+    op_paths: dict[Operation, str] | None = None,
+) -> ModuleOp:
+    """The torch-dialect module (`func.func @forward`) of an exported program.
+
+    `op_paths`, when given, receives the module path of the FX node each op was imported
+    from (what `deplodock.stamp` uses to find the decoder layers).
+    """
+    simplify_graph(ep.graph_module)
     graph = ep.graph_module.graph
     _check_ops(graph, func_name)
     if any(s.kind != OutputKind.USER_OUTPUT for s in ep.graph_signature.output_specs):
@@ -116,9 +266,16 @@ def import_exported_program(ep: ExportedProgram, func_name: str = "forward") -> 
     outputs: list[SSAValue] = []
     for node in graph.nodes:
         if node.op == "call_function":
+            last = block.last_op
             env[node] = _import_node(emitter, node, func_name)
+            if op_paths is not None:
+                path = module_path(node)
+                op = last.next_op if last is not None else block.first_op
+                while op is not None:
+                    op_paths[op] = path
+                    op = op.next_op
         elif node.op == "output":
-            outputs = [_output(env, out, func_name) for out in _flatten(node.args[0])]
+            outputs = [_output(env, out, func_name) for out in flatten_outputs(node.args[0])]
     block.add_op(ReturnOp(*outputs))
     func = FuncOp(
         func_name,
@@ -139,14 +296,17 @@ def _import_node(emitter: Emitter, node: torch.fx.Node, func_name: str) -> SSAVa
         if value.type != expected:
             raise AtenImportError(f"imported as {value.type}, PyTorch says {expected}")
     except (AtenImportError, VerifyException) as err:
-        raise _unsupported([(name, node.name)], func_name, str(err)) from None
+        raise _unsupported([(name, node.name, module_path(node))], func_name, str(err)) from None
     if value.name_hint is None:
         value.name_hint = node.name
     return value
 
 
-def _flatten(out: Any) -> list[Any]:
-    return [y for x in out for y in _flatten(x)] if isinstance(out, list | tuple) else [out]
+def flatten_outputs(out: Any) -> list[Any]:
+    """The output node's (nested) tuple of values, flattened in order."""
+    if isinstance(out, list | tuple):
+        return [y for x in out for y in flatten_outputs(x)]
+    return [out]
 
 
 def _output(env: dict[torch.fx.Node, SSAValue], out: Any, func_name: str) -> SSAValue:
@@ -155,7 +315,11 @@ def _output(env: dict[torch.fx.Node, SSAValue], out: Any, func_name: str) -> SSA
     return env[out]
 
 
-def export(module: torch.nn.Module, example_inputs: Sequence[torch.Tensor]) -> ExportedProgram:
+def export(
+    module: torch.nn.Module,
+    example_inputs: Sequence[torch.Tensor],
+    example_kwargs: Mapping[str, Any] | None = None,
+) -> ExportedProgram:
     """`torch.export` in eval mode: deplodock compiles inference (dropout off, BN frozen)."""
     module.eval()
     fake_tensor_log = logging.getLogger("torch._subclasses.fake_tensor")
@@ -163,14 +327,18 @@ def export(module: torch.nn.Module, example_inputs: Sequence[torch.Tensor]) -> E
     fake_tensor_log.setLevel(logging.CRITICAL)  # a shape error is reported once, by the caller
     try:
         with torch.no_grad():
-            return torch.export.export(module, tuple(example_inputs))
+            return torch.export.export(module, tuple(example_inputs), dict(example_kwargs or {}))
     finally:
         fake_tensor_log.setLevel(level)
 
 
-def capture(module: torch.nn.Module, example_inputs: Sequence[torch.Tensor]) -> ModuleOp:
+def capture(
+    module: torch.nn.Module,
+    example_inputs: Sequence[torch.Tensor],
+    example_kwargs: Mapping[str, Any] | None = None,
+) -> ModuleOp:
     """Export `module` on `example_inputs` and import it as a torch-dialect module."""
-    return import_exported_program(export(module, example_inputs))
+    return import_exported_program(export(module, example_inputs, example_kwargs))
 
 
 def to_numpy(t: torch.Tensor) -> np.ndarray:

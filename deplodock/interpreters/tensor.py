@@ -2,8 +2,10 @@
 
 `tensor.elementwise` runs its scalar body once, with the input arrays as the block
 arguments: the `arith`/`math` implementations are numpy-vectorised, so one pass over the
-body computes every element. `tensor.reduce` is a numpy reduction with `keepdims`, and
-`tensor.index_map` evaluates its affine maps over the output coordinate grid and gathers.
+body computes every element; `tensor.index d` is then the coordinate grid of dim `d` (an
+`arange` shaped to broadcast along that axis). `tensor.reduce` is a numpy reduction with
+`keepdims`, `tensor.index_map` evaluates its affine maps over the output coordinate grid and
+gathers, and `tensor.gather` is `np.take`.
 """
 
 from __future__ import annotations
@@ -22,8 +24,17 @@ from xdsl.interpreter import (
     impl_terminator,
     register_impls,
 )
+from xdsl.utils.exceptions import InterpretationError
 
-from deplodock.dialects.tensor import ElementwiseOp, IndexMapOp, ReduceKind, ReduceOp, YieldOp
+from deplodock.dialects.tensor import (
+    ElementwiseOp,
+    GatherOp,
+    IndexMapOp,
+    IndexOp,
+    ReduceKind,
+    ReduceOp,
+    YieldOp,
+)
 from deplodock.interpreters.affine import eval_affine_map
 from deplodock.interpreters.values import numpy_dtype, round_to_type
 
@@ -59,6 +70,28 @@ class TensorFunctions(InterpreterFunctions):
         self, interpreter: Interpreter, op: YieldOp, args: PythonValues
     ) -> tuple[TerminatorValue, PythonValues]:
         return ReturnedValues(args), ()
+
+    @impl(IndexOp)
+    def run_index(self, interpreter: Interpreter, op: IndexOp, args: PythonValues) -> PythonValues:
+        parent = op.parent_op()
+        assert isinstance(parent, ElementwiseOp)
+        shape = parent.result.type.get_shape()
+        dim = op.dim_value
+        grid = [n if d == dim else 1 for d, n in enumerate(shape)]
+        return (np.arange(shape[dim], dtype=np.int64).reshape(grid),)
+
+    @impl(GatherOp)
+    def run_gather(
+        self, interpreter: Interpreter, op: GatherOp, args: PythonValues
+    ) -> PythonValues:
+        source, indices = (np.asarray(a) for a in args)
+        size = source.shape[op.dim_value]
+        if indices.size and (indices.min() < 0 or indices.max() >= size):
+            raise InterpretationError(
+                f"tensor.gather: index out of range [0, {size}) "
+                f"(min {indices.min()}, max {indices.max()})"
+            )
+        return (as_tensor(np.take(source, indices, axis=op.dim_value), op.result.type),)
 
     @impl(ReduceOp)
     def run_reduce(

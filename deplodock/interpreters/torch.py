@@ -92,6 +92,9 @@ _UNARY: dict[type[Operation], Callable[[np.ndarray], np.ndarray]] = {
     T.SigmoidOp: sigmoid,
     T.TanhOp: np.tanh,
     T.SiluOp: lambda x: x * sigmoid(x),
+    T.CosOp: np.cos,
+    T.SinOp: np.sin,
+    T.LogicalNotOp: np.logical_not,
 }
 
 _BINARY: dict[type[Operation], Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
@@ -101,7 +104,46 @@ _BINARY: dict[type[Operation], Callable[[np.ndarray, np.ndarray], np.ndarray]] =
     T.DivOp: lambda a, b: a / b if np.issubdtype(a.dtype, np.floating) else a // b,
     T.MatmulOp: np.matmul,
     T.BmmOp: np.matmul,
+    T.EqOp: np.equal,
+    T.NeOp: np.not_equal,
+    T.LtOp: np.less,
+    T.LeOp: np.less_equal,
+    T.GtOp: np.greater,
+    T.GeOp: np.greater_equal,
+    T.LogicalAndOp: np.logical_and,
+    T.LogicalOrOp: np.logical_or,
 }
+
+
+def scaled_dot_product_attention(
+    q: np.ndarray,
+    k: np.ndarray,
+    v: np.ndarray,
+    mask: np.ndarray | None,
+    scale: float,
+    is_causal: bool,
+) -> np.ndarray:
+    """softmax(q k^T * scale + mask) v; key/value heads are repeated for GQA, and a row
+    whose keys are all masked gives zeros (PyTorch's safe softmax)."""
+    if q.ndim >= 3 and k.shape[-3] != q.shape[-3]:
+        group = q.shape[-3] // k.shape[-3]
+        k, v = np.repeat(k, group, axis=-3), np.repeat(v, group, axis=-3)
+    scores = np.matmul(q, np.swapaxes(k, -1, -2)) * q.dtype.type(scale)
+    length, source = scores.shape[-2:]
+    keep = np.ones((length, source), dtype=bool)
+    if is_causal:
+        keep = np.tril(keep)
+    if mask is not None and mask.dtype == np.bool_:
+        keep = keep & mask
+    elif mask is not None:
+        scores = scores + mask
+    scores = np.where(keep, scores, -np.inf)
+    peak = np.max(scores, axis=-1, keepdims=True)
+    with np.errstate(invalid="ignore"):
+        e = np.exp(scores - peak)
+        p = np.where(peak == -np.inf, 0.0, e / np.sum(e, axis=-1, keepdims=True))
+    return np.matmul(p.astype(q.dtype), v)
+
 
 _REDUCE: dict[type[Operation], Callable[..., np.ndarray]] = {
     T.SumOp: np.sum,
@@ -153,6 +195,97 @@ class TorchFunctions(InterpreterFunctions):
     @impl(T.BmmOp)
     def run_bmm(self, i: Interpreter, op: T.BmmOp, args: PythonValues) -> PythonValues:
         return self._binary(op, args)
+
+    @impl(T.EqOp)
+    def run_eq(self, i: Interpreter, op: T.EqOp, args: PythonValues) -> PythonValues:
+        return self._binary(op, args)
+
+    @impl(T.NeOp)
+    def run_ne(self, i: Interpreter, op: T.NeOp, args: PythonValues) -> PythonValues:
+        return self._binary(op, args)
+
+    @impl(T.LtOp)
+    def run_lt(self, i: Interpreter, op: T.LtOp, args: PythonValues) -> PythonValues:
+        return self._binary(op, args)
+
+    @impl(T.LeOp)
+    def run_le(self, i: Interpreter, op: T.LeOp, args: PythonValues) -> PythonValues:
+        return self._binary(op, args)
+
+    @impl(T.GtOp)
+    def run_gt(self, i: Interpreter, op: T.GtOp, args: PythonValues) -> PythonValues:
+        return self._binary(op, args)
+
+    @impl(T.GeOp)
+    def run_ge(self, i: Interpreter, op: T.GeOp, args: PythonValues) -> PythonValues:
+        return self._binary(op, args)
+
+    @impl(T.LogicalAndOp)
+    def run_logical_and(
+        self, i: Interpreter, op: T.LogicalAndOp, args: PythonValues
+    ) -> PythonValues:
+        return self._binary(op, args)
+
+    @impl(T.LogicalOrOp)
+    def run_logical_or(self, i: Interpreter, op: T.LogicalOrOp, args: PythonValues) -> PythonValues:
+        return self._binary(op, args)
+
+    @impl(T.LogicalNotOp)
+    def run_logical_not(
+        self, i: Interpreter, op: T.LogicalNotOp, args: PythonValues
+    ) -> PythonValues:
+        return self._unary(op, args)
+
+    @impl(T.CosOp)
+    def run_cos(self, i: Interpreter, op: T.CosOp, args: PythonValues) -> PythonValues:
+        return self._unary(op, args)
+
+    @impl(T.SinOp)
+    def run_sin(self, i: Interpreter, op: T.SinOp, args: PythonValues) -> PythonValues:
+        return self._unary(op, args)
+
+    @impl(T.WhereOp)
+    def run_where(self, i: Interpreter, op: T.WhereOp, args: PythonValues) -> PythonValues:
+        condition, x, y = (np.asarray(a) for a in args)
+        return _out(op, np.where(condition, x, y))
+
+    @impl(T.CastOp)
+    def run_cast(self, i: Interpreter, op: T.CastOp, args: PythonValues) -> PythonValues:
+        """Rounding to the result type is the cast (float -> int truncates, -> bool is != 0)."""
+        return _out(op, np.asarray(args[0]))
+
+    @impl(T.ArangeOp)
+    def run_arange(self, i: Interpreter, op: T.ArangeOp, args: PythonValues) -> PythonValues:
+        (n,) = op.result.type.get_shape()
+        start, step = op.start.value.data, op.step.value.data
+        return _out(op, start + step * np.arange(n, dtype=np.float64))
+
+    @impl(T.CumsumOp)
+    def run_cumsum(self, i: Interpreter, op: T.CumsumOp, args: PythonValues) -> PythonValues:
+        x = _wide(args[0])
+        dtype = np.int64 if not np.issubdtype(x.dtype, np.floating) else x.dtype
+        return _out(op, np.cumsum(x, axis=op.dim.value.data, dtype=dtype))
+
+    @impl(T.EmbeddingOp)
+    def run_embedding(self, i: Interpreter, op: T.EmbeddingOp, args: PythonValues) -> PythonValues:
+        weight, indices = (np.asarray(a) for a in args)
+        return _out(op, np.take(weight, indices, axis=0))
+
+    @impl(T.IndexOp)
+    def run_index(self, i: Interpreter, op: T.IndexOp, args: PythonValues) -> PythonValues:
+        x, *indices = (np.asarray(a) for a in args)
+        return _out(op, x[tuple(indices)])
+
+    @impl(T.ScaledDotProductAttentionOp)
+    def run_sdpa(
+        self, i: Interpreter, op: T.ScaledDotProductAttentionOp, args: PythonValues
+    ) -> PythonValues:
+        q, k, v, *mask = (_wide(a) for a in args)
+        is_causal = bool(op.is_causal.value.data)
+        y = scaled_dot_product_attention(
+            q, k, v, mask[0] if mask else None, op.scale.value.data, is_causal
+        )
+        return _out(op, y)
 
     @impl(T.NegOp)
     def run_neg(self, i: Interpreter, op: T.NegOp, args: PythonValues) -> PythonValues:

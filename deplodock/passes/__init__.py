@@ -16,6 +16,7 @@ DEPLODOCK_PASSES: dict[str, tuple[str, str]] = {
     "convert-torch-to-tensor": ("convert_torch_to_tensor", "ConvertTorchToTensorPass"),
     "convert-tensor-to-loop": ("convert_tensor_to_loop", "ConvertTensorToLoopPass"),
     "loop-fusion": ("loop_fusion", "LoopFusionPass"),
+    "dedupe-kernels": ("dedupe_kernels", "DedupeKernelsPass"),
     "convert-loop-to-tile": ("convert_loop_to_tile", "ConvertLoopToTilePass"),
     "convert-tile-to-kernel": ("convert_tile_to_kernel", "ConvertTileToKernelPass"),
     "convert-kernel-to-cuda": ("convert_kernel_to_cuda", "ConvertKernelToCudaPass"),

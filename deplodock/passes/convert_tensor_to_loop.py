@@ -5,12 +5,15 @@ Each tensor op becomes a kernel symbol (inserted before `@forward`), and in `@fo
 and `func.return` switch from tensors to memrefs of the same shapes. Lifted bodies:
 
 - elementwise: free loops over the output, a load of each input at the same indices, the
-  cloned scalar body, a store;
+  cloned scalar body (`tensor.index d` becomes the loop index of dim `d`), a store;
 - reduce: free loops over the kept dims, nested reduce loops (iter_args, init = the kind's
-  identity) over the reduced dims, a store at index 0 of the reduced dims;
+  identity) over the reduced dims, a store at index 0 of the reduced dims; f16/bf16 inputs
+  accumulate in f32 (`arith.extf` of each load, one `arith.truncf` before the store);
 - index_map: free loops over the output, the affine map as `arith` index ops, load, store;
   a concat gets one loop nest per source over its own segment of the output, so every load
-  stays in bounds.
+  stays in bounds;
+- gather: free loops over the output, a load of the index, `arith.index_cast` to `index`,
+  the load of the source at that index, a store.
 
 Size-1 dimensions get no loop (index `arith.constant 0 : index`). Fusion is a later pass
 (`loop-fusion`); this one keeps a 1:1 correspondence that is easy to check.
@@ -25,8 +28,13 @@ from xdsl.builder import Builder
 from xdsl.context import Context
 from xdsl.dialects import arith
 from xdsl.dialects.builtin import (
+    AnyFloat,
+    BFloat16Type,
+    Float16Type,
+    Float32Type,
     FloatAttr,
     FunctionType,
+    IndexType,
     IntegerAttr,
     MemRefType,
     ModuleOp,
@@ -55,12 +63,19 @@ from deplodock.passes.loop_utils import (
     kernel_base_name,
     memref_of,
 )
+from deplodock.passes.schedule_utils import identity_attr
 
 _COMBINE: dict[tensor.ReduceKind, type[arith.FloatingPointLikeBinaryOperation]] = {
     tensor.ReduceKind.ADD: arith.AddfOp,
     tensor.ReduceKind.MUL: arith.MulfOp,
     tensor.ReduceKind.MAX: arith.MaximumfOp,
     tensor.ReduceKind.MIN: arith.MinimumfOp,
+}
+_COMBINE_INT: dict[tensor.ReduceKind, type[arith.SignlessIntegerBinaryOperation]] = {
+    tensor.ReduceKind.ADD: arith.AddiOp,
+    tensor.ReduceKind.MUL: arith.MuliOp,
+    tensor.ReduceKind.MAX: arith.MaxSIOp,
+    tensor.ReduceKind.MIN: arith.MinSIOp,
 }
 
 
@@ -157,7 +172,7 @@ class LiftElementwise(LiftPattern):
                 load.res.name_hint = block_arg.name_hint
                 loaded[operand] = load.res
             mapping[block_arg] = loaded[operand]
-        value = _clone_scalar_body(op, kb, builder, mapping)
+        value = _clone_scalar_body(op, kb, builder, mapping, idx)
         builder.insert(loop.StoreOp(value, out, idx))
         self.finish(op, kb, inputs, rewriter)
 
@@ -167,11 +182,16 @@ def _clone_scalar_body(
     kb: KernelBuilder,
     builder: Builder,
     mapping: dict[SSAValue, SSAValue],
+    idx: Sequence[SSAValue],
 ) -> SSAValue:
-    """Clones the scalar body into the loop nest; its constants go to the kernel top."""
+    """Clones the scalar body into the loop nest; its constants go to the kernel top and
+    `tensor.index d` is the index `idx[d]` of the element being computed."""
     for inner in op.body.block.ops:
         if isinstance(inner, tensor.YieldOp):
             return mapping.get(inner.value, inner.value)
+        if isinstance(inner, tensor.IndexOp):
+            mapping[inner.result] = idx[inner.dim_value]
+            continue
         if isinstance(inner, arith.ConstantOp) and isinstance(inner.value, IntegerAttr | FloatAttr):
             mapping[inner.result] = kb.constant(inner.value, inner.result.name_hint)
             continue
@@ -197,14 +217,23 @@ class LiftReduce(LiftPattern):
             [f"i{d}" for d in kept],
         )
         element = _element_type(op.input.type)
-        init = kb.constant(FloatAttr(kind.identity, element), "init")  # type: ignore[arg-type]
+        accumulator = _accumulator_type(element)
+        init = kb.constant(identity_attr(kind, accumulator), "init")  # type: ignore[arg-type]
         loop_dims = [d for d in sorted(dims) if in_shape[d] > 1]
         index: dict[int, SSAValue] = dict(zip(kept, kept_idx, strict=True))
         index.update({d: kb.index(0) for d in dims if in_shape[d] == 1})
         value = _reduce_nest(builder, src, loop_dims, in_shape, index, init, kind)
+        if accumulator != element:
+            value = builder.insert(arith.TruncFOp(value, element)).result
         out_idx = [kb.index(0) if d in dims else index[d] for d in range(len(in_shape))]
         builder.insert(loop.StoreOp(value, out, out_idx))
         self.finish(op, kb, inputs, rewriter)
+
+
+def _accumulator_type(element: Attribute) -> Attribute:
+    """f16/bf16 sums accumulate in f32 and round once at the store, as GPU kernels (and the
+    tensor interpreter) do; other types accumulate in themselves."""
+    return Float32Type() if isinstance(element, Float16Type | BFloat16Type) else element
 
 
 def _reduce_nest(
@@ -216,10 +245,15 @@ def _reduce_nest(
     init: SSAValue,
     kind: tensor.ReduceKind,
 ) -> SSAValue:
-    """Nested reduce loops over `loop_dims` accumulating `src` with `kind`; the result."""
+    """Nested reduce loops over `loop_dims` accumulating `src` with `kind` in the type of
+    `init` (loads are widened to it); the result."""
     if not loop_dims:
         load = builder.insert(loop.LoadOp(src, [index[d] for d in range(len(shape))]))
-        return builder.insert(_COMBINE[kind](init, load.res)).result
+        value: SSAValue = load.res
+        if value.type != init.type:
+            value = builder.insert(arith.ExtFOp(value, init.type)).result
+        table = _COMBINE if isinstance(value.type, AnyFloat) else _COMBINE_INT
+        return builder.insert(table[kind](init, value)).result
     dim, *rest = loop_dims
     for_op = builder.insert(loop.ForOp(0, shape[dim], 1, [init]))
     iv, acc = for_op.body.block.args
@@ -254,6 +288,28 @@ class LiftIndexMap(LiftPattern):
             src_idx = [emitter.emit(e) for e in amap.results]
             load = builder.insert(loop.LoadOp(args[operand], src_idx))
             builder.insert(loop.StoreOp(load.res, out, idx))
+        self.finish(op, kb, inputs, rewriter)
+
+
+class LiftGather(LiftPattern):
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: tensor.GatherOp, rewriter: PatternRewriter) -> None:
+        if not self.in_forward(op):
+            return
+        kb, inputs = self.new_kernel(op, "gather")
+        args = dict(zip(inputs, kb.args, strict=False))
+        out = kb.args[-1]
+        shape = _shape(op.result.type)
+        builder, idx = free_nest(
+            kb, kb.body_builder(), [(0, s) for s in shape], _iv_names("i", len(shape))
+        )
+        dim, rank = op.dim_value, len(_shape(op.indices.type))
+        position = builder.insert(loop.LoadOp(args[op.indices], idx[dim : dim + rank]))
+        position.res.name_hint = op.indices.name_hint
+        row = builder.insert(arith.IndexCastOp(position.res, IndexType()))
+        src_idx = [*idx[:dim], row.result, *idx[dim + rank :]]
+        load = builder.insert(loop.LoadOp(args[op.source], src_idx))
+        builder.insert(loop.StoreOp(load.res, out, idx))
         self.finish(op, kb, inputs, rewriter)
 
 
@@ -384,6 +440,7 @@ class ConvertTensorToLoopPass(ModulePass):
             LiftElementwise(namer),
             LiftReduce(namer),
             LiftIndexMap(namer),
+            LiftGather(namer),
         ]
         PatternRewriteWalker(
             GreedyRewritePatternApplier(patterns, dce_enabled=False), apply_recursively=False

@@ -21,7 +21,7 @@ STAGES: tuple[str, ...] = ("torch", "tensor", "loop", "tile", "kernel", "cuda")
 STAGE_PASSES: dict[str, tuple[str, ...]] = {
     "torch": (),
     "tensor": ("convert-torch-to-tensor",),
-    "loop": ("convert-tensor-to-loop", "loop-fusion"),
+    "loop": ("convert-tensor-to-loop", "loop-fusion", "dedupe-kernels"),
     "tile": ("convert-loop-to-tile",),
     "kernel": ("convert-tile-to-kernel",),
     "cuda": ("convert-kernel-to-cuda",),

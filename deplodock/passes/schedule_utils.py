@@ -149,7 +149,8 @@ def identity_attr(kind: ReduceKind, element_type: Attribute) -> Attribute:
     assert isinstance(element_type, IntegerType | IndexType)
     width = element_type.width.data if isinstance(element_type, IntegerType) else 64
     limits = {ReduceKind.MAX: -(2 ** (width - 1)), ReduceKind.MIN: 2 ** (width - 1) - 1}
-    return IntegerAttr(limits.get(kind, int(kind.identity)), element_type)
+    value = limits[kind] if kind in limits else int(kind.identity)  # no int(inf)
+    return IntegerAttr(value, element_type)
 
 
 def is_identity(value: SSAValue, kind: ReduceKind) -> bool:

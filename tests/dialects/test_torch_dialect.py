@@ -3,7 +3,7 @@
 import pytest
 from xdsl.builder import ImplicitBuilder
 from xdsl.dialects import func
-from xdsl.dialects.builtin import ModuleOp, TensorType, f16, f32
+from xdsl.dialects.builtin import ModuleOp, TensorType, bf16, f16, f32, i1, i32, i64
 from xdsl.ir import SSAValue
 from xdsl.parser import Parser
 from xdsl.utils.exceptions import VerifyException
@@ -104,7 +104,9 @@ def test_every_op_is_in_the_dialect():
     expected = (
         "constant add sub mul div neg exp log sqrt rsqrt abs relu sigmoid tanh silu gelu pow "
         "sum mean amax softmax log_softmax rms_norm layer_norm matmul linear bmm transpose "
-        "permute reshape unsqueeze expand slice cat"
+        "permute reshape unsqueeze expand slice cat cos sin eq ne lt le gt ge logical_and "
+        "logical_or logical_not where cast arange cumsum scaled_dot_product_attention "
+        "embedding index"
     ).split()
     assert names == {f"torch.{n}" for n in expected}
 
@@ -112,3 +114,55 @@ def test_every_op_is_in_the_dialect():
 def test_constant_prints_functional_type():
     module = _build([], lambda: T.ConstantOp(0.5, _t(2, 2)).result)
     assert "torch.constant {value = 5.000000e-01 : f64} : () -> tensor<2x2xf32>" in str(module)
+
+
+# --- the LLM ops: mixed element types --------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("make", "args", "expected"),
+    [
+        (lambda a, b: T.LtOp(a, b), [_t(4, 1), _t(8)], _t(4, 8, elt=i1)),
+        (lambda a, b: T.LogicalAndOp(a, b), [_t(4, elt=i1), _t(elt=i1)], _t(4, elt=i1)),
+        (lambda c, a, b: T.WhereOp(c, a, b), [_t(4, 1, elt=i1), _t(8), _t()], _t(4, 8)),
+        (lambda a: T.CastOp(a, bf16), [_t(2, 3)], _t(2, 3, elt=bf16)),
+        (lambda a: T.CumsumOp(a, 1), [_t(2, 3, elt=i1)], _t(2, 3, elt=i64)),
+        (lambda a: T.CumsumOp(a, 0), [_t(2, 3, elt=f16)], _t(2, 3, elt=f16)),
+        (lambda w, i: T.EmbeddingOp(w, i), [_t(10, 4), _t(2, 3, elt=i64)], _t(2, 3, 4)),
+        (
+            lambda x, i, j: T.IndexOp(x, [i, j]),
+            [_t(5, 6, 7), _t(3, 1, elt=i64), _t(4, elt=i32)],
+            _t(3, 4, 7),
+        ),
+        (
+            lambda q, k, v: T.ScaledDotProductAttentionOp(q, k, v, None, 0.5, True, True),
+            [_t(1, 4, 6, 8), _t(1, 2, 9, 8), _t(1, 2, 9, 5)],
+            _t(1, 4, 6, 5),
+        ),
+        (
+            lambda q, m: T.ScaledDotProductAttentionOp(q, q, q, m, 0.5),
+            [_t(2, 6, 8), _t(6, 6, elt=i1)],
+            _t(2, 6, 8),
+        ),
+    ],
+)
+def test_llm_op_inferred_result_type(make, args, expected):
+    module = _build(args, lambda *xs: make(*xs).result)
+    assert module.body.block.first_op.function_type.outputs.data == (expected,)
+
+
+def test_arange_and_bool_constant_take_their_type_from_the_result():
+    module = _build([], lambda: T.ArangeOp(2.0, 3.0, _t(5, elt=i64)).result)
+    assert "torch.arange {start = 2.000000e+00 : f64, step = 3.000000e+00 : f64}" in str(module)
+    with pytest.raises(VerifyException, match="bool constant must be 0 or 1"):
+        _build([], lambda: T.ConstantOp(0.5, _t(2, elt=i1)).result)
+
+
+def test_query_group_needs_enable_gqa():
+    assert T.query_group("op", (1, 4, 6, 8), (1, 2, 6, 8), True) == 2
+    assert T.query_group("op", (1, 4, 6, 8), (1, 4, 6, 8), False) == 1
+    assert T.query_group("op", (6, 8), (6, 8), False) == 0
+    with pytest.raises(VerifyException, match="need enable_gqa"):
+        T.query_group("op", (1, 4, 6, 8), (1, 2, 6, 8), False)
+    with pytest.raises(VerifyException, match="need enable_gqa"):
+        T.query_group("op", (1, 4, 6, 8), (1, 3, 6, 8), True)

@@ -78,23 +78,34 @@ TOLERANCE = 1e-5
 
 
 @functools.cache
-def captured(name: str) -> tuple[Program, list[np.ndarray], list[np.ndarray]]:
-    """The torch-level program of `OPS[name]`, its random arguments and float64 reference."""
-    program = program_from_expression(OPS[name])
+def captured_expression(expr: str) -> tuple[Program, list[np.ndarray], list[np.ndarray]]:
+    """The torch-level program of a `-c` expression, its random arguments and float64
+    reference."""
+    program = program_from_expression(expr)
     randomize_parameters(program.torch_module, seed=0)
     return program, forward_arguments(program), reference_outputs(program)
 
 
 @functools.cache
-def lowered(name: str, stage: str) -> ModuleOp:
-    """The module of `OPS[name]` at `stage`, lowered from the stage above it."""
-    program, _, _ = captured(name)
+def lowered_expression(expr: str, stage: str) -> ModuleOp:
+    """The module of a `-c` expression at `stage`, lowered from the stage above it."""
+    program, _, _ = captured_expression(expr)
     if stage == "torch":
         return program.module.clone()
     above = STAGES[STAGES.index(stage) - 1]
-    step = Program(lowered(name, above).clone(), above)
+    step = Program(lowered_expression(expr, above).clone(), above)
     lower_program(step, stage)
     return step.module
+
+
+def captured(name: str) -> tuple[Program, list[np.ndarray], list[np.ndarray]]:
+    """The torch-level program of `OPS[name]`, its random arguments and float64 reference."""
+    return captured_expression(OPS[name])
+
+
+def lowered(name: str, stage: str) -> ModuleOp:
+    """The module of `OPS[name]` at `stage`, lowered from the stage above it."""
+    return lowered_expression(OPS[name], stage)
 
 
 @pytest.mark.parametrize("stage", STAGES)

@@ -167,3 +167,77 @@ def test_affine_evaluator_matches_xdsl_eval_pointwise() -> None:
 def test_affine_evaluator_checks_arity() -> None:
     with pytest.raises(ValueError, match="takes 2 dims"):
         eval_affine_map(AffineMap.identity(2), [np.arange(3)])
+
+
+def test_index_is_the_coordinate_grid() -> None:
+    text = """
+func.func @forward() -> tensor<3x4xi64> {
+  %e = tensor.elementwise() : () -> tensor<3x4xi64> {
+    %i = tensor.index 0 : index
+    %j = tensor.index 1 : index
+    %c10 = arith.constant 10 : index
+    %t = arith.muli %i, %c10 : index
+    %s = arith.addi %t, %j : index
+    %v = arith.index_cast %s : index to i64
+    tensor.yield %v : i64
+  }
+  func.return %e : tensor<3x4xi64>
+}"""
+    out = run(text)
+    assert out.dtype == np.int64
+    np.testing.assert_array_equal(out, 10 * np.arange(3)[:, None] + np.arange(4))
+
+
+def test_causal_mask_selects_with_index_comparisons() -> None:
+    text = """
+func.func @forward(%s: tensor<5x5xf32>) -> tensor<5x5xf32> {
+  %e = tensor.elementwise(%s) : (tensor<5x5xf32>) -> tensor<5x5xf32> {
+  ^bb0(%v: f32):
+    %i = tensor.index 0 : index
+    %j = tensor.index 1 : index
+    %keep = arith.cmpi sle, %j, %i : index
+    %ninf = arith.constant 0xff800000 : f32
+    %r = arith.select %keep, %v, %ninf : f32
+    tensor.yield %r : f32
+  }
+  func.return %e : tensor<5x5xf32>
+}"""
+    x = RNG.standard_normal((5, 5)).astype(np.float32)
+    out = run(text, x)
+    np.testing.assert_array_equal(out, np.where(np.tril(np.ones((5, 5), bool)), x, -np.inf))
+
+
+@pytest.mark.parametrize("dim", [0, 1])
+def test_gather_is_take_along_dim(dim: int) -> None:
+    out = "tensor<2x3x5xf32>" if dim == 0 else "tensor<6x2x3xf32>"
+    text = f"""
+func.func @forward(%w: tensor<6x5xf32>, %i: tensor<2x3xi64>) -> {out} {{
+  %g = tensor.gather %w[%i] dim {dim} : (tensor<6x5xf32>, tensor<2x3xi64>) -> {out}
+  func.return %g : {out}
+}}"""
+    w = RNG.standard_normal((6, 5)).astype(np.float32)
+    i = RNG.integers(0, 5, (2, 3))
+    np.testing.assert_array_equal(run(text, w, i), np.take(w, i, axis=dim))
+
+
+def test_gather_out_of_range_raises() -> None:
+    text = """
+func.func @forward(%w: tensor<6x5xf32>, %i: tensor<2xi64>) -> tensor<2x5xf32> {
+  %g = tensor.gather %w[%i] dim 0 : (tensor<6x5xf32>, tensor<2xi64>) -> tensor<2x5xf32>
+  func.return %g : tensor<2x5xf32>
+}"""
+    w = RNG.standard_normal((6, 5)).astype(np.float32)
+    with pytest.raises(Exception, match="out of range"):
+        run(text, w, np.array([1, 6]))
+
+
+def test_integer_reduce_keeps_integers() -> None:
+    text = """
+func.func @forward(%x: tensor<3x4xi64>) -> tensor<3x1xi64> {
+  %r = tensor.reduce max %x dims [1] : tensor<3x4xi64> -> tensor<3x1xi64>
+  func.return %r : tensor<3x1xi64>
+}"""
+    x = RNG.integers(-50, 50, (3, 4))
+    out = run(text, x)
+    assert out.dtype == np.int64
+    np.testing.assert_array_equal(out, x.max(1, keepdims=True))

@@ -172,3 +172,71 @@ def test_no_forward_fails() -> None:
     )
     with pytest.raises(PassFailedException, match="no @forward"):
         lift(module)
+
+
+def _run_typed(module: ModuleOp, inputs: list[np.ndarray]) -> list[np.ndarray]:
+    """Like `run`, with the inputs' own dtypes (integer indices, bool masks)."""
+    interpreter = Interpreter(module)
+    for functions in (FuncFunctions(), ArithMathFunctions(), TensorFunctions(), LoopFunctions()):
+        interpreter.register_implementations(functions)
+    return [np.asarray(r) for r in interpreter.call_op("forward", tuple(inputs))]
+
+
+GATHER_CASES = {
+    "gather_rows": (
+        """func.func @forward(%w: tensor<16x8xf32>, %ids: tensor<2x3xi64>) -> tensor<2x3x8xf32> {
+  %g = tensor.gather %w[%ids] dim 0 : (tensor<16x8xf32>, tensor<2x3xi64>) -> tensor<2x3x8xf32>
+  func.return %g : tensor<2x3x8xf32>
+}""",
+        lambda w, i: np.take(w, i, axis=0),
+    ),
+    "gather_cols_i32": (
+        """func.func @forward(%w: tensor<16x8xf32>, %ids: tensor<5xi32>) -> tensor<16x5xf32> {
+  %g = tensor.gather %w[%ids] dim 1 : (tensor<16x8xf32>, tensor<5xi32>) -> tensor<16x5xf32>
+  func.return %g : tensor<16x5xf32>
+}""",
+        lambda w, i: np.take(w, i, axis=1),
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(GATHER_CASES))
+def test_gather_lifts_to_an_index_load(name: str) -> None:
+    text, ref = GATHER_CASES[name]
+    module = parse(text)
+    rng = np.random.default_rng(0)
+    w = rng.standard_normal((16, 8)).astype(np.float32)
+    shape = (2, 3) if name == "gather_rows" else (5,)
+    ids = rng.integers(0, 8, shape).astype(np.int64 if name == "gather_rows" else np.int32)
+    (before,) = _run_typed(module, [w, ids])
+    lifted = lift(module)
+    names = [op.name for op in lifted.walk()]
+    assert "tensor.gather" not in names and "arith.index_cast" in names
+    (after,) = _run_typed(lifted, [w, ids])
+    np.testing.assert_array_equal(before, ref(w, ids))
+    np.testing.assert_array_equal(after, ref(w, ids))
+
+
+def test_index_and_integer_reduce_lift() -> None:
+    """An iota from tensor.index, masked and summed as i64 (a cumsum of ones)."""
+    text = """func.func @forward(%x: tensor<3x6x6xi1>) -> tensor<3x6x1xi64> {
+  %m = tensor.elementwise(%x) : (tensor<3x6x6xi1>) -> tensor<3x6x6xi64> {
+  ^bb0(%b: i1):
+    %i = tensor.index 1 : index
+    %j = tensor.index 2 : index
+    %keep = arith.cmpi sle, %j, %i : index
+    %one = arith.extui %b : i1 to i64
+    %zero = arith.constant 0 : i64
+    %v = arith.select %keep, %one, %zero : i64
+    tensor.yield %v : i64
+  }
+  %r = tensor.reduce add %m dims [2] : tensor<3x6x6xi64> -> tensor<3x6x1xi64>
+  func.return %r : tensor<3x6x1xi64>
+}"""
+    x = np.random.default_rng(1).random((3, 6, 6)) < 0.5
+    ref = np.cumsum(x[:, 0, :], axis=-1)[:, :, None]  # every row i of x[b] is the same mask
+    x = np.broadcast_to(x[:, :1, :], x.shape).copy()
+    module = lift(parse(text))
+    (out,) = _run_typed(module, [x])
+    assert out.dtype == np.int64
+    np.testing.assert_array_equal(out, ref)

@@ -1,3 +1,4 @@
+# ruff: noqa: E501  (IR text is kept on one line per op, as it prints)
 """convert-torch-to-tensor: every torch op decomposes, and the tensor program computes what
 PyTorch computes (float64 reference on the same random f32 inputs, rel err <= 1e-5)."""
 
@@ -26,8 +27,12 @@ from deplodock.passes.convert_torch_to_tensor import ConvertTorchToTensorPass
 Shape = tuple[int, ...]
 
 
-def ttype(shape: Shape) -> str:
-    return "tensor<" + "".join(f"{s}x" for s in shape) + "f32>"
+def ttype(shape: Shape, elt: str = "f32") -> str:
+    return "tensor<" + "".join(f"{s}x" for s in shape) + f"{elt}>"
+
+
+#: numpy dtype of each element type the cases use (bf16 is carried as float32).
+NUMPY = {"f32": np.float32, "bf16": np.float32, "i64": np.int64, "i32": np.int32, "i1": np.bool_}
 
 
 @dataclass
@@ -41,14 +46,44 @@ class Case:
     ref: Callable[..., torch.Tensor]
     positive: bool = False
     prelude: list[str] = field(default_factory=list)
+    types: Sequence[str] = ()
+    """Element type of each input (default f32); integers are drawn in `[0, int_high)`."""
+    result_type: str = "f32"
+    int_high: int = 8
+
+    def input_types(self) -> list[str]:
+        return list(self.types) or ["f32"] * len(self.inputs)
 
     def module_text(self) -> str:
-        args = ", ".join(f"%a{i}: {ttype(s)}" for i, s in enumerate(self.inputs))
-        lines = [f"func.func @forward({args}) -> {ttype(self.result)} {{", *self.prelude]
+        pairs = zip(self.inputs, self.input_types(), strict=True)
+        args = ", ".join(f"%a{i}: {ttype(s, t)}" for i, (s, t) in enumerate(pairs))
+        out = ttype(self.result, self.result_type)
+        lines = [f"func.func @forward({args}) -> {out} {{", *self.prelude]
         lines.append(f"  %r = {self.op}")
-        lines.append(f"  func.return %r : {ttype(self.result)}")
+        lines.append(f"  func.return %r : {out}")
         lines.append("}")
         return "\n".join(lines)
+
+
+def typed(
+    name: str,
+    op: str,
+    inputs: Sequence[tuple[Shape, str]],
+    result: tuple[Shape, str],
+    ref: Callable[..., torch.Tensor],
+    **kw,
+) -> Case:
+    """A case whose operands are not all f32: `op` is the op text after `%r = `."""
+    shapes, types = [s for s, _ in inputs], [t for _, t in inputs]
+    return Case(name, op, shapes, result[0], ref, types=types, result_type=result[1], **kw)
+
+
+def _sig(inputs: Sequence[tuple[Shape, str]], result: tuple[Shape, str]) -> str:
+    return f"({', '.join(ttype(s, t) for s, t in inputs)}) -> {ttype(*result)}"
+
+
+def _sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask=None, **kw) -> torch.Tensor:
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, **kw)
 
 
 def unary(name: str, ref: Callable[..., torch.Tensor], attrs: str = "", **kw) -> Case:
@@ -288,6 +323,173 @@ CASES: list[Case] = [
         (2, 3),
         lambda a: torch.cat([a], 0),
     ),
+    # trigonometry, comparisons, logic, where
+    unary("cos", torch.cos),
+    unary("sin", torch.sin),
+    *[
+        typed(
+            f"{name}_{elt}",
+            f"torch.{name} %a0, %a1 : {_sig([((3, 4), elt), ((4,), elt)], ((3, 4), 'i1'))}",
+            [((3, 4), elt), ((4,), elt)],
+            ((3, 4), "i1"),
+            getattr(torch, name),
+            int_high=3,
+        )
+        for name in ("eq", "ne", "lt", "le", "gt", "ge")
+        for elt in ("f32", "i64", "i1")
+    ],
+    *[
+        typed(
+            f"logical_{name}",
+            f"torch.logical_{name} %a0, %a1 : {_sig([((3, 4), 'i1'), ((3, 1), 'i1')], ((3, 4), 'i1'))}",
+            [((3, 4), "i1"), ((3, 1), "i1")],
+            ((3, 4), "i1"),
+            getattr(torch, f"logical_{name}"),
+        )
+        for name in ("and", "or")
+    ],
+    typed(
+        "logical_not",
+        f"torch.logical_not %a0 : {_sig([((3, 4), 'i1')], ((3, 4), 'i1'))}",
+        [((3, 4), "i1")],
+        ((3, 4), "i1"),
+        torch.logical_not,
+    ),
+    typed(
+        "where",
+        f"torch.where %a0, %a1, %a2 : {_sig([((3, 1), 'i1'), ((3, 4), 'f32'), ((4,), 'f32')], ((3, 4), 'f32'))}",
+        [((3, 1), "i1"), ((3, 4), "f32"), ((4,), "f32")],
+        ((3, 4), "f32"),
+        torch.where,
+    ),
+    typed(
+        "where_splat",
+        f"torch.where %a0, %c, %a1 : (tensor<3x4xi1>, tensor<f32>, tensor<3x4xf32>) -> {ttype((3, 4))}",
+        [((3, 4), "i1"), ((3, 4), "f32")],
+        ((3, 4), "f32"),
+        lambda m, x: x.masked_fill(m, -1.5),
+        prelude=[_const(-1.5)],
+    ),
+    # casts and generated tensors
+    *[
+        typed(
+            f"cast_{src}_{dst}",
+            f"torch.cast %a0 : {_sig([((3, 4), src)], ((3, 4), dst))}",
+            [((3, 4), src)],
+            ((3, 4), dst),
+            lambda x, dst=dst: x.to(
+                {
+                    "f32": torch.float64,
+                    "bf16": torch.bfloat16,
+                    "i64": torch.int64,
+                    "i32": torch.int32,
+                    "i1": torch.bool,
+                }[dst]
+            ),
+        )
+        for src, dst in [
+            ("f32", "bf16"),
+            ("bf16", "f32"),
+            ("f32", "i64"),
+            ("f32", "i1"),
+            ("i64", "f32"),
+            ("i1", "i64"),
+            ("i1", "f32"),
+            ("i64", "i32"),
+            ("i32", "i64"),
+        ]
+    ],
+    typed(
+        "arange_i64",
+        f"torch.arange {{start = 3.0 : f64, step = 2.0 : f64}} : () -> {ttype((7,), 'i64')}",
+        [],
+        ((7,), "i64"),
+        lambda: torch.arange(3, 17, 2),
+    ),
+    typed(
+        "arange_f32",
+        f"torch.arange {{start = -1.0 : f64, step = 0.25 : f64}} : () -> {ttype((9,))}",
+        [],
+        ((9,), "f32"),
+        lambda: torch.arange(-1.0, 1.25, 0.25, dtype=torch.float64),
+    ),
+    Case(
+        "bool_constant",
+        f"torch.constant {{value = 1.0 : f64}} : () -> {ttype((2, 3), 'i1')}",
+        [],
+        (2, 3),
+        lambda: torch.ones(2, 3, dtype=torch.bool),
+        result_type="i1",
+    ),
+    # cumsum
+    Case(
+        "cumsum_f32",
+        f"torch.cumsum %a0 {{dim = 1 : i64}} : ({X3}) -> {X3}",
+        [(2, 3, 8)],
+        (2, 3, 8),
+        lambda x: x.cumsum(1),
+    ),
+    typed(
+        "cumsum_i1",
+        f"torch.cumsum %a0 {{dim = 1 : i64}} : {_sig([((2, 8), 'i1')], ((2, 8), 'i64'))}",
+        [((2, 8), "i1")],
+        ((2, 8), "i64"),
+        lambda x: x.cumsum(1),
+    ),
+    # gathers
+    typed(
+        "embedding",
+        f"torch.embedding %a0, %a1 : {_sig([((10, 4), 'f32'), ((2, 3), 'i64')], ((2, 3, 4), 'f32'))}",
+        [((10, 4), "f32"), ((2, 3), "i64")],
+        ((2, 3, 4), "f32"),
+        lambda w, i: F.embedding(i, w),
+        int_high=10,
+    ),
+    typed(
+        "index_2",
+        f"torch.index %a0, %a1, %a2 : {_sig([((4, 6, 3), 'f32'), ((2, 1), 'i64'), ((5,), 'i32')], ((2, 5, 3), 'f32'))}",
+        [((4, 6, 3), "f32"), ((2, 1), "i64"), ((5,), "i32")],
+        ((2, 5, 3), "f32"),
+        lambda x, i, j: x[i, j],
+        int_high=4,
+    ),
+    typed(
+        "index_negative",
+        f"torch.index %a0, %a1 : {_sig([((6, 3), 'f32'), ((4,), 'i64')], ((4, 3), 'f32'))}",
+        [((6, 3), "f32"), ((4,), "i64")],
+        ((4, 3), "f32"),
+        lambda x, i: x[i - 6],
+        prelude=[],
+        int_high=6,
+    ),
+    # attention
+    Case(
+        "sdpa_causal_gqa",
+        "torch.scaled_dot_product_attention %a0, %a1, %a2 {is_causal = true, scale = 0.3 : f64, enable_gqa = true} : "
+        f"({ttype((1, 4, 5, 8))}, {ttype((1, 2, 5, 8))}, {ttype((1, 2, 5, 6))}) -> {ttype((1, 4, 5, 6))}",
+        [(1, 4, 5, 8), (1, 2, 5, 8), (1, 2, 5, 6)],
+        (1, 4, 5, 6),
+        lambda q, k, v: _sdpa(q, k, v, is_causal=True, scale=0.3, enable_gqa=True),
+    ),
+    Case(
+        "sdpa_float_mask",
+        "torch.scaled_dot_product_attention %a0, %a1, %a2, %a3 {is_causal = false, scale = 0.5 : f64, enable_gqa = false} : "
+        f"({ttype((2, 3, 8))}, {ttype((2, 7, 8))}, {ttype((2, 7, 4))}, {ttype((3, 7))}) -> {ttype((2, 3, 4))}",
+        [(2, 3, 8), (2, 7, 8), (2, 7, 4), (3, 7)],
+        (2, 3, 4),
+        lambda q, k, v, m: _sdpa(q, k, v, m, scale=0.5),
+    ),
+    typed(
+        "sdpa_bool_mask",
+        "torch.scaled_dot_product_attention %a0, %a0, %a1, %a2 {is_causal = false, scale = 0.5 : f64, enable_gqa = false} : "
+        + _sig(
+            [((2, 5, 8), "f32"), ((2, 5, 8), "f32"), ((2, 5, 3), "f32"), ((2, 1, 5), "i1")],
+            ((2, 5, 3), "f32"),
+        ),
+        [((2, 5, 8), "f32"), ((2, 5, 3), "f32"), ((2, 1, 5), "i1")],
+        ((2, 5, 3), "f32"),
+        lambda q, v, m: _sdpa(q, q, v, m, scale=0.5),
+    ),
 ]
 
 
@@ -313,14 +515,33 @@ def lower(module: ModuleOp) -> ModuleOp:
 def random_inputs(case: Case, seed: int = 0) -> list[np.ndarray]:
     rng = np.random.default_rng(seed)
     arrays = []
-    for shape in case.inputs:
-        a = rng.standard_normal(shape)
-        arrays.append((np.abs(a) + 0.5 if case.positive else a).astype(np.float32))
+    for shape, elt in zip(case.inputs, case.input_types(), strict=True):
+        if elt == "i1":
+            arrays.append(rng.random(shape) < 0.5)
+        elif elt in ("i64", "i32"):
+            arrays.append(rng.integers(0, case.int_high, shape).astype(NUMPY[elt]))
+        else:
+            a = rng.standard_normal(shape)
+            a = (np.abs(a) + 0.5 if case.positive else a).astype(np.float32)
+            if elt == "bf16":  # representable values, as a bf16 tensor holds
+                a = torch.from_numpy(a).bfloat16().float().numpy()
+            arrays.append(a)
     return arrays
 
 
 def rel_err(out: np.ndarray, ref: np.ndarray) -> float:
-    return float(np.max(np.abs(out.astype(np.float64) - ref)) / max(np.max(np.abs(ref)), 1e-30))
+    diff = np.abs(out.astype(np.float64) - ref.astype(np.float64))
+    return float(np.max(diff, initial=0.0) / max(np.max(np.abs(ref), initial=0.0), 1e-30))
+
+
+def torch_input(a: np.ndarray) -> torch.Tensor:
+    """Floats in float64 for the reference; integers and bools as they are."""
+    t = torch.from_numpy(a)
+    return t.double() if t.is_floating_point() else t
+
+
+def tolerance(case: Case) -> float:
+    return 1e-2 if "bf16" in (*case.input_types(), case.result_type) else 1e-5
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
@@ -329,10 +550,11 @@ def test_decomposition_matches_pytorch(case: Case) -> None:
     assert not [op.name for op in module.walk() if op.dialect_name() == "torch"]
     inputs = random_inputs(case)
     (out,) = run(module, inputs)
-    ref = case.ref(*(torch.from_numpy(a).double() for a in inputs)).numpy()
+    ref = case.ref(*(torch_input(a) for a in inputs))
+    ref = (ref.double() if ref.dtype == torch.bfloat16 else ref).numpy()
     assert out.shape == ref.shape
-    assert out.dtype == np.float32
-    assert rel_err(out, ref) <= 1e-5
+    assert out.dtype == NUMPY[case.result_type]
+    assert rel_err(out, ref) <= tolerance(case)
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
@@ -343,7 +565,8 @@ def test_decomposition_matches_torch_interpreter(case: Case) -> None:
     (before,) = run(module, inputs)
     (after,) = run(lower(module), inputs)
     assert after.shape == before.shape
-    assert rel_err(after, before.astype(np.float64)) <= 1e-5
+    assert after.dtype == before.dtype
+    assert rel_err(after, before.astype(np.float64)) <= tolerance(case)
 
 
 def test_every_torch_op_has_a_case() -> None:
@@ -391,12 +614,26 @@ def test_f16_decomposes_and_runs() -> None:
     assert rel_err(out, ref) <= 5e-3
 
 
-def test_integer_arithmetic_is_rejected() -> None:
+def test_integer_arithmetic_stays_integer() -> None:
     t = "tensor<4xi64>"
+    text = (
+        f"func.func @forward(%a0: {t}, %a1: {t}) -> {t} {{\n"
+        f"  %r = torch.sub %a0, %a1 : ({t}, {t}) -> {t}\n"
+        f"  func.return %r : {t}\n}}"
+    )
+    module = lower(parse(text))
+    assert "arith.subi" in str(module)
+    a, b = np.array([5, -3, 7, 0]), np.array([2, 4, -1, 9])
+    (out,) = run(module, [a, b])
+    assert out.dtype == np.int64 and (out == a - b).all()
+
+
+def test_bool_arithmetic_is_rejected() -> None:
+    t = "tensor<4xi1>"
     text = (
         f"func.func @forward(%a0: {t}, %a1: {t}) -> {t} {{\n"
         f"  %r = torch.add %a0, %a1 : ({t}, {t}) -> {t}\n"
         f"  func.return %r : {t}\n}}"
     )
-    with pytest.raises(PassFailedException, match="arithmetic on i64"):
+    with pytest.raises(PassFailedException, match="arithmetic on i1"):
         lower(parse(text))

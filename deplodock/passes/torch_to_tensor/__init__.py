@@ -1,16 +1,26 @@
 """Decomposition patterns of `convert-torch-to-tensor`, one `RewritePattern` per torch op.
 
 - `builders`: the tensor/scalar builders and the `TorchLowering` pattern base;
-- `elementwise`: constants, binary and unary ops;
-- `reductions`: sum, mean, amax, softmax, log_softmax;
+- `elementwise`: constants, binary and unary ops, comparisons, logic, where, casts, arange;
+- `reductions`: sum, mean, amax, softmax, log_softmax, cumsum;
 - `normalization`: rms_norm, layer_norm;
 - `matmul`: matmul, bmm, linear;
-- `layout`: transpose, permute, reshape, unsqueeze, expand, slice, cat.
+- `attention`: scaled_dot_product_attention;
+- `layout`: transpose, permute, reshape, unsqueeze, expand, slice, cat;
+- `gather`: embedding, index.
 """
 
 from __future__ import annotations
 
-from deplodock.passes.torch_to_tensor import elementwise, layout, matmul, normalization, reductions
+from deplodock.passes.torch_to_tensor import (
+    attention,
+    elementwise,
+    gather,
+    layout,
+    matmul,
+    normalization,
+    reductions,
+)
 from deplodock.passes.torch_to_tensor.builders import TorchLowering
 
 ALL_PATTERNS: tuple[TorchLowering, ...] = (
@@ -18,5 +28,7 @@ ALL_PATTERNS: tuple[TorchLowering, ...] = (
     *reductions.PATTERNS,
     *normalization.PATTERNS,
     *matmul.PATTERNS,
+    *attention.PATTERNS,
     *layout.PATTERNS,
+    *gather.PATTERNS,
 )

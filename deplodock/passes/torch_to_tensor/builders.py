@@ -14,7 +14,15 @@ from collections.abc import Callable, Sequence
 from typing import ClassVar
 
 from xdsl.dialects import arith, math
-from xdsl.dialects.builtin import AnyFloat, FloatAttr, IntegerAttr, IntegerType, TensorType
+from xdsl.dialects.builtin import (
+    AnyFloat,
+    Float32Type,
+    FloatAttr,
+    IndexType,
+    IntegerAttr,
+    IntegerType,
+    TensorType,
+)
 from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 from xdsl.ir.affine import AffineExpr, AffineMap
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
@@ -53,73 +61,188 @@ def splat_value(value: SSAValue) -> float | None:
     return None
 
 
+def is_float_type(t: Attribute) -> bool:
+    return isinstance(t, AnyFloat)
+
+
+def _bits(t: Attribute) -> int:
+    """Bit width of a float type (16 for both f16 and bf16: neither holds the other)."""
+    assert isinstance(t, AnyFloat)
+    return t.bitwidth
+
+
+#: `torch` comparison name -> (cmpf predicate, signed cmpi predicate, unsigned cmpi predicate).
+#: Ordered float predicates, except `ne` which is true on NaN as in PyTorch; bools compare
+#: unsigned (true > false).
+COMPARISONS: dict[str, tuple[str, str, str]] = {
+    "eq": ("oeq", "eq", "eq"),
+    "ne": ("une", "ne", "ne"),
+    "lt": ("olt", "slt", "ult"),
+    "le": ("ole", "sle", "ule"),
+    "gt": ("ogt", "sgt", "ugt"),
+    "ge": ("oge", "sge", "uge"),
+}
+
+
 class ScalarBuilder:
-    """Appends scalar `arith`/`math` ops of one element type to an elementwise body."""
+    """Appends scalar `arith`/`math` ops to an elementwise body.
+
+    `elt` is the result element type; it types the Python-float constants of `val`. Each
+    arithmetic helper picks the float or the integer `arith` op from its operands' type.
+    """
 
     def __init__(self, block: Block, elt: Attribute):
         self.block = block
         self.elt = elt
-        self._constants: dict[float, SSAValue] = {}
+        self._constants: dict[tuple[float, Attribute], SSAValue] = {}
 
     def _add(self, op: Operation) -> SSAValue:
         self.block.add_op(op)
         return op.results[0]
 
-    def const(self, value: float) -> SSAValue:
-        """One `arith.constant` per distinct value in the body."""
-        if value not in self._constants:
-            if isinstance(self.elt, IntegerType):
-                attr: Attribute = IntegerAttr(int(value), self.elt)
+    def const(self, value: float, elt: Attribute | None = None) -> SSAValue:
+        """One `arith.constant` per distinct (value, type) in the body."""
+        elt = self.elt if elt is None else elt
+        if (value, elt) not in self._constants:
+            if isinstance(elt, IntegerType | IndexType):
+                attr: Attribute = IntegerAttr(int(value), elt)
             else:
-                assert isinstance(self.elt, AnyFloat)
-                attr = FloatAttr(value, self.elt)
-            self._constants[value] = self._add(arith.ConstantOp(attr, self.elt))
-        return self._constants[value]
+                assert isinstance(elt, AnyFloat)
+                attr = FloatAttr(value, elt)
+            self._constants[(value, elt)] = self._add(arith.ConstantOp(attr, elt))
+        return self._constants[(value, elt)]
 
-    def val(self, x: Operand) -> SSAValue:
-        return x if isinstance(x, SSAValue) else self.const(x)
+    def val(self, x: Operand, like: SSAValue | None = None) -> SSAValue:
+        """`x`, or the constant `x` typed like `like` (default: the result type)."""
+        if isinstance(x, SSAValue):
+            return x
+        return self.const(x, like.type if like is not None else None)
+
+    def _pair(self, a: Operand, b: Operand) -> tuple[SSAValue, SSAValue]:
+        """Both operands as values; a Python number takes the other operand's type."""
+        x = self.val(a, b if isinstance(b, SSAValue) else None)
+        return x, self.val(b, x)
+
+    def _arith(
+        self, a: Operand, b: Operand, float_op: type[Operation], int_op: type[Operation]
+    ) -> SSAValue:
+        x, y = self._pair(a, b)
+        if x.type == IntegerType(1):
+            raise PassFailedException("convert-torch-to-tensor: arithmetic on i1 tensors")
+        return self._add((float_op if is_float_type(x.type) else int_op)(x, y))
+
+    def _math(self, op_type: type[Operation], *xs: Operand) -> SSAValue:
+        """A float-only `math` op (transcendentals have no integer form)."""
+        values = [self.val(x) for x in xs]
+        if not is_float_type(values[0].type):
+            raise PassFailedException(
+                f"convert-torch-to-tensor: {op_type.name} needs a float tensor, "
+                f"got {values[0].type}"
+            )
+        return self._add(op_type(*values))
 
     def add(self, a: Operand, b: Operand) -> SSAValue:
-        return self._add(arith.AddfOp(self.val(a), self.val(b)))
+        return self._arith(a, b, arith.AddfOp, arith.AddiOp)
 
     def sub(self, a: Operand, b: Operand) -> SSAValue:
-        return self._add(arith.SubfOp(self.val(a), self.val(b)))
+        return self._arith(a, b, arith.SubfOp, arith.SubiOp)
 
     def mul(self, a: Operand, b: Operand) -> SSAValue:
-        return self._add(arith.MulfOp(self.val(a), self.val(b)))
+        return self._arith(a, b, arith.MulfOp, arith.MuliOp)
 
     def div(self, a: Operand, b: Operand) -> SSAValue:
-        return self._add(arith.DivfOp(self.val(a), self.val(b)))
+        return self._arith(a, b, arith.DivfOp, arith.DivSIOp)
 
     def max(self, a: Operand, b: Operand) -> SSAValue:
-        return self._add(arith.MaximumfOp(self.val(a), self.val(b)))
+        return self._arith(a, b, arith.MaximumfOp, arith.MaxSIOp)
 
     def neg(self, x: Operand) -> SSAValue:
-        return self._add(arith.NegfOp(self.val(x)))
+        v = self.val(x)
+        return self._add(arith.NegfOp(v)) if is_float_type(v.type) else self.sub(0, v)
 
     def exp(self, x: Operand) -> SSAValue:
-        return self._add(math.ExpOp(self.val(x)))
+        return self._math(math.ExpOp, x)
 
     def log(self, x: Operand) -> SSAValue:
-        return self._add(math.LogOp(self.val(x)))
+        return self._math(math.LogOp, x)
 
     def sqrt(self, x: Operand) -> SSAValue:
-        return self._add(math.SqrtOp(self.val(x)))
+        return self._math(math.SqrtOp, x)
 
     def rsqrt(self, x: Operand) -> SSAValue:
-        return self._add(math.RsqrtOp(self.val(x)))
+        return self._math(math.RsqrtOp, x)
 
     def abs(self, x: Operand) -> SSAValue:
-        return self._add(math.AbsFOp(self.val(x)))
+        v = self.val(x)
+        return self._add(math.AbsFOp(v) if is_float_type(v.type) else math.AbsIOp(v))
 
     def tanh(self, x: Operand) -> SSAValue:
-        return self._add(math.TanhOp(self.val(x)))
+        return self._math(math.TanhOp, x)
 
     def erf(self, x: Operand) -> SSAValue:
-        return self._add(math.ErfOp(self.val(x)))
+        return self._math(math.ErfOp, x)
 
     def powf(self, x: Operand, y: Operand) -> SSAValue:
-        return self._add(math.PowFOp(self.val(x), self.val(y)))
+        return self._math(math.PowFOp, x, y)
+
+    def cos(self, x: Operand) -> SSAValue:
+        return self._math(math.CosOp, x)
+
+    def sin(self, x: Operand) -> SSAValue:
+        return self._math(math.SinOp, x)
+
+    # -- comparisons, logic, selection, coordinates, casts ---------------------------------
+
+    def cmp(self, name: str, a: Operand, b: Operand) -> SSAValue:
+        """`a <name> b` as an `i1` (`name` in `COMPARISONS`: eq, ne, lt, le, gt, ge)."""
+        x, y = self._pair(a, b)
+        fpred, spred, upred = COMPARISONS[name]
+        if is_float_type(x.type):
+            return self._add(arith.CmpfOp(x, y, fpred))
+        return self._add(arith.CmpiOp(x, y, upred if x.type == IntegerType(1) else spred))
+
+    def select(self, cond: SSAValue, a: Operand, b: Operand) -> SSAValue:
+        x, y = self._pair(a, b)
+        return self._add(arith.SelectOp(cond, x, y))
+
+    def and_(self, a: SSAValue, b: SSAValue) -> SSAValue:
+        return self._add(arith.AndIOp(a, b))
+
+    def or_(self, a: SSAValue, b: SSAValue) -> SSAValue:
+        return self._add(arith.OrIOp(a, b))
+
+    def not_(self, a: SSAValue) -> SSAValue:
+        return self._add(arith.XOrIOp(a, self.const(1, a.type)))
+
+    def index(self, dim: int) -> SSAValue:
+        """The coordinate `dim` of the element being computed (`tensor.index`)."""
+        return self._add(tensor.IndexOp(dim))
+
+    def cast(self, x: SSAValue, dst: Attribute) -> SSAValue:
+        """`x` converted to `dst` with PyTorch's rules: floats round to nearest, float to
+        integer truncates, anything to bool is `!= 0`, bool to a number is 0 or 1."""
+        src = x.type
+        if src == dst:
+            return x
+        if dst == IntegerType(1):
+            return self.cmp("ne", x, 0)
+        if is_float_type(src) and is_float_type(dst):
+            if _bits(src) == _bits(dst):  # f16 <-> bf16 goes through f32
+                return self.cast(self.cast(x, Float32Type()), dst)
+            op = arith.ExtFOp if _bits(src) < _bits(dst) else arith.TruncFOp
+            return self._add(op(x, dst))
+        if is_float_type(dst):
+            op = arith.UIToFPOp if src == IntegerType(1) else arith.SIToFPOp
+            return self._add(op(x, dst))
+        if is_float_type(src):
+            return self._add(arith.FPToSIOp(x, dst))
+        if isinstance(src, IndexType) or isinstance(dst, IndexType):
+            return self._add(arith.IndexCastOp(x, dst))
+        assert isinstance(src, IntegerType) and isinstance(dst, IntegerType)
+        if src.width.data < dst.width.data:
+            op = arith.ExtUIOp if src == IntegerType(1) else arith.ExtSIOp
+            return self._add(op(x, dst))
+        return self._add(arith.TruncIOp(x, dst))
 
 
 BodyFn = Callable[..., SSAValue]
@@ -140,29 +263,35 @@ class TensorBuilder:
     def elementwise(
         self, inputs: Sequence[Operand], shape: Sequence[int], elt: Attribute, body_fn: BodyFn
     ) -> SSAValue:
-        """`body_fn(b, *scalars)` over `inputs` broadcast to `shape`.
+        """`body_fn(b, *scalars)` over `inputs` broadcast to `shape`; the result type is `elt`.
 
-        Tensor inputs are broadcast with index maps (numpy rules) first; float inputs and
-        splat constants become `arith.constant`s in the body instead of operands.
+        Tensor inputs are broadcast with index maps (numpy rules) first; float inputs become
+        `arith.constant`s of type `elt`, and splat-constant tensors constants of their own
+        element type, in the body instead of operands.
         """
         shape = tuple(shape)
-        if not (isinstance(elt, AnyFloat)):
-            raise PassFailedException(f"convert-torch-to-tensor: arithmetic on {elt} tensors")
-        folded: list[Operand] = []
+        folded: list[SSAValue | tuple[float, Attribute | None]] = []
         for x in inputs:
-            scalar = splat_value(x) if isinstance(x, SSAValue) else x
-            folded.append(scalar if scalar is not None else x)
+            if not isinstance(x, SSAValue):
+                folded.append((x, None))
+            elif (scalar := splat_value(x)) is not None:
+                folded.append((scalar, element_type_of(x)))
+            else:
+                folded.append(x)
         tensors = [self.broadcast_to(x, shape) for x in folded if isinstance(x, SSAValue)]
         block = Block(arg_types=[element_type_of(t) for t in tensors])
         args = iter(block.args)
         sb = ScalarBuilder(block, elt)
-        scalars = [next(args) if isinstance(x, SSAValue) else sb.const(x) for x in folded]
+        scalars = [next(args) if isinstance(x, SSAValue) else sb.const(*x) for x in folded]
         result = body_fn(sb, *scalars)
         block.add_op(tensor.YieldOp(result))
         return self._add(tensor.ElementwiseOp(tensors, TensorType(elt, shape), Region(block)))
 
     def reduce(self, value: SSAValue, kind: tensor.ReduceKind, dims: Sequence[int]) -> SSAValue:
         return self._add(tensor.ReduceOp(value, kind, sorted(dims)))
+
+    def gather(self, source: SSAValue, indices: SSAValue, dim: int = 0) -> SSAValue:
+        return self._add(tensor.GatherOp(source, indices, dim))
 
     def index_map(self, value: SSAValue, amap: AffineMap, shape: Sequence[int]) -> SSAValue:
         """`out[c] = value[amap(c)]`, or `value` itself when that is the identity."""

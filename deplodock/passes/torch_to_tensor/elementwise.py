@@ -3,13 +3,17 @@
 Binary operands are broadcast to the result shape with index maps; a splat-constant operand
 is folded into the body as an `arith.constant`, so `x * 0.5` is a one-input elementwise.
 Activations are written out in scalar `arith`/`math` (relu = max(x, 0), sigmoid =
-1 / (1 + exp(-x)), gelu with erf or tanh, ...).
+1 / (1 + exp(-x)), gelu with erf or tanh, ...). Integer tensors use the integer `arith` ops.
+Comparisons are `arith.cmpf`/`cmpi` producing `i1`, logical ops `andi`/`ori`/`xori` on `i1`,
+`where` an `arith.select`, casts the `arith` conversion ops, and `arange` a zero-input
+elementwise over the coordinate `tensor.index 0`.
 """
 
 from __future__ import annotations
 
 import math
 
+from xdsl.dialects.builtin import Float32Type, IntegerType, i64
 from xdsl.ir import SSAValue
 
 from deplodock.dialects import torch as t
@@ -203,6 +207,102 @@ class PowLowering(UnaryLowering):
         return s.powf(x, e)
 
 
+class CosLowering(UnaryLowering):
+    op_type = t.CosOp
+
+    def scalar(self, s: ScalarBuilder, x: SSAValue, op: t.UnaryOp) -> SSAValue:
+        return s.cos(x)
+
+
+class SinLowering(UnaryLowering):
+    op_type = t.SinOp
+
+    def scalar(self, s: ScalarBuilder, x: SSAValue, op: t.UnaryOp) -> SSAValue:
+        return s.sin(x)
+
+
+class CompareLowering(BinaryLowering):
+    """One `arith.cmpf` / `arith.cmpi` (`COMPARISONS` has the predicates)."""
+
+    comparison: str
+
+    def scalar(self, s: ScalarBuilder, x: SSAValue, y: SSAValue) -> SSAValue:
+        return s.cmp(self.comparison, x, y)
+
+
+def _compare(op_class: type[t.CompareOp], name: str) -> CompareLowering:
+    pattern = CompareLowering()
+    pattern.op_type = op_class  # type: ignore[misc]
+    pattern.comparison = name
+    return pattern
+
+
+class LogicalAndLowering(BinaryLowering):
+    op_type = t.LogicalAndOp
+
+    def scalar(self, s: ScalarBuilder, x: SSAValue, y: SSAValue) -> SSAValue:
+        return s.and_(x, y)
+
+
+class LogicalOrLowering(BinaryLowering):
+    op_type = t.LogicalOrOp
+
+    def scalar(self, s: ScalarBuilder, x: SSAValue, y: SSAValue) -> SSAValue:
+        return s.or_(x, y)
+
+
+class LogicalNotLowering(UnaryLowering):
+    op_type = t.LogicalNotOp
+
+    def scalar(self, s: ScalarBuilder, x: SSAValue, op: t.UnaryOp) -> SSAValue:
+        return s.not_(x)
+
+
+class WhereLowering(TorchLowering):
+    """`arith.select` of the three broadcast operands."""
+
+    op_type = t.WhereOp
+
+    def lower(self, op: t.WhereOp, b: TensorBuilder) -> SSAValue:
+        rt = result_type_of(op)
+        inputs = [op.condition, op.input, op.other]
+        return b.elementwise(
+            inputs, rt.get_shape(), rt.element_type, lambda s, c, x, y: s.select(c, x, y)
+        )
+
+
+class CastLowering(TorchLowering):
+    """One conversion op (two for f16 <-> bf16, via f32; a comparison with 0 to bool)."""
+
+    op_type = t.CastOp
+
+    def lower(self, op: t.CastOp, b: TensorBuilder) -> SSAValue:
+        rt = result_type_of(op)
+        elt = rt.element_type
+        return b.elementwise([op.input], rt.get_shape(), elt, lambda s, x: s.cast(x, elt))
+
+
+class ArangeLowering(TorchLowering):
+    """`start + i * step` with `i = tensor.index 0`, computed in i64 (integer results) or
+    f32 (float results, rounded once to f16/bf16)."""
+
+    op_type = t.ArangeOp
+
+    def lower(self, op: t.ArangeOp, b: TensorBuilder) -> SSAValue:
+        rt = result_type_of(op)
+        elt = rt.element_type
+        start, step = op.start.value.data, op.step.value.data
+        compute = elt if isinstance(elt, IntegerType) else Float32Type()
+
+        def body(s: ScalarBuilder) -> SSAValue:
+            i = s.cast(s.cast(s.index(0), i64), compute)
+            value = s.mul(i, step) if step != 1 else i
+            value = s.add(value, start) if start != 0 else value
+            return s.cast(value, elt)
+
+        return b.elementwise([], rt.get_shape(), elt, body)
+
+
 PATTERNS: tuple[TorchLowering, ...] = (
     ConstantLowering(),
     AddLowering(),
@@ -221,4 +321,18 @@ PATTERNS: tuple[TorchLowering, ...] = (
     SiluLowering(),
     GeluLowering(),
     PowLowering(),
+    CosLowering(),
+    SinLowering(),
+    _compare(t.EqOp, "eq"),
+    _compare(t.NeOp, "ne"),
+    _compare(t.LtOp, "lt"),
+    _compare(t.LeOp, "le"),
+    _compare(t.GtOp, "gt"),
+    _compare(t.GeOp, "ge"),
+    LogicalAndLowering(),
+    LogicalOrLowering(),
+    LogicalNotLowering(),
+    WhereLowering(),
+    CastLowering(),
+    ArangeLowering(),
 )

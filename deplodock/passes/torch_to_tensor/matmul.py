@@ -1,7 +1,8 @@
 """matmul / bmm / linear as broadcast-multiply-reduce.
 
 Both operands are index-mapped onto one iteration space `(batch..., M, K, N)`, multiplied
-elementwise, summed over `K` and squeezed to the result shape. Nothing is materialized
+elementwise, summed over `K` and squeezed to the result shape (in f32 for f16/bf16
+operands, rounded once at the end). Nothing is materialized
 this way after loop fusion: the index maps become the loads of a single loop nest. The
 transpose of `linear`'s weight is part of its index map, not a separate op.
 """
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from xdsl.dialects.builtin import BFloat16Type, Float16Type, Float32Type
 from xdsl.ir import SSAValue
 from xdsl.ir.affine import AffineExpr, AffineMap
 
@@ -46,13 +48,19 @@ def contract(
     squeeze: Sequence[int],
 ) -> SSAValue:
     """sum over `k_dim` of lhs[lhs_map(c)] * rhs[rhs_map(c)], c in `space`; then drop
-    `squeeze` (which includes `k_dim`)."""
+    `squeeze` (which includes `k_dim`). f16/bf16 operands multiply and sum in f32 and the
+    result is rounded once, as tensor-core and CPU kernels do."""
     elt = element_type_of(lhs)
+    acc = Float32Type() if isinstance(elt, Float16Type | BFloat16Type) else elt
     a = b.index_map(lhs, lhs_map, space)
     w = b.index_map(rhs, rhs_map, space)
-    products = b.elementwise([a, w], space, elt, lambda s, x, y: s.mul(x, y))
-    summed = b.reduce(products, ReduceKind.ADD, [k_dim])
-    return b.squeeze(summed, sorted(squeeze))
+    products = b.elementwise(
+        [a, w], space, acc, lambda s, x, y: s.mul(s.cast(x, acc), s.cast(y, acc))
+    )
+    summed = b.squeeze(b.reduce(products, ReduceKind.ADD, [k_dim]), sorted(squeeze))
+    if acc == elt:
+        return summed
+    return b.elementwise([summed], shape_of(summed), elt, lambda s, x: s.cast(x, elt))
 
 
 def lower_matmul(b: TensorBuilder, lhs: SSAValue, rhs: SSAValue) -> SSAValue:

@@ -2,7 +2,9 @@
 
 `tensor.reduce` keeps the rank; `keepdim = false` is an index-map squeeze afterwards.
 A mean multiplies the sum by the reciprocal of the element count. Softmax and log-softmax
-are the numerically safe forms: subtract the max before exponentiating.
+are the numerically safe forms: subtract the max before exponentiating. A cumulative sum
+along a dim of size `n` is a masked sum over an extra trailing dim `j`:
+`out[..., i, ...] = sum_j (j <= i ? x[..., j, ...] : 0)` (`n^2` work, no sequential scan).
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 from math import prod
 
 from xdsl.ir import SSAValue
+from xdsl.ir.affine import AffineExpr, AffineMap
 
 from deplodock.dialects import torch as t
 from deplodock.dialects.tensor import ReduceKind
@@ -17,6 +20,7 @@ from deplodock.passes.torch_to_tensor.builders import (
     TensorBuilder,
     TorchLowering,
     element_type_of,
+    result_type_of,
     shape_of,
 )
 
@@ -96,10 +100,34 @@ class LogSoftmaxLowering(TorchLowering):
         return b.elementwise([shifted, log_total], shape, elt, lambda s, v, lz: s.sub(v, lz))
 
 
+class CumsumLowering(TorchLowering):
+    """Broadcast x over (..., n) with x's dim moved to the new last dim j, keep j <= i
+    (converted to the result type), sum over j, drop j."""
+
+    op_type = t.CumsumOp
+
+    def lower(self, op: t.CumsumOp, b: TensorBuilder) -> SSAValue:
+        x, dim = op.input, op.dim.value.data
+        shape, elt = shape_of(x), result_type_of(op).element_type
+        rank = len(shape)
+        space = (*shape, shape[dim])
+        exprs = [AffineExpr.dimension(d) for d in range(rank)]
+        exprs[dim] = AffineExpr.dimension(rank)
+        spread = b.index_map(x, AffineMap(rank + 1, 0, tuple(exprs)), space)
+        masked = b.elementwise(
+            [spread],
+            space,
+            elt,
+            lambda s, v: s.select(s.cmp("le", s.index(rank), s.index(dim)), s.cast(v, elt), 0.0),
+        )
+        return b.squeeze(b.reduce(masked, ReduceKind.ADD, [rank]), [rank])
+
+
 PATTERNS: tuple[TorchLowering, ...] = (
     SumLowering(),
     MeanLowering(),
     AmaxLowering(),
     SoftmaxLowering(),
     LogSoftmaxLowering(),
+    CumsumLowering(),
 )

@@ -128,8 +128,8 @@ func.func @f(%a: tensor<4x8xf32>, %b: tensor<4x8xf16>) -> tensor<4x8xf32> {
 
 // -----
 
-func.func @f(%a: tensor<4x8xi32>) -> tensor<4x8xi32> {
-  %r = torch.neg %a : (tensor<4x8xi32>) -> tensor<4x8xi32>
-  func.return %r : tensor<4x8xi32>
+func.func @f(%a: tensor<4x8xf64>) -> tensor<4x8xf64> {
+  %r = torch.neg %a : (tensor<4x8xf64>) -> tensor<4x8xf64>
+  func.return %r : tensor<4x8xf64>
 }
-// CHECK: torch.neg: element type i32 is not f32, f16, bf16 or i64
+// CHECK: torch.neg: element type f64 is not supported

@@ -28,7 +28,8 @@ func.func @forward(%x: tensor<2x3x4x5xf32>) -> tensor<2x1x4x1xf32> {
 
 // -----
 
-// Identities of the other kinds; a size-1 reduced dim gets no loop.
+// Identities of the other kinds; a size-1 reduced dim gets no loop. f16 accumulates in f32
+// (extf of each load, one truncf before the store).
 func.func @forward(%x: tensor<1x8xf16>) -> tensor<1x1xf16> {
   %a = tensor.reduce add %x dims [0] : tensor<1x8xf16> -> tensor<1x8xf16>
   %m = tensor.reduce mul %a dims [1] : tensor<1x8xf16> -> tensor<1x1xf16>
@@ -37,22 +38,27 @@ func.func @forward(%x: tensor<1x8xf16>) -> tensor<1x1xf16> {
 }
 
 // CHECK:      loop.kernel @a_kernel(%x: memref<1x8xf16>, %a: memref<1x8xf16>) {
-// CHECK-NEXT:   %init = arith.constant 0.000000e+00 : f16
+// CHECK-NEXT:   %init = arith.constant 0.000000e+00 : f32
 // CHECK-NEXT:   %c0 = arith.constant 0 : index
 // CHECK-NEXT:   loop.for %i1 = 0 to 8 {
 // CHECK-NEXT:     %[[V:.*]] = loop.load %x[%c0, %i1] : memref<1x8xf16>
-// CHECK-NEXT:     %[[S:.*]] = arith.addf %init, %[[V]] : f16
-// CHECK-NEXT:     loop.store %[[S]], %a[%c0, %i1] : memref<1x8xf16>
+// CHECK-NEXT:     %[[W:.*]] = arith.extf %[[V]] : f16 to f32
+// CHECK-NEXT:     %[[S:.*]] = arith.addf %init, %[[W]] : f32
+// CHECK-NEXT:     %[[T:.*]] = arith.truncf %[[S]] : f32 to f16
+// CHECK-NEXT:     loop.store %[[T]], %a[%c0, %i1] : memref<1x8xf16>
 // CHECK-NEXT:   }
 // CHECK:      loop.kernel @m_kernel(%a: memref<1x8xf16>, %m: memref<1x1xf16>) {
-// CHECK-DAG:    %init = arith.constant 1.000000e+00 : f16
+// CHECK-DAG:    %init = arith.constant 1.000000e+00 : f32
 // CHECK-DAG:    %c0 = arith.constant 0 : index
-// CHECK:        %mul = loop.for %r1 = 0 to 8 iter_args(%acc = %init) -> (f16) {
-// CHECK:          arith.mulf %acc, %{{.*}} : f16
-// CHECK:        loop.store %mul, %m[%c0, %c0] : memref<1x1xf16>
+// CHECK:        %mul = loop.for %r1 = 0 to 8 iter_args(%acc = %init) -> (f32) {
+// CHECK:          arith.mulf %acc, %{{.*}} : f32
+// CHECK:        %[[M:.*]] = arith.truncf %mul : f32 to f16
+// CHECK-NEXT:   loop.store %[[M]], %m[%c0, %c0] : memref<1x1xf16>
 // CHECK:      loop.kernel @n_kernel(%m: memref<1x1xf16>, %n: memref<1x1xf16>) {
-// CHECK-NEXT:   %init = arith.constant 0x7c00 : f16
+// CHECK-NEXT:   %init = arith.constant 0x7f800000 : f32
 // CHECK-NEXT:   %c0 = arith.constant 0 : index
 // CHECK-NEXT:   %[[V:.*]] = loop.load %m[%c0, %c0] : memref<1x1xf16>
-// CHECK-NEXT:   %[[R:.*]] = arith.minimumf %init, %[[V]] : f16
-// CHECK-NEXT:   loop.store %[[R]], %n[%c0, %c0] : memref<1x1xf16>
+// CHECK-NEXT:   %[[W:.*]] = arith.extf %[[V]] : f16 to f32
+// CHECK-NEXT:   %[[R:.*]] = arith.minimumf %init, %[[W]] : f32
+// CHECK-NEXT:   %[[T:.*]] = arith.truncf %[[R]] : f32 to f16
+// CHECK-NEXT:   loop.store %[[T]], %n[%c0, %c0] : memref<1x1xf16>

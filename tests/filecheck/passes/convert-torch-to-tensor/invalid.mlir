@@ -1,8 +1,17 @@
-// RUN: deplodock-opt %s -p convert-torch-to-tensor --verify-diagnostics | filecheck %s
+// RUN: deplodock-opt %s -p convert-torch-to-tensor --split-input-file --verify-diagnostics | filecheck %s
 
-// Arithmetic decompositions write float `arith` ops; integer tensors are refused by name.
-func.func @int_add(%a: tensor<4xi64>, %b: tensor<4xi64>) -> tensor<4xi64> {
-  %r = torch.add %a, %b : (tensor<4xi64>, tensor<4xi64>) -> tensor<4xi64>
+// Integer tensors have integer arithmetic, but bools have none and transcendentals need
+// floats: both are refused by name.
+func.func @bool_add(%a: tensor<4xi1>, %b: tensor<4xi1>) -> tensor<4xi1> {
+  %r = torch.add %a, %b : (tensor<4xi1>, tensor<4xi1>) -> tensor<4xi1>
+  func.return %r : tensor<4xi1>
+}
+// CHECK: convert-torch-to-tensor: arithmetic on i1 tensors
+
+// -----
+
+func.func @int_exp(%a: tensor<4xi64>) -> tensor<4xi64> {
+  %r = torch.exp %a : (tensor<4xi64>) -> tensor<4xi64>
   func.return %r : tensor<4xi64>
 }
-// CHECK: convert-torch-to-tensor: arithmetic on i64 tensors
+// CHECK: convert-torch-to-tensor: math.exp needs a float tensor, got i64

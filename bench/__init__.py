@@ -1,0 +1,1 @@
+"""The LLM kernel benchmark suite: `python -m bench.kernels` (see bench/kernels.py)."""

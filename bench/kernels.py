@@ -1,0 +1,226 @@
+"""`python -m bench.kernels`: the LLM kernel suite, deplodock vs PyTorch eager and torch.compile.
+
+    python -m bench.kernels --list                       # the 84 cases and their expressions
+    python -m bench.kernels --dtype fp32 --out bench/results/
+    python -m bench.kernels --dtype bf16 -k softmax -k rmsnorm --iters 20
+
+Each case is built, checked against PyTorch (float64 reference, poisoned outputs) and, when
+correct, timed like `deplodock run --bench` (interleaved, CUDA events, L2 flushed, median).
+Cases run in a worker process (`bench/worker.py`) so a crash or a hang costs one row. The
+run writes `kernels-<dtype>-<time>.json` (device, driver, torch and nvcc versions, date, every
+row) and a `.png` chart of per-case speedups under `--out`, and prints the geomean speedups
+and the wins.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from bench.cases import DTYPES, Case, all_cases, find_cases
+from bench.report import Row, draw_chart, results_document, summarize, with_speedups, write_json
+
+DEFAULT_OUT = Path(__file__).resolve().parent / "results"
+CASE_FUNCTION = "bench.kernels:run_case"
+
+
+def _one_line(error: BaseException) -> str:
+    text = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {text[0]}" if text else type(error).__name__
+
+
+def base_row(case: Case, dtype: str) -> Row:
+    return {
+        "case": case.name,
+        "op": case.op,
+        "model": case.model.name,
+        "seq": case.seq,
+        "dtype": dtype,
+        "expression": case.expression(dtype),
+        "status": None,
+        "reason": None,
+        "max_rel_error": None,
+        "tolerance": None,
+        "kernels": None,
+        "eager_ms": None,
+        "compile_ms": None,
+        "deplodock_ms": None,
+    }
+
+
+def run_case(name: str, dtype: str, warmup: int, iters: int, seed: int = 0) -> Row:
+    """Build, check and time one case on the GPU (runs in the worker process)."""
+    import torch
+
+    from deplodock.backend import benchmark as B
+    from deplodock.backend.cuda_run import bench_on_cuda, check_on_cuda, prepare_on_cuda
+    from deplodock.backend.device import require_cuda
+    from deplodock.driver import program_from_expression
+
+    (case,) = [c for c in all_cases() if c.name == name]
+    row = base_row(case, dtype)
+    device = require_cuda()
+    torch._dynamo.reset()  # each case compiles afresh: no cache limits carried over
+    try:
+        program = program_from_expression(row["expression"], seed=seed)
+        prepared = prepare_on_cuda(program, device, seed)
+    except Exception as error:
+        return row | {"status": "compile_error", "reason": _one_line(error)}
+    row["kernels"] = len(prepared.compiled.kernels)
+    row["tolerance"] = prepared.tolerance
+    try:
+        report = check_on_cuda(prepared, device)
+    except Exception as error:
+        return row | {"status": "runtime_error", "reason": _one_line(error), "restart": True}
+    row["max_rel_error"] = max(report.errors, default=0.0)
+    if not report.ok:
+        reason = f"max relative error {row['max_rel_error']:.3e} > {report.tolerance:.0e}"
+        return row | {"status": "mismatch", "reason": reason}
+    results, _ = bench_on_cuda(prepared, device, warmup, iters)
+    for key, contender in (
+        ("eager_ms", B.EAGER),
+        ("compile_ms", B.COMPILE),
+        ("deplodock_ms", B.DEPLODOCK),
+    ):
+        m = results[contender]
+        row[key] = m.median if m.ok else None
+        if m.error:
+            row["reason"] = f"{contender}: {m.error}"
+    deplodock = results[B.DEPLODOCK]
+    status = "ok" if deplodock.ok else "runtime_error"
+    del prepared, program
+    torch.cuda.empty_cache()
+    return with_speedups(row | {"status": status, "restart": not deplodock.ok})
+
+
+def environment(dtype: str) -> dict[str, Any]:
+    """Device, driver, torch and nvcc versions and the date (computed in a worker)."""
+    import torch
+
+    from deplodock.backend.device import require_cuda
+
+    info = dataclasses.asdict(require_cuda())
+    return {
+        "float32_matmul_precision": torch.get_float32_matmul_precision(),  # "highest": no TF32
+        "suite": "bench.kernels",
+        "dtype": dtype,
+        "date": datetime.datetime.now().isoformat(timespec="seconds"),
+        "device": info.pop("name"),
+        **info,
+    }
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.kernels", description=(__doc__ or "").split("\n")[0]
+    )
+    parser.add_argument("--list", action="store_true", help="print the cases and exit")
+    parser.add_argument("--dtype", choices=DTYPES, default="fp32", help="(default: fp32)")
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="results directory")
+    parser.add_argument(
+        "-k",
+        "--case",
+        action="append",
+        dest="cases",
+        metavar="PATTERN",
+        help="only the cases whose name contains PATTERN (repeatable)",
+    )
+    parser.add_argument("--warmup", type=int, default=10, help="untimed runs (default: 10)")
+    parser.add_argument("--iters", type=int, default=50, help="timed runs (default: 50)")
+    parser.add_argument("--timeout", type=float, default=900.0, help="seconds per case")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the inputs and weights")
+    return parser.parse_args(argv)
+
+
+def run_suite(
+    cases: Sequence[Case],
+    dtype: str,
+    runner: Any,
+    task: dict[str, Any],
+    out: Any = print,
+) -> list[Row]:
+    """One row per case, in order; `runner(**task, name=..., dtype=...)` returns a row."""
+    rows = []
+    width = max((len(c.name) for c in cases), default=0)
+    for n, case in enumerate(cases, 1):
+        row = base_row(case, dtype) | runner(name=case.name, dtype=dtype, **task)
+        row.pop("restart", None)
+        row.pop("traceback", None)
+        rows.append(with_speedups(row))
+        out(progress_line(n, len(cases), width, row))
+    return rows
+
+
+def progress_line(n: int, total: int, width: int, row: Row) -> str:
+    def ms(key: str) -> str:
+        return f"{row[key]:9.4f}" if row.get(key) is not None else f"{'-':>9}"
+
+    def up(key: str) -> str:
+        return f"{row[key]:6.2f}x" if row.get(key) is not None else f"{'-':>7}"
+
+    head = f"[{n:>2}/{total}] {row['case']:<{width}}"
+    times = f"{ms('eager_ms')} {ms('compile_ms')} {ms('deplodock_ms')} ms"
+    status = row["status"] + (f": {row['reason']}" if row.get("reason") else "")
+    return f"{head} {times} {up('speedup_eager')} {up('speedup_compile')}  {status}"
+
+
+def run_and_report(
+    cases: Sequence[Case],
+    dtype: str,
+    out_dir: Path,
+    runner: Any,
+    env: dict[str, Any],
+    task: dict[str, Any],
+    echo: Any = print,
+) -> tuple[Path, Path]:
+    """Run the cases, write the JSON and the chart under `out_dir`, print the summary."""
+    echo(f"{len(cases)} cases, {dtype}, on {env['device']} (torch {env.get('torch')}); per case:")
+    echo("  median ms of eager, torch.compile, deplodock; speedup vs eager, vs compile; status")
+    rows = run_suite(cases, dtype, runner, task, echo)
+    stem = f"kernels-{dtype}-{datetime.datetime.now():%Y%m%d-%H%M%S}"
+    json_path = write_json(out_dir / f"{stem}.json", results_document(rows, env))
+    title = f"deplodock speedup per case, {dtype}, {env['device']}"
+    png_path = draw_chart(rows, out_dir / f"{stem}.png", title)
+    for line in summarize(rows).lines(dtype, env["device"]):
+        echo(line)
+    echo(f"results: {json_path}\nchart:   {png_path}")
+    return json_path, png_path
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    try:
+        cases = find_cases(args.cases)
+    except ValueError as error:
+        print(f"bench.kernels: error: {error}", file=sys.stderr)
+        return 1
+    if args.list:
+        for case in cases:
+            print(f"{case.name:<40} {case.expression(args.dtype)}")
+        print(f"{len(cases)} cases")
+        return 0
+    from deplodock.backend.device import cuda_unavailable_reason
+
+    if (reason := cuda_unavailable_reason()) is not None:
+        print(f"bench.kernels: error: no CUDA device: {reason}", file=sys.stderr)
+        return 1
+    from bench.worker import IsolatedRunner
+
+    task = {"warmup": args.warmup, "iters": args.iters, "seed": args.seed}
+    with IsolatedRunner("bench.kernels:environment", timeout=600) as probe:
+        env = probe(dtype=args.dtype)
+    if "device" not in env:
+        print(f"bench.kernels: error: {env.get('reason')}", file=sys.stderr)
+        return 1
+    with IsolatedRunner(CASE_FUNCTION, timeout=args.timeout) as runner:
+        run_and_report(cases, args.dtype, args.out, runner, env, task)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

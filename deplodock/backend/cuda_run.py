@@ -1,0 +1,264 @@
+"""`deplodock run --device cuda`: build, run on the GPU, check against PyTorch, bench, profile.
+
+The check runs the program once on the example inputs of the `-c` expression (fresh random
+values for each `--seed`), with every buffer the program allocates poisoned with NaN first,
+so an element no kernel writes fails the comparison. The reference is PyTorch in float64 on
+the same device. Tolerances (max relative error): 1e-5 for fp32 programs without matrix
+products, 1e-4 for fp32 programs with them (long sums round differently), 1e-2 for bf16/f16.
+Bench and profile reuse the same loaded program and inputs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from xdsl.dialects.builtin import BFloat16Type, Float16Type, ModuleOp
+
+from deplodock.backend.cost import KernelCost
+from deplodock.backend.runtime import torch_dtype
+from deplodock.interpreters import forward_function
+
+MATMUL_OPS = frozenset({"torch.matmul", "torch.linear", "torch.bmm"})
+
+
+def program_dtype(module: ModuleOp) -> str:
+    """`bf16`, `f16` or `fp32`: the narrowest float type among `@forward`'s buffers."""
+    forward = forward_function(module)
+    types = [*forward.function_type.inputs.data, *forward.function_type.outputs.data]
+    elements = {type(getattr(t, "element_type", None)) for t in types}
+    if BFloat16Type in elements:
+        return "bf16"
+    if Float16Type in elements:
+        return "f16"
+    return "fp32"
+
+
+def tolerance_for(module: ModuleOp) -> float:
+    """Max relative error allowed, from the torch-level module: 1e-2 for bf16/f16 programs;
+    in fp32, 1e-4 when it multiplies matrices (long sums) and 1e-5 otherwise."""
+    if program_dtype(module) != "fp32":
+        return 1e-2
+    names = {op.name for op in module.walk()}
+    matmul = bool(names & MATMUL_OPS) or any("attention" in n or "sdpa" in n for n in names)
+    return 1e-4 if matmul else 1e-5
+
+
+def device_arguments(program: Any, device: str = "cuda") -> tuple[list[Any], list[Any]]:
+    """(inputs, `@forward` arguments) on `device`: the program's example inputs, then its
+    module's parameters by name. Moves the PyTorch module to `device` in place."""
+    from xdsl.dialects.builtin import StringAttr
+
+    module = program.torch_module.to(device)
+    named = dict(module.named_parameters()) | dict(module.named_buffers())
+    inputs = [x.to(device).contiguous() for x in program.example_inputs]
+    forward = forward_function(program.module)
+    attrs = forward.arg_attrs.data if forward.arg_attrs else [None] * len(forward.args)
+    remaining = iter(inputs)
+    arguments = []
+    for a in attrs:
+        param = a.data.get("deplodock.param") if a is not None else None
+        if isinstance(param, StringAttr):
+            arguments.append(named[param.data].detach().contiguous())
+        else:
+            arguments.append(next(remaining))
+    return inputs, arguments
+
+
+def reference_outputs(torch_module: Any, inputs: Sequence[Any]) -> list[Any]:
+    """PyTorch's outputs in float64, on the inputs' device (parameters switched and restored)."""
+    import torch
+
+    tensors = [t for t in [*torch_module.parameters(), *torch_module.buffers()]]
+    tensors = [t for t in tensors if t.is_floating_point()]
+    originals = [t.data for t in tensors]
+    wide = [x.double() if x.is_floating_point() else x for x in inputs]
+    try:
+        for t, original in zip(tensors, originals, strict=True):
+            t.data = original.double()
+        with torch.no_grad():
+            out = torch_module(*wide)
+    finally:
+        for t, original in zip(tensors, originals, strict=True):
+            t.data = original
+    return list(out) if isinstance(out, tuple | list) else [out]
+
+
+def relative_error(actual: Any, expected: Any) -> float:
+    """max|actual - expected| / max|expected| in float64; inf when anything is NaN/inf."""
+    if tuple(actual.shape) != tuple(expected.shape):
+        raise ValueError(f"shape {tuple(actual.shape)} differs from {tuple(expected.shape)}")
+    a, e = actual.detach().double(), expected.detach().to(actual.device).double()
+    scale = max(float(e.abs().max()), 2.2250738585072014e-308) if e.numel() else 1.0
+    err = float((a - e).abs().max()) if e.numel() else 0.0
+    return err / scale if err == err and err != float("inf") else float("inf")
+
+
+# --- the run ---------------------------------------------------------------------------------
+
+
+@dataclass
+class CheckReport:
+    device: str
+    arch: str
+    kernels: int
+    errors: list[float]
+    tolerance: float
+
+    @property
+    def ok(self) -> bool:
+        return all(e <= self.tolerance for e in self.errors)
+
+    def summary(self) -> str:
+        worst = max(self.errors, default=0.0)
+        verdict = "OK" if self.ok else "MISMATCH"
+        return (
+            f"{verdict}: cuda program on {self.device} ({self.arch}), {self.kernels} kernel(s), "
+            f"{len(self.errors)} output(s), max relative error {worst:.3e} "
+            f"(tolerance {self.tolerance:.0e})"
+        )
+
+
+@dataclass
+class PreparedProgram:
+    """A program built and loaded on the device, with its arguments there too.
+
+    For a `-c` program the reference is its PyTorch module on `inputs`; a model (a `Program`
+    with its own `reference`) brings its float64 outputs along in `expected`.
+    """
+
+    program: Any  # deplodock.driver.Program, at the cuda stage
+    compiled: Any  # runtime.CudaProgram
+    inputs: list[Any]
+    arguments: list[Any]
+    tolerance: float
+    dtype: str
+    costs: dict[str, KernelCost] = field(default_factory=dict)
+    expected: list[Any] | None = None
+
+
+def prepare_on_cuda(
+    program: Any,
+    device: Any,
+    seed: int = 0,
+    load: Callable[[ModuleOp, Any], Any] | None = None,
+    tensor_device: str = "cuda",
+) -> PreparedProgram:
+    """Lower a torch-level `Program` to cuda (costs taken at the kernel level), build, load.
+
+    `load(module, device)` defaults to `CudaProgram.load`; the tests pass a CPU emulation
+    (with `tensor_device="cpu"`) to run this whole path without a GPU.
+    """
+    import torch
+
+    from deplodock.backend.cost import program_costs
+    from deplodock.backend.runtime import CudaProgram
+    from deplodock.driver import lower_program
+    from deplodock.frontend.expression import randomize_parameters
+
+    model_reference = getattr(program, "reference", None)
+    if program.torch_module is None and model_reference is None:
+        raise ValueError("run needs a PyTorch source (-c EXPR or a model) to compare against")
+    tolerance, dtype = tolerance_for(program.module), program_dtype(program.module)
+    tolerance = getattr(program, "tolerance", None) or tolerance
+    lower_program(program, "kernel")
+    costs = program_costs(program.module)
+    lower_program(program, "cuda")
+    compiled = (load or CudaProgram.load)(program.module, device)
+    if model_reference is None:
+        randomize_parameters(program.torch_module, seed)
+        inputs, arguments = device_arguments(program, tensor_device)
+        return PreparedProgram(program, compiled, inputs, arguments, tolerance, dtype, costs)
+    values, expected = model_reference(seed)  # a model: checkpoint (or seeded) weights
+    arguments = [
+        torch.from_numpy(np.ascontiguousarray(v)).to(tensor_device, torch_dtype(t.element_type))
+        for v, t in zip(values, compiled.arg_types, strict=True)
+    ]
+    expected_tensors = [torch.from_numpy(np.asarray(e)) for e in expected]
+    return PreparedProgram(
+        program, compiled, [], arguments, tolerance, dtype, costs, expected_tensors
+    )
+
+
+def check_on_cuda(prepared: PreparedProgram, device: Any) -> CheckReport:
+    """One poisoned, launch-by-launch checked run against the float64 reference."""
+    outputs = prepared.compiled(*prepared.arguments, poison=True, check=True)
+    expected = prepared.expected
+    if expected is None:
+        expected = reference_outputs(prepared.program.torch_module, prepared.inputs)
+    if len(outputs) != len(expected):
+        raise ValueError(f"the program returns {len(outputs)} outputs, PyTorch {len(expected)}")
+    errors = [relative_error(a, e) for a, e in zip(outputs, expected, strict=True)]
+    kernels = len(prepared.compiled.kernels)
+    return CheckReport(
+        device.name, prepared.compiled.build.arch, kernels, errors, prepared.tolerance
+    )
+
+
+def bench_on_cuda(
+    prepared: PreparedProgram,
+    device: Any,
+    warmup: int,
+    iters: int,
+    compile_fn: Callable[..., Any] | None = None,
+) -> tuple[dict[str, Any], int]:  # pragma: no cover - needs a GPU
+    """Eager vs torch.compile vs deplodock (see `backend/benchmark.py`); (results, flush bytes)."""
+    from deplodock.backend import benchmark as B
+
+    flush = B.L2Flusher(device.l2_bytes)
+    args = prepared.arguments
+    kwargs = {"compile_fn": compile_fn} if compile_fn is not None else {}
+    if prepared.expected is not None:  # a model: no PyTorch module on the device to race
+        contenders = [B.Contender(B.DEPLODOCK, lambda: prepared.compiled(*args))]
+    else:
+        contenders = B.torch_contenders(
+            prepared.program.torch_module,
+            prepared.inputs,
+            lambda: prepared.compiled(*args),
+            **kwargs,
+        )
+    results = B.run_interleaved(contenders, B.CudaEventTimer(), warmup, iters, flush)
+    return results, flush.nbytes
+
+
+def profile_on_cuda(
+    prepared: PreparedProgram, device: Any, warmup: int, iters: int
+) -> str:  # pragma: no cover - needs a GPU
+    """The `--profile` table (ceilings measured once per device and cached)."""
+    from deplodock.backend.benchmark import L2Flusher
+    from deplodock.backend.device import load_ceilings, measure_ceilings
+    from deplodock.backend.profile import format_profile_table, kernel_profiles, time_kernels
+
+    ceilings = load_ceilings(device.name, measure_ceilings)
+    compiled = prepared.compiled
+    times = time_kernels(compiled, prepared.arguments, warmup, iters, L2Flusher(device.l2_bytes))
+    launches = [(s.name, s.grid, s.block) for s in compiled.launches]
+    rows = kernel_profiles(launches, times, prepared.costs, compiled.build.kernels)
+    return format_profile_table(rows, ceilings, prepared.dtype, device.name)
+
+
+def run_on_cuda(
+    program: Any,
+    seed: int = 0,
+    bench: bool = False,
+    profile: bool = False,
+    warmup: int = 10,
+    iters: int = 50,
+    out: Callable[[str], object] = print,
+) -> int:
+    """What `deplodock run --device cuda` does; 0 when the outputs match PyTorch."""
+    from deplodock.backend.benchmark import format_bench_table
+    from deplodock.backend.device import require_cuda
+
+    device = require_cuda()
+    prepared = prepare_on_cuda(program, device, seed)
+    report = check_on_cuda(prepared, device)
+    out(report.summary())
+    if bench:  # pragma: no cover - needs a GPU
+        results, flushed = bench_on_cuda(prepared, device, warmup, iters)
+        out(format_bench_table(results, warmup, iters, flushed))
+    if profile:  # pragma: no cover - needs a GPU
+        out(profile_on_cuda(prepared, device, warmup, iters))
+    return 0 if report.ok else 1

@@ -1,0 +1,111 @@
+"""`tensor.gather`: the one data-dependent read (embedding lookups, advanced indexing)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from xdsl.dialects.builtin import I64, IntegerAttr, TensorType, i32, i64
+from xdsl.ir import SSAValue
+from xdsl.irdl import (
+    IRDLOperation,
+    irdl_op_definition,
+    operand_def,
+    prop_def,
+    result_def,
+    traits_def,
+)
+from xdsl.parser import Parser
+from xdsl.printer import Printer
+from xdsl.traits import Pure
+from xdsl.utils.exceptions import VerifyException
+
+from deplodock.dialects.tensor.base import element_type
+from deplodock.dialects.tensor.base import shape_of as _shape
+
+
+def gather_shape(source: Sequence[int], indices: Sequence[int], dim: int) -> tuple[int, ...]:
+    """`source.shape[:dim] + indices.shape + source.shape[dim + 1:]`."""
+    return (*source[:dim], *indices, *source[dim + 1 :])
+
+
+@irdl_op_definition
+class GatherOp(IRDLOperation):
+    """`out[a..., i..., b...] = source[a..., indices[i...], b...]` with `a` the `dim`
+    leading coordinates: a data-dependent read along `dim` (embedding, index_select).
+
+    Indices are i64 or i32 and must lie in `[0, source.shape[dim])`.
+    """
+
+    name = "tensor.gather"
+
+    source = operand_def(TensorType)
+    indices = operand_def(TensorType)
+    result = result_def(TensorType)
+    dim = prop_def(IntegerAttr[I64])
+
+    traits = traits_def(Pure())
+
+    def __init__(self, source: SSAValue, indices: SSAValue, dim: int = 0):
+        src, idx = _shape(source.type), _shape(indices.type)
+        elt = element_type(source.type)
+        super().__init__(
+            operands=[source, indices],
+            result_types=[TensorType(elt, gather_shape(src, idx, dim))],
+            properties={"dim": IntegerAttr(dim, i64)},
+        )
+
+    @property
+    def dim_value(self) -> int:
+        return self.dim.value.data
+
+    def verify_(self) -> None:
+        src, idx = _shape(self.source.type), _shape(self.indices.type)
+        dim = self.dim_value
+        if not 0 <= dim < len(src):
+            raise VerifyException(f"tensor.gather: dim {dim} out of range for rank {len(src)}")
+        if element_type(self.indices.type) not in (i64, i32):
+            raise VerifyException(
+                f"tensor.gather: indices must be i64 or i32, got {element_type(self.indices.type)}"
+            )
+        if element_type(self.result.type) != element_type(self.source.type):
+            raise VerifyException("tensor.gather: result element type differs from the source's")
+        expected = gather_shape(src, idx, dim)
+        if _shape(self.result.type) != expected:
+            raise VerifyException(
+                f"tensor.gather: result shape {list(_shape(self.result.type))} must be "
+                f"{list(expected)} (source dims before and after dim {dim} around the "
+                "indices shape)"
+            )
+
+    @classmethod
+    def parse(cls, parser: Parser) -> GatherOp:
+        source = parser.parse_unresolved_operand()
+        parser.parse_punctuation("[")
+        indices = parser.parse_unresolved_operand()
+        parser.parse_punctuation("]")
+        parser.parse_keyword("dim")
+        dim = parser.parse_integer()
+        attrs = parser.parse_optional_attr_dict()
+        parser.parse_punctuation(":")
+        pos = parser.pos
+        ftype = parser.parse_function_type()
+        if len(ftype.inputs.data) != 2 or len(ftype.outputs.data) != 1:
+            parser.raise_error("tensor.gather: expected (source, indices) -> result types", pos)
+        src, idx = parser.resolve_operands([source, indices], ftype.inputs.data, pos)
+        op = cls.build(
+            operands=[src, idx],
+            result_types=[ftype.outputs.data[0]],
+            properties={"dim": IntegerAttr(dim, i64)},
+        )
+        op.attributes.update(attrs)
+        return op
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(" ")
+        printer.print_operand(self.source)
+        printer.print_string("[")
+        printer.print_operand(self.indices)
+        printer.print_string(f"] dim {self.dim_value}")
+        printer.print_op_attributes(self.attributes)
+        printer.print_string(" : ")
+        printer.print_function_type([self.source.type, self.indices.type], [self.result.type])

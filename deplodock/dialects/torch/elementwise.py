@@ -1,0 +1,305 @@
+"""Constants and elementwise torch ops: arithmetic, activations, comparisons, casts.
+
+Binary ops broadcast (numpy rules). Comparisons and logical ops produce bool (`i1`)
+tensors, `torch.where` selects with one; `torch.cast` changes the element type only and
+`torch.arange` is a 1-D sequence typed by its result.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from xdsl.dialects.builtin import Float64Type, FloatAttr, StringAttr, TensorType, f64, i1
+from xdsl.ir import Attribute, SSAValue
+from xdsl.irdl import IRDLOperation, irdl_op_definition, operand_def, prop_def
+
+from deplodock.dialects.torch.base import (
+    BinaryOp,
+    Props,
+    TorchOp,
+    Types,
+    UnaryOp,
+    broadcast_shapes,
+    element_type,
+    fail,
+    fmt,
+    is_supported_element_type,
+    shape_of,
+)
+
+
+@irdl_op_definition
+class ConstantOp(TorchOp):
+    """A splat constant of any shape and element type: the scalar arguments of aten ops
+    (rank 0), and `full`, `zeros`, `ones`, `new_ones`, ... (bool: value 0 or 1)."""
+
+    name = "torch.constant"
+    value = prop_def(FloatAttr[Float64Type])
+    assembly_format = "attr-dict `:` `(` `)` `->` type($result)"
+
+    def __init__(self, value: float, type: TensorType):
+        super().__init__(result_types=[type], properties={"value": FloatAttr(value, f64)})
+
+    @classmethod
+    def infer(cls, types: Types, props: Props) -> TensorType:
+        raise AssertionError("torch.constant takes its type from the result")
+
+    def verify_(self) -> None:
+        if not is_supported_element_type(self.result.type.element_type):
+            fail(self.name, f"element type {self.result.type.element_type} is not supported")
+        if self.result.type.element_type == i1 and self.value.value.data not in (0.0, 1.0):
+            fail(self.name, "a bool constant must be 0 or 1")
+
+
+@irdl_op_definition
+class AddOp(BinaryOp):
+    name = "torch.add"
+
+
+@irdl_op_definition
+class SubOp(BinaryOp):
+    name = "torch.sub"
+
+
+@irdl_op_definition
+class MulOp(BinaryOp):
+    name = "torch.mul"
+
+
+@irdl_op_definition
+class DivOp(BinaryOp):
+    name = "torch.div"
+
+
+@irdl_op_definition
+class NegOp(UnaryOp):
+    name = "torch.neg"
+
+
+@irdl_op_definition
+class ExpOp(UnaryOp):
+    name = "torch.exp"
+
+
+@irdl_op_definition
+class LogOp(UnaryOp):
+    name = "torch.log"
+
+
+@irdl_op_definition
+class SqrtOp(UnaryOp):
+    name = "torch.sqrt"
+
+
+@irdl_op_definition
+class RsqrtOp(UnaryOp):
+    name = "torch.rsqrt"
+
+
+@irdl_op_definition
+class AbsOp(UnaryOp):
+    name = "torch.abs"
+
+
+@irdl_op_definition
+class ReluOp(UnaryOp):
+    name = "torch.relu"
+
+
+@irdl_op_definition
+class SigmoidOp(UnaryOp):
+    name = "torch.sigmoid"
+
+
+@irdl_op_definition
+class TanhOp(UnaryOp):
+    name = "torch.tanh"
+
+
+@irdl_op_definition
+class SiluOp(UnaryOp):
+    name = "torch.silu"
+
+
+@irdl_op_definition
+class GeluOp(UnaryOp):
+    """`approximate` is "none" (erf) or "tanh", as in `F.gelu`."""
+
+    name = "torch.gelu"
+    approximate = prop_def(StringAttr)
+
+    def __init__(self, input: SSAValue, approximate: str = "none"):
+        super().__init__(input, approximate=StringAttr(approximate))
+
+    @classmethod
+    def infer(cls, types: Types, props: Props) -> TensorType:
+        mode = props["approximate"]
+        if not isinstance(mode, StringAttr) or mode.data not in ("none", "tanh"):
+            fail(cls.name, f'approximate must be "none" or "tanh", got {mode}')
+        return super().infer(types, props)
+
+
+@irdl_op_definition
+class PowOp(UnaryOp):
+    """`input ** exponent` with a scalar exponent."""
+
+    name = "torch.pow"
+    exponent = prop_def(FloatAttr[Float64Type])
+
+    def __init__(self, input: SSAValue, exponent: float):
+        super().__init__(input, exponent=FloatAttr(exponent, f64))
+
+
+@irdl_op_definition
+class CosOp(UnaryOp):
+    name = "torch.cos"
+
+
+@irdl_op_definition
+class SinOp(UnaryOp):
+    name = "torch.sin"
+
+
+# --- comparisons, logical ops, where -------------------------------------------------------
+
+
+class CompareOp(BinaryOp):
+    """Elementwise comparison of two tensors of one element type; the result is `i1`."""
+
+    @classmethod
+    def infer(cls, types: Types, props: Props) -> TensorType:
+        return TensorType(i1, broadcast_shapes(cls.name, shape_of(types[0]), shape_of(types[1])))
+
+
+@irdl_op_definition
+class EqOp(CompareOp):
+    name = "torch.eq"
+
+
+@irdl_op_definition
+class NeOp(CompareOp):
+    name = "torch.ne"
+
+
+@irdl_op_definition
+class LtOp(CompareOp):
+    name = "torch.lt"
+
+
+@irdl_op_definition
+class LeOp(CompareOp):
+    name = "torch.le"
+
+
+@irdl_op_definition
+class GtOp(CompareOp):
+    name = "torch.gt"
+
+
+@irdl_op_definition
+class GeOp(CompareOp):
+    name = "torch.ge"
+
+
+class LogicalBinaryOp(CompareOp):
+    """`and` / `or` of two bool (`i1`) tensors (the frontend compares others with 0)."""
+
+    @classmethod
+    def infer(cls, types: Types, props: Props) -> TensorType:
+        if element_type(types[0]) != i1:
+            fail(cls.name, f"operands must be i1, got {element_type(types[0])}")
+        return super().infer(types, props)
+
+
+@irdl_op_definition
+class LogicalAndOp(LogicalBinaryOp):
+    name = "torch.logical_and"
+
+
+@irdl_op_definition
+class LogicalOrOp(LogicalBinaryOp):
+    name = "torch.logical_or"
+
+
+@irdl_op_definition
+class LogicalNotOp(UnaryOp):
+    name = "torch.logical_not"
+
+    @classmethod
+    def infer(cls, types: Types, props: Props) -> TensorType:
+        if element_type(types[0]) != i1:
+            fail(cls.name, f"operand must be i1, got {element_type(types[0])}")
+        return super().infer(types, props)
+
+
+@irdl_op_definition
+class WhereOp(TorchOp):
+    """`condition ? input : other` elementwise; the three operands broadcast together."""
+
+    name = "torch.where"
+    condition = operand_def(TensorType)
+    input = operand_def(TensorType)
+    other = operand_def(TensorType)
+    SAME_OPERAND_TYPES: ClassVar[bool] = False
+
+    def __init__(self, condition: SSAValue, input: SSAValue, other: SSAValue):
+        self._init([condition, input, other], {})
+
+    @classmethod
+    def infer(cls, types: Types, props: Props) -> TensorType:
+        if element_type(types[0]) != i1:
+            fail(cls.name, f"condition must be i1, got {element_type(types[0])}")
+        if element_type(types[1]) != element_type(types[2]):
+            fail(cls.name, "input and other must have the same element type")
+        shape = broadcast_shapes(cls.name, shape_of(types[0]), shape_of(types[1]))
+        shape = broadcast_shapes(cls.name, shape, shape_of(types[2]))
+        return TensorType(element_type(types[1]), shape)
+
+
+# --- element type changes and generated sequences -----------------------------------------
+
+
+@irdl_op_definition
+class CastOp(TorchOp):
+    """`x.to(dtype)`: the same shape with the result's element type (float <-> float rounds
+    to nearest even, float -> int truncates toward zero, to bool is `x != 0`)."""
+
+    name = "torch.cast"
+    input = operand_def(TensorType)
+
+    def __init__(self, input: SSAValue, element_type: Attribute):
+        assert isinstance(input.type, TensorType)
+        t = TensorType(element_type, input.type.get_shape())
+        IRDLOperation.__init__(self, operands=[input], result_types=[t])
+
+    def verify_(self) -> None:
+        for t in (self.input.type, self.result.type):
+            assert isinstance(t, TensorType)
+            if not is_supported_element_type(t.element_type):
+                fail(self.name, f"element type {t.element_type} is not supported")
+        src, dst = shape_of(self.input.type), shape_of(self.result.type)  # type: ignore[arg-type]
+        if src != dst:
+            fail(self.name, f"result shape {fmt(dst)} differs from the input shape {fmt(src)}")
+
+
+@irdl_op_definition
+class ArangeOp(TorchOp):
+    """`out[i] = start + i * step` for `i` in `[0, n)`, `n` and the dtype from the result."""
+
+    name = "torch.arange"
+    start = prop_def(FloatAttr[Float64Type])
+    step = prop_def(FloatAttr[Float64Type])
+    assembly_format = "attr-dict `:` `(` `)` `->` type($result)"
+
+    def __init__(self, start: float, step: float, type: TensorType):
+        props = {"start": FloatAttr(start, f64), "step": FloatAttr(step, f64)}
+        IRDLOperation.__init__(self, result_types=[type], properties=props)
+
+    def verify_(self) -> None:
+        t = self.result.type
+        if not is_supported_element_type(t.element_type) or t.element_type == i1:
+            fail(self.name, f"element type {t.element_type} is not supported")
+        if t.get_num_dims() != 1:
+            fail(self.name, f"result must have rank 1, got {fmt(t.get_shape())}")
+        if self.step.value.data == 0:
+            fail(self.name, "step must be nonzero")

@@ -1,0 +1,168 @@
+"""The core of the aten table: dtypes, the `Emitter` that handlers build torch ops with,
+and the `HANDLERS` registry (`@handles(aten.x.overload)`)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+from xdsl.builder import Builder
+from xdsl.dialects.builtin import TensorType, bf16, f16, f32, i1, i32, i64
+from xdsl.ir import Attribute, SSAValue
+
+from deplodock.dialects import torch as T
+
+aten = torch.ops.aten
+
+#: PyTorch dtype -> element type of the torch dialect.
+DTYPES: dict[torch.dtype, Attribute] = {
+    torch.float32: f32,
+    torch.float16: f16,
+    torch.bfloat16: bf16,
+    torch.int64: i64,
+    torch.int32: i32,
+    torch.bool: i1,
+}
+
+
+class AtenImportError(Exception):
+    """A node the table knows but cannot express (dtype promotion, training-mode dropout...)."""
+
+
+def tensor_type(val: Any, what: str) -> TensorType:
+    """The builtin tensor type of a (fake) tensor from `node.meta["val"]`."""
+    if not isinstance(val, torch.Tensor):
+        raise AtenImportError(f"{what} is not a tensor ({type(val).__name__})")
+    if val.dtype not in DTYPES:
+        raise AtenImportError(f"{what} has unsupported dtype {val.dtype}")
+    return TensorType(DTYPES[val.dtype], [int(s) for s in val.shape])
+
+
+class Emitter:
+    """Inserts torch ops for FX nodes; `env` maps already imported nodes to SSA values."""
+
+    def __init__(self, builder: Builder, env: dict[torch.fx.Node, SSAValue]):
+        self.builder = builder
+        self.env = env
+
+    def emit(self, op: T.TorchOp) -> SSAValue:
+        self.builder.insert(op)
+        return op.result
+
+    def tensor(self, x: Any) -> SSAValue:
+        if not isinstance(x, torch.fx.Node) or x not in self.env:
+            raise AtenImportError(f"expected a tensor argument, got {x!r}")
+        return self.env[x]
+
+    def scalar(self, value: float | bool, like: SSAValue | Attribute) -> SSAValue:
+        """A rank-0 constant with the element type of `like` (how aten scalars enter)."""
+        elt = like if isinstance(like, Attribute) else elt_of(like)
+        if not isinstance(value, int | float):
+            raise AtenImportError(f"unsupported scalar argument {value!r}")
+        if isinstance(value, float) and elt in (i64, i32) and not value.is_integer():
+            raise AtenImportError("float scalar with an integer tensor needs dtype promotion")
+        if elt == i1 and value not in (0, 1):
+            raise AtenImportError(f"bool scalar {value!r} is not 0 or 1")
+        return self.emit(T.ConstantOp(float(value), TensorType(elt, [])))
+
+    def value(self, x: Any, like: SSAValue | Attribute | None = None) -> SSAValue:
+        """An SSA value for a node, an already built value, or a scalar (typed like `like`)."""
+        if isinstance(x, SSAValue):
+            return x
+        if isinstance(x, torch.fx.Node) or like is None:
+            return self.tensor(x)
+        return self.scalar(x, like)
+
+    def cast(self, x: SSAValue, elt: Attribute) -> SSAValue:
+        """`x` converted to element type `elt` (itself when it already has it)."""
+        return x if elt_of(x) == elt else self.emit(T.CastOp(x, elt))
+
+    def operand(self, x: Any, elt: Attribute) -> SSAValue:
+        """A tensor or scalar argument as a value of element type `elt`."""
+        if isinstance(x, SSAValue | torch.fx.Node):
+            return self.cast(self.value(x), elt)
+        return self.scalar(x, elt)
+
+    def promoted(self, lhs: Any, rhs: Any) -> Attribute:
+        """The element type PyTorch computes `lhs op rhs` in (`torch.result_type`)."""
+        a, b = (
+            _meta(self.value(x)) if isinstance(x, SSAValue | torch.fx.Node) else x
+            for x in (lhs, rhs)
+        )
+        return _element_type(torch.result_type(a, b))
+
+    def binary(
+        self, op: type[T.BinaryOp], lhs: Any, rhs: Any, elt: Attribute | None = None
+    ) -> SSAValue:
+        """`op(lhs, rhs)` computed in `elt` (default: PyTorch's promoted type)."""
+        elt = elt if elt is not None else self.promoted(lhs, rhs)
+        return self.emit(op(self.operand(lhs, elt), self.operand(rhs, elt)))
+
+    def scaled(self, x: Any, alpha: Any, like: SSAValue) -> SSAValue:
+        """`alpha * x` folded into a mul, skipped for the common alpha == 1."""
+        value = self.value(x, like)
+        return value if alpha == 1 else self.binary(T.MulOp, value, alpha)
+
+    def boolean(self, x: Any) -> SSAValue:
+        """`x != 0` unless `x` is already a bool tensor (logical ops take truth values)."""
+        value = self.value(x, i1)
+        return value if elt_of(value) == i1 else self.binary(T.NeOp, value, 0)
+
+
+def _meta(v: SSAValue) -> torch.Tensor:
+    """A meta tensor with the shape and dtype of `v` (for `torch.result_type`)."""
+    assert isinstance(v.type, TensorType)
+    return torch.empty(v.type.get_shape(), dtype=_torch_dtype(elt_of(v)), device="meta")
+
+
+def _torch_dtype(elt: Attribute) -> torch.dtype:
+    return next(k for k, v in DTYPES.items() if v == elt)
+
+
+def _element_type(dtype: Any) -> Attribute:
+    if isinstance(dtype, torch.Tensor):
+        dtype = dtype.dtype
+    if dtype not in DTYPES:
+        raise AtenImportError(f"unsupported dtype {dtype}")
+    return DTYPES[dtype]
+
+
+Handler = Callable[[Emitter, dict[str, Any], TensorType], SSAValue]
+HANDLERS: dict[Any, Handler] = {}
+
+
+def elt_of(v: SSAValue) -> Attribute:
+    assert isinstance(v.type, TensorType)
+    return v.type.element_type
+
+
+def rank_of(v: SSAValue) -> int:
+    assert isinstance(v.type, TensorType)
+    return v.type.get_num_dims()
+
+
+def norm_dim(d: int, rank: int) -> int:
+    return d + rank if d < 0 else d
+
+
+def norm_dims(ds: Sequence[int] | int | None, rank: int) -> list[int]:
+    if ds is None or (not isinstance(ds, int) and not ds):
+        return list(range(rank))
+    return sorted({norm_dim(d, rank) for d in ([ds] if isinstance(ds, int) else ds)})
+
+
+def handles(*targets: Any) -> Callable[[Handler], Handler]:
+    def register(fn: Handler) -> Handler:
+        for t in targets:
+            HANDLERS[t] = fn
+        return fn
+
+    return register
+
+
+def target_name(target: Any) -> str:
+    """`aten.cumsum.default` for an OpOverload, `_operator.getitem` for a Python callable."""
+    if isinstance(target, torch._ops.OpOverload | torch._ops.HigherOrderOperator):
+        return str(target)
+    return f"{getattr(target, '__module__', '')}.{getattr(target, '__name__', target)}".lstrip(".")

@@ -1,0 +1,110 @@
+"""Checkpoint weights bound to a program's arguments by name.
+
+A Hugging Face directory holds `model.safetensors`, or shards listed by
+`model.safetensors.index.json` (`weight_map`: tensor name -> shard file). Every parameter
+argument of `@forward` carries its name in the module (`deplodock.param`), the same name the
+checkpoint uses, so binding is a lookup by name with a shape check. Values the checkpoint does
+not hold by design (non-persistent buffers such as the rotary `inv_freq`, computed from the
+config) come from a fallback mapping; any other missing name is an error, never a default.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import numpy as np
+import torch
+from xdsl.dialects.builtin import MemRefType, ModuleOp, TensorType
+
+from deplodock.frontend.capture import to_numpy
+from deplodock.interpreters import forward_function
+from deplodock.interpreters.values import numpy_dtype, round_to_type
+
+INDEX_FILE = "model.safetensors.index.json"
+SINGLE_FILE = "model.safetensors"
+
+
+class WeightError(Exception):
+    """Weights that are missing, unreadable or of the wrong shape; one-line message."""
+
+
+def safetensors_files(directory: Path) -> list[Path]:
+    """The checkpoint files of `directory`: the shards of the index, or `*.safetensors`."""
+    index = directory / INDEX_FILE
+    if index.is_file():
+        try:
+            weight_map = json.loads(index.read_text())["weight_map"]
+        except (OSError, json.JSONDecodeError, KeyError, TypeError) as error:
+            raise WeightError(f"cannot read {index}: {error}") from None
+        files = [directory / name for name in dict.fromkeys(weight_map.values())]
+        missing = [f.name for f in files if not f.is_file()]
+        if missing:
+            raise WeightError(f"{index} lists missing shards: {', '.join(missing)}")
+        return files
+    single = directory / SINGLE_FILE
+    if single.is_file():
+        return [single]
+    return sorted(directory.glob("*.safetensors"))
+
+
+def load_safetensors(directory: Path) -> dict[str, torch.Tensor]:
+    """Every tensor of the checkpoint in `directory`, by name (all shards merged)."""
+    from safetensors import SafetensorError
+    from safetensors.torch import load_file
+
+    tensors: dict[str, torch.Tensor] = {}
+    for path in safetensors_files(directory):
+        try:
+            tensors.update(load_file(path))
+        except (OSError, SafetensorError) as error:
+            raise WeightError(f"cannot read {path}: {error}") from None
+    return tensors
+
+
+def bind_arguments(
+    module: ModuleOp,
+    inputs: Sequence[torch.Tensor | np.ndarray],
+    weights: Mapping[str, torch.Tensor],
+    fallback: Mapping[str, torch.Tensor] | None = None,
+    function: str = "forward",
+) -> list[np.ndarray]:
+    """The values of `@function`'s arguments: `inputs` in order, then each `deplodock.param`
+    looked up in `weights` (else `fallback`), converted to the argument's element type."""
+    func = forward_function(module, function)
+    attrs = func.arg_attrs.data if func.arg_attrs else [None] * len(func.args)
+    remaining = iter(inputs)
+    values: list[np.ndarray] = []
+    for arg_type, arg_attrs in zip(func.function_type.inputs.data, attrs, strict=True):
+        assert isinstance(arg_type, TensorType | MemRefType)
+        param = arg_attrs.data.get("deplodock.param") if arg_attrs is not None else None
+        if param is None:
+            value = next(remaining, None)
+            if value is None:
+                raise WeightError(f"@{function} takes more inputs than the {len(inputs)} given")
+            array = to_numpy(value) if isinstance(value, torch.Tensor) else np.asarray(value)
+        else:
+            name = param.data  # type: ignore[attr-defined]
+            array = _lookup(name, weights, fallback or {})
+        shape = tuple(arg_type.get_shape())
+        if array.shape != shape:
+            what = "input" if param is None else f"weight '{param.data}'"  # type: ignore[attr-defined]
+            raise WeightError(f"{what} has shape {array.shape}, the program expects {shape}")
+        if np.issubdtype(array.dtype, np.floating):  # bf16 arguments: rounded like the IR
+            array = np.asarray(round_to_type(array, arg_type.element_type))
+        values.append(array.astype(numpy_dtype(arg_type.element_type), copy=False))
+    return values
+
+
+def _lookup(
+    name: str, weights: Mapping[str, torch.Tensor], fallback: Mapping[str, torch.Tensor]
+) -> np.ndarray:
+    tensor = weights.get(name)
+    if tensor is None:
+        tensor = fallback.get(name)
+    if tensor is None:
+        raise WeightError(f"no weight named '{name}' (the checkpoint holds {len(weights)} tensors)")
+    if tensor.is_meta:
+        raise WeightError(f"weight '{name}' is on the meta device: load weights first")
+    return to_numpy(tensor)

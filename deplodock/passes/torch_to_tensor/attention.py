@@ -1,0 +1,111 @@
+"""`torch.scaled_dot_product_attention` -> two contractions around a masked, safe softmax.
+
+Over the query's leading dims `lead = (..., Hq)`:
+
+    scores[lead, l, s] = sum_e q[lead, l, e] * k[kv(lead), s, e]
+    logits = keep ? scores * scale (+ additive mask) : -inf
+    probs  = softmax over s (rows with every key masked give 0, as PyTorch's safe softmax)
+    out[lead, l, ev]   = sum_s probs[lead, l, s] * v[kv(lead), s, ev]
+
+`kv(lead)` reads key/value head `h floordiv (Hq / Hk)` for grouped-query attention, inside
+the index maps, so the repeated heads are never materialized. `keep` is `s <= l` for
+`is_causal` (with `tensor.index`, no mask tensor), and-ed with a bool `attn_mask`. f16/bf16
+inputs are computed in f32 (their casts fuse into the loads) and rounded once at the end.
+"""
+
+from __future__ import annotations
+
+import math
+
+from xdsl.dialects.builtin import AnyFloat, Float32Type, IntegerType
+from xdsl.ir import Attribute, SSAValue
+from xdsl.ir.affine import AffineExpr, AffineMap
+
+from deplodock.dialects import torch as t
+from deplodock.dialects.tensor import ReduceKind
+from deplodock.passes.torch_to_tensor.builders import (
+    ScalarBuilder,
+    TensorBuilder,
+    TorchLowering,
+    element_type_of,
+    shape_of,
+)
+from deplodock.passes.torch_to_tensor.matmul import contract
+
+
+def _cast(b: TensorBuilder, x: SSAValue, elt: Attribute) -> SSAValue:
+    if element_type_of(x) == elt:
+        return x
+    return b.elementwise([x], shape_of(x), elt, lambda s, v: s.cast(v, elt))
+
+
+def safe_softmax(b: TensorBuilder, x: SSAValue, dim: int) -> SSAValue:
+    """softmax along `dim`; a row that is entirely -inf gives zeros instead of NaN."""
+    shape, elt = shape_of(x), element_type_of(x)
+    peak = b.broadcast_to(b.reduce(x, ReduceKind.MAX, [dim]), shape)
+
+    def exp_shifted(s: ScalarBuilder, v: SSAValue, m: SSAValue) -> SSAValue:
+        return s.select(s.cmp("eq", m, -math.inf), 0.0, s.exp(s.sub(v, m)))
+
+    exps = b.elementwise([x, peak], shape, elt, exp_shifted)
+    total = b.broadcast_to(b.reduce(exps, ReduceKind.ADD, [dim]), shape)
+
+    def normalize(s: ScalarBuilder, e: SSAValue, z: SSAValue) -> SSAValue:
+        return s.select(s.cmp("eq", z, 0.0), 0.0, s.div(e, z))
+
+    return b.elementwise([exps, total], shape, elt, normalize)
+
+
+class ScaledDotProductAttentionLowering(TorchLowering):
+    op_type = t.ScaledDotProductAttentionOp
+
+    def lower(self, op: t.ScaledDotProductAttentionOp, b: TensorBuilder) -> SSAValue:
+        elt = element_type_of(op.query)
+        assert isinstance(elt, AnyFloat)
+        compute = Float32Type() if elt.bitwidth < 32 else elt
+        casts: dict[SSAValue, SSAValue] = {}
+        for x in (op.query, op.key, op.value):
+            if x not in casts:
+                casts[x] = _cast(b, x, compute)
+        q, k, v = (casts[x] for x in (op.query, op.key, op.value))
+        qs, ks, vs = shape_of(q), shape_of(k), shape_of(v)
+        lead, (length, source, width) = qs[:-2], (qs[-2], ks[-2], vs[-1])
+        n = len(lead)
+        group = t.query_group(op.name, qs, ks, bool(op.enable_gqa.value.data))
+        d = [AffineExpr.dimension(i) for i in range(n + 3)]
+        kv_lead = list(d[:n])
+        if group > 1:
+            kv_lead[n - 1] = d[n - 1] // group
+
+        # scores over (lead, l, e, s), summed over e
+        space = (*lead, length, qs[-1], source)
+        q_map = AffineMap(n + 3, 0, (*d[:n], d[n], d[n + 1]))
+        k_map = AffineMap(n + 3, 0, (*kv_lead, d[n + 2], d[n + 1]))
+        scores = contract(b, q, k, q_map, k_map, space, n + 1, [n + 1])
+
+        mask = op.attn_mask
+        is_causal, scale = bool(op.is_causal.value.data), op.scale.value.data
+        bool_mask = mask is not None and isinstance(element_type_of(mask), IntegerType)
+
+        def logits_body(s: ScalarBuilder, x: SSAValue, *m: SSAValue) -> SSAValue:
+            y = s.mul(x, scale)
+            keep = s.cmp("le", s.index(n + 1), s.index(n)) if is_causal else None
+            if m and bool_mask:
+                keep = m[0] if keep is None else s.and_(keep, m[0])
+            elif m:
+                y = s.add(y, s.cast(m[0], compute))
+            return y if keep is None else s.select(keep, y, -math.inf)
+
+        inputs = [scores] if mask is None else [scores, mask]
+        logits = b.elementwise(inputs, (*lead, length, source), compute, logits_body)
+        probs = safe_softmax(b, logits, n + 1)
+
+        # out over (lead, l, s, ev), summed over s
+        space = (*lead, length, source, width)
+        p_map = AffineMap(n + 3, 0, (*d[:n], d[n], d[n + 1]))
+        v_map = AffineMap(n + 3, 0, (*kv_lead, d[n + 1], d[n + 2]))
+        out = contract(b, probs, v, p_map, v_map, space, n + 1, [n + 1])
+        return _cast(b, out, elt)
+
+
+PATTERNS: tuple[TorchLowering, ...] = (ScaledDotProductAttentionLowering(),)

@@ -1,0 +1,117 @@
+"""`deplodock.compile(module, example_inputs)`: a callable program, errors in one message."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+import torch
+from torch import nn
+
+import deplodock
+from deplodock.frontend.capture import UnsupportedOpError
+from deplodock.frontend.expression import randomize_parameters
+from deplodock.frontend.models import randomize_weights
+
+
+def _rel_err(actual: torch.Tensor, expected: torch.Tensor) -> float:
+    return float((actual.double() - expected.double()).abs().max() / expected.abs().max())
+
+
+def test_import_deplodock_stays_light() -> None:
+    code = "import sys, deplodock; print('torch' in sys.modules, callable(deplodock.compile))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["False", "True"]
+
+
+def test_compile_returns_a_callable_reading_current_parameters() -> None:
+    model = randomize_parameters(nn.Sequential(nn.Linear(8, 16), nn.GELU(), nn.Linear(16, 4)), 1)
+    x = torch.randn(3, 8, generator=torch.Generator().manual_seed(0))
+    f = deplodock.compile(model, (x,))
+    assert f.program.stage == "kernel"
+    with torch.no_grad():
+        assert _rel_err(f(x), model(x)) <= 1e-5
+        model[2].weight.mul_(-2.0)  # new weights, no recompile
+        y = torch.randn(3, 8)
+        assert _rel_err(f(y), model(y)) <= 1e-5
+    assert "kernel.func" in f.ir
+
+
+def test_several_outputs_keep_their_dtypes() -> None:
+    class Two(nn.Module):
+        def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+            return torch.softmax(x, -1), x.sum(-1)
+
+    x = torch.randn(2, 16, generator=torch.Generator().manual_seed(0)).half()
+    a, b = deplodock.compile(Two(), (x,), stage="loop")(x)
+    assert a.dtype == b.dtype == torch.float16
+    ref_a, ref_b = Two()(x.double())
+    assert _rel_err(a, ref_a) <= 5e-3 and _rel_err(b, ref_b) <= 5e-3  # fp16 rounding
+
+
+def test_hugging_face_model_logits_and_model_left_unchanged() -> None:
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    config = AutoConfig.for_model(
+        "llama",
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        vocab_size=128,
+    )
+    torch.manual_seed(0)
+    model = randomize_weights(AutoModelForCausalLM.from_config(config), seed=2).eval()
+    norms_before = [type(m).__name__ for m in model.modules()]
+    input_ids = torch.randint(0, 128, (1, 8), generator=torch.Generator().manual_seed(1))
+    f = deplodock.compile(model, (input_ids,))
+    assert [type(m).__name__ for m in model.modules()] == norms_before
+    assert model.config._attn_implementation == "sdpa"
+    assert f.program.segments == (4, 3)  # prologue, 2 layers lowered once, epilogue
+    logits = f(input_ids)
+    with torch.no_grad():
+        expected = model.double()(input_ids).logits
+    assert logits.shape == (1, 8, 128)
+    assert _rel_err(logits, expected) <= 1e-4
+
+
+def test_unsupported_ops_are_reported_in_one_message_with_their_module_paths() -> None:
+    class Mix(nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return torch.lgamma(x) + torch.cummax(x, -1).values
+
+    class Layer(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.mix = Mix()
+            self.proj = nn.Linear(8, 8)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.proj(self.mix(x))
+
+    class Net(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.layers = nn.ModuleList([Layer() for _ in range(3)])
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            for layer in self.layers:
+                x = layer(x)
+            return torch.lgamma(x)
+
+    with pytest.raises(UnsupportedOpError) as info:
+        deplodock.compile(Net(), (torch.randn(2, 8),))
+    message = str(info.value)
+    assert "\n" not in message
+    assert message.startswith(
+        "unsupported ops aten.lgamma.default (4x in layers.{0-2}.mix), "
+        "aten.cummax.default (3x in layers.{0-2}.mix) at forward: nodes lgamma, cummax, "
+    )
+    assert "getitem" not in message
+
+
+def test_unknown_device() -> None:
+    with pytest.raises(ValueError, match="unknown device 'tpu'"):
+        deplodock.compile(nn.ReLU(), (torch.randn(4),), device="tpu")

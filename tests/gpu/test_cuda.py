@@ -1,0 +1,151 @@
+"""On a GPU: build, run and check real programs; bench, profile and the suite end to end.
+
+Every test here is marked `gpu` and skipped (with the reason) where there is no CUDA device,
+pycuda or nvcc (see conftest.py). Shapes are small except the issue's own examples.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from deplodock.cli.main import main
+
+pytestmark = pytest.mark.gpu
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:
+    status = main(["run", *argv])
+    out, err = capsys.readouterr()
+    return status, out + err
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "nn.RMSNorm(3584)(torch.randn(1, 128, 3584))",  # the issue's example
+        "torch.softmax(torch.randn(2, 8, 100, 100), dim=-1)",
+        "nn.Linear(1024, 512)(torch.randn(1, 32, 1024)) + torch.randn(1, 32, 512)",
+        "F.silu(torch.randn(1, 32, 640)) * torch.randn(1, 32, 640)",
+        "nn.Linear(256, 128, dtype=torch.bfloat16)(torch.randn(1, 64, 256, dtype=torch.bfloat16))",
+        "F.scaled_dot_product_attention(torch.randn(1, 8, 64, 32), torch.randn(1, 2, 64, 32), "
+        "torch.randn(1, 2, 64, 32), is_causal=True, enable_gqa=True)",
+    ],
+)
+def test_programs_match_pytorch_on_the_gpu(capsys, code: str) -> None:
+    status, out = run_cli(capsys, "-c", code, "--device", "cuda")
+    assert status == 0, out
+    assert out.startswith("OK: cuda program on ") and "(sm_" in out
+
+
+def test_softmax_bench_and_profile(capsys) -> None:
+    code = "torch.nn.Softmax(dim=-1)(torch.randn(1, 28, 256, 256))"
+    status, out = run_cli(
+        capsys, "--bench", "--profile", "--warmup", "2", "--iters", "5", "-c", code
+    )
+    assert status == 0, out
+    lines = out.splitlines()
+    assert lines[0].startswith("OK: cuda program")
+    bench = next(i for i, ln in enumerate(lines) if ln.startswith("bench:"))
+    eager, compiled, mine = (ln.split() for ln in lines[bench + 2 : bench + 5])
+    assert eager[:2] == ["PyTorch", "eager"] and eager[-1].endswith("x")
+    assert compiled[0] == "torch.compile" and mine[0] == "deplodock" and float(mine[1]) > 0
+    prof = next(i for i, ln in enumerate(lines) if ln.startswith("profile:"))
+    row = lines[prof + 2].split()
+    assert row[0] == "softmax_kernel" and float(row[1]) > 0 and float(row[3]) > 0
+    assert lines[-1].lstrip().startswith("ceilings")
+
+
+def test_the_issue_softmax_example(capsys) -> None:
+    code = "torch.nn.Softmax(dim=-1)(torch.randn(1, 28, 2048, 2048))"
+    status, out = run_cli(capsys, "--bench", "--profile", "--iters", "10", "-c", code)
+    assert status == 0, out
+    assert "deplodock" in out and "profile:" in out
+
+
+def test_zero_copy_exchange_and_poisoning() -> None:
+    import torch
+
+    from deplodock.backend.cuda_run import device_arguments, relative_error
+    from deplodock.backend.device import require_cuda
+    from deplodock.backend.runtime import CudaProgram
+    from deplodock.driver import lower_program, program_from_expression
+
+    device = require_cuda()
+    program = program_from_expression("torch.randn(4, 300) * 2.0")
+    lower_program(program, "cuda")
+    compiled = CudaProgram.load(program.module, device)
+    again = CudaProgram.load(program.module, device)
+    assert again.build.cached and again.build.cubin == compiled.build.cubin
+    inputs, arguments = device_arguments(program)
+    (out,) = compiled(*arguments, poison=True, check=True)
+    assert out.is_cuda and out.dtype == torch.float32
+    assert relative_error(out, inputs[0] * 2.0) == 0.0
+    assert arguments[0].data_ptr() == inputs[0].data_ptr()  # passed by pointer, not copied
+
+
+def test_a_faulting_kernel_is_named(tmp_path: Path) -> None:
+    # an illegal address poisons the CUDA context, so this runs in its own process
+    script = textwrap.dedent(
+        r'''
+        import torch
+        from xdsl.parser import Parser
+        from deplodock.backend.device import require_cuda
+        from deplodock.backend.runtime import CudaProgram, KernelLaunchError
+        from deplodock.dialects import make_context
+        src = (r"extern \22C\22 __global__ void wild(const float* __restrict__ x, "
+               r"float* __restrict__ y) {\0A  y[threadIdx.x * 400000000LL] = x[0];\0A}\0A")
+        text = f"""builtin.module {{
+          cuda.kernel @wild grid 1 block 32 smem 0 args [memref<4xf32>, memref<4xf32>]
+              source "{src}"
+          func.func @forward(%x: memref<4xf32>) -> memref<4xf32> {{
+            %y = cuda.alloc : memref<4xf32>
+            cuda.launch @wild(%x, %y) : (memref<4xf32>, memref<4xf32>) -> ()
+            func.return %y : memref<4xf32>
+          }}
+        }}"""
+        program = CudaProgram.load(Parser(make_context(), text).parse_module(), require_cuda())
+        try:
+            program(torch.randn(4, device="cuda"), check=True)
+        except KernelLaunchError as error:
+            print("NAMED:", error)
+        '''
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT, check=False
+    )
+    assert "NAMED: kernel @wild (grid 1, block 32) failed:" in result.stdout, result.stderr
+
+
+def test_ceilings_are_measured_and_cached(tmp_path: Path, monkeypatch) -> None:
+    from deplodock.backend.device import load_ceilings, measure_ceilings, require_cuda
+
+    monkeypatch.setenv("DEPLODOCK_CEILINGS", str(tmp_path / "ceilings.json"))
+    name = require_cuda().name
+    ceilings = load_ceilings(name, lambda: measure_ceilings(runs=3))
+    assert 100 < ceilings.copy_gbps < 20_000
+    assert 1_000 < ceilings.fp32_gflops < ceilings.bf16_gflops
+    assert name in json.loads((tmp_path / "ceilings.json").read_text())
+
+
+def test_suite_on_two_cases(tmp_path: Path) -> None:
+    argv = ["-m", "bench.kernels", "--dtype", "bf16", "--out", str(tmp_path)]
+    argv += ["-k", "rmsnorm/tinyllama-1.1b/s32", "-k", "silu_mul/tinyllama-1.1b/s32"]
+    argv += ["--warmup", "2", "--iters", "5"]
+    result = subprocess.run(
+        [sys.executable, *argv], capture_output=True, text=True, cwd=ROOT, check=False
+    )
+    assert result.returncode == 0, result.stderr
+    (json_path,) = tmp_path.glob("kernels-bf16-*.json")
+    doc = json.loads(json_path.read_text())
+    assert doc["device"] and doc["driver"] and doc["torch"] and doc["nvcc"] and doc["date"]
+    assert [r["status"] for r in doc["rows"]] == ["ok", "ok"], doc["rows"]
+    assert all(r["deplodock_ms"] > 0 and r["speedup_eager"] > 0 for r in doc["rows"])
+    assert list(tmp_path.glob("kernels-bf16-*.png"))
+    assert "geomean speedup" in result.stdout
