@@ -18,7 +18,10 @@ each element of B independently. The guard `max-recompute` bounds the recomputat
 fusion is kept only if work(fused) <= max_recompute * (work(C) + work(P)), where work is the
 sum over ops of the product of their enclosing trip counts, and only if it recomputes no
 reduction: the number of reduce-loop iterations may not grow (a row statistic placed once per row is
-fine; a matmul redone for every element of its consumer is not).
+fine; a matmul redone for every element of its consumer is not). A P with reduce loops
+is not cloned while another kernel also reads B (or B is returned): P would stay and its
+reductions run twice. It is tried again once those readers have been fused away, so a
+softmax still becomes one kernel while a matmul with two consumers is computed once.
 """
 
 from __future__ import annotations
@@ -284,6 +287,12 @@ def _launch_count(func: FuncOp, kernel: loop.KernelOp) -> int:
     return sum(1 for launch in launches(func) if launch.callee.string_value() == name)
 
 
+def _read_elsewhere(buffer: SSAValue, consumer: loop.LaunchOp, producer: loop.LaunchOp) -> bool:
+    """Whether `buffer` outlives fusing its producer into `consumer`: another launch reads
+    it or the function returns it, so the producer's kernel stays and runs anyway."""
+    return any(use.operation not in (consumer, producer) for use in buffer.uses)
+
+
 @dataclass
 class FuseProducers(RewritePattern):
     """Fuses into a launch's kernel one producer of a buffer it reads (see module doc)."""
@@ -306,6 +315,10 @@ class FuseProducers(RewritePattern):
             producer = self._producer(module, func, op, op.args[position])
             if producer is None or (consumer, producer.launch) in self.rejected:
                 continue
+            if reduction_iterations(producer.kernel) and _read_elsewhere(
+                op.args[position], op, producer.launch
+            ):
+                continue  # not rejected: retried once the other readers are fused away
             fused, args = fuse(consumer, op.args, position, producer)
             budget = self.max_recompute * (work(consumer) + work(producer.kernel))
             reductions = reduction_iterations(consumer) + reduction_iterations(producer.kernel)
