@@ -41,8 +41,9 @@ from xdsl.dialects.builtin import (
 from xdsl.ir import Block, BlockArgument, Operation, SSAValue
 
 from deplodock.dialects import kernel
-from deplodock.dialects.kernel import element_bytes, is_shared
-from deplodock.interpreters.arith import _BINARY, _CASTS, _CMPI
+from deplodock.dialects.hardware import element_bytes, is_shared
+from deplodock.interpreters.arith import _BINARY, _CMPI
+from deplodock.interpreters.arith import CAST_OPS as _CASTS
 
 #: Above this many lane-iterations a loop with iv-dependent control is approximated.
 MAX_WALK = 1 << 26

@@ -16,16 +16,14 @@ from xdsl.dialects import arith
 from xdsl.dialects.builtin import MemRefType
 from xdsl.ir import Attribute, Block, BlockArgument, Operation, SSAValue
 
+from deplodock.backend.cuda_arith import C_FUNCTION_NAMES, ScalarContext, scalar_expr
 from deplodock.backend.cuda_exprs import (
-    C_FUNCTION_NAMES,
     Expr,
     PrinterError,
-    ScalarContext,
     c_type,
     element_c_type,
     linear_index,
     name,
-    scalar_expr,
 )
 from deplodock.dialects import kernel
 

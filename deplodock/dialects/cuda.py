@@ -38,7 +38,7 @@ from xdsl.traits import (
 )
 from xdsl.utils.exceptions import VerifyException
 
-MAX_THREADS_PER_BLOCK = 1024
+from deplodock.dialects.hardware import MAX_THREADS_PER_BLOCK
 
 
 @irdl_op_definition

@@ -5,7 +5,8 @@ It is the materialized form of a `tile` schedule: thread and block ids, static s
 maps to one CUDA construct, so the `cuda` printer is a straight walk. The verifiers reject what
 the hardware cannot run: more than 1024 threads, more than 48 KiB of static shared memory,
 and a `__syncthreads()` under thread-divergent control flow. Loops, loads, stores, the kernel
-header and the host ops share their syntax with `loop` and `tile` (`common.py`).
+header and the host ops share their syntax with `loop` and `tile` (`common/`); the
+hardware limits live in `hardware.py`.
 """
 
 from __future__ import annotations
@@ -15,10 +16,6 @@ from typing import ClassVar
 from xdsl.dialects.builtin import (
     I64,
     AnyFloat,
-    BFloat16Type,
-    Float16Type,
-    Float32Type,
-    Float64Type,
     IndexType,
     IntegerAttr,
     IntegerType,
@@ -61,43 +58,14 @@ from deplodock.dialects.common import (
     StoreOpBase,
     YieldOpBase,
 )
-
-SHARED_MEMORY_SPACE = 3
-MAX_THREADS_PER_BLOCK = 1024
-WARP_SIZE = 32
-MAX_STATIC_SHARED_BYTES = 48 * 1024
-
-
-def is_shared(memref_type: Attribute) -> bool:
-    """True for a `memref<..., 3>`: a `__shared__` array of the block."""
-    if not isinstance(memref_type, MemRefType):
-        return False
-    space = memref_type.memory_space
-    return isinstance(space, IntegerAttr) and space.value.data == SHARED_MEMORY_SPACE
-
-
-def element_bytes(element_type: Attribute) -> int:
-    """Size of one element in bytes (for the shared-memory budget)."""
-    match element_type:
-        case Float16Type() | BFloat16Type():
-            return 2
-        case Float32Type():
-            return 4
-        case Float64Type() | IndexType():
-            return 8
-        case IntegerType(width=width):
-            return max(1, width.data // 8)
-        case _:
-            raise VerifyException(f"kernel: no byte size known for element type {element_type}")
-
-
-def shared_bytes(memref_type: MemRefType) -> int:
-    """Bytes of one static shared array."""
-    count = 1
-    for dim in memref_type.get_shape():
-        count *= dim
-    return count * element_bytes(memref_type.element_type)
-
+from deplodock.dialects.hardware import (
+    MAX_STATIC_SHARED_BYTES,
+    MAX_THREADS_PER_BLOCK,
+    SHARED_MEMORY_SPACE,
+    WARP_SIZE,
+    is_shared,
+    shared_bytes,
+)
 
 # --------------------------------------------------------------------------------------------
 # The kernel function
@@ -179,30 +147,29 @@ class FuncOp(KernelOpBase):
 # Thread geometry, shared memory, synchronization
 
 
+class _GeometryOpBase(IRDLOperation):
+    """Shared shape of `kernel.thread_id` and `kernel.block_id`: `%t = X : index`, pure."""
+
+    result = result_def(IndexType)
+    assembly_format = "attr-dict `:` type($result)"
+    traits = traits_def(Pure(), HasAncestor(FuncOp))
+
+    def __init__(self):
+        super().__init__(result_types=[IndexType()])
+
+
 @irdl_op_definition
-class ThreadIdOp(IRDLOperation):
+class ThreadIdOp(_GeometryOpBase):
     """`threadIdx.x`: differs per lane, so anything computed from it is thread-dependent."""
 
     name = "kernel.thread_id"
-    result = result_def(IndexType)
-    assembly_format = "attr-dict `:` type($result)"
-    traits = traits_def(Pure(), HasAncestor(FuncOp))
-
-    def __init__(self):
-        super().__init__(result_types=[IndexType()])
 
 
 @irdl_op_definition
-class BlockIdOp(IRDLOperation):
+class BlockIdOp(_GeometryOpBase):
     """`blockIdx.x`: uniform across the threads of a block."""
 
     name = "kernel.block_id"
-    result = result_def(IndexType)
-    assembly_format = "attr-dict `:` type($result)"
-    traits = traits_def(Pure(), HasAncestor(FuncOp))
-
-    def __init__(self):
-        super().__init__(result_types=[IndexType()])
 
 
 @irdl_op_definition

@@ -4,7 +4,7 @@ A `loop.kernel` is a symbol whose body is a nest of `loop.for` loops, `loop.load
 `loop.store` on its memref arguments, and scalar `arith`/`math`. A loop without iter_args is
 *free* (its iterations are independent); a loop with iter_args is a *reduce* loop. `@forward`
 holds the host sequence: `loop.alloc` per intermediate/output buffer and `loop.launch` per
-kernel. The syntax and verifiers are shared with `tile` and `kernel` (see `common.py`).
+kernel. The syntax and verifiers are shared with `tile` and `kernel` (see `common/`).
 """
 
 from __future__ import annotations

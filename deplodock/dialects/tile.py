@@ -6,7 +6,7 @@ per-thread loop with a dynamic start (the thread id for a cooperative strided lo
 `b * T + t` for a grid-stride loop, a constant for a serial loop) and `tile.combine` reduces
 a per-thread value over the block. Other ops (`arith`, `math`, loads, stores) run once per
 thread. Kernels, loops, loads, stores and the host ops share their syntax and verifiers with
-`loop` and `kernel` through `common.py`.
+`loop` and `kernel` through `common/`.
 """
 
 from __future__ import annotations
@@ -56,10 +56,10 @@ from deplodock.dialects.common import (
     StoreOpBase,
     YieldOpBase,
 )
+from deplodock.dialects.hardware import MAX_THREADS_PER_BLOCK, WARP_SIZE
 from deplodock.dialects.tensor import ReduceKind, ReduceKindAttr
 
-MAX_THREADS = 1024
-WARP_SIZE = 32
+MAX_THREADS = MAX_THREADS_PER_BLOCK  # the name the tile passes use
 
 
 @irdl_op_definition

@@ -125,7 +125,9 @@ _UNARY: dict[type[Operation], NumpyFn] = {
     math.TruncOp: np.trunc,
 }
 
-_CASTS: tuple[type[Operation], ...] = (
+#: The casts: the result is the operand rounded to the result type (also what the CUDA
+#: printer and the cost model treat as casts).
+CAST_OPS: tuple[type[Operation], ...] = (
     arith.IndexCastOp,
     arith.SIToFPOp,
     arith.UIToFPOp,
@@ -234,7 +236,7 @@ def _build_functions() -> type[InterpreterFunctions]:
     }
     for op_type, fn in (_BINARY | _UNARY).items():
         methods[f"run_{op_type.__name__}"] = impl(op_type)(_elementwise_impl(fn))
-    for op_type in _CASTS:
+    for op_type in CAST_OPS:
         methods[f"run_{op_type.__name__}"] = impl(op_type)(_cast_impl)
     functions = type("ArithMathFunctions", (InterpreterFunctions,), methods)
     functions.__doc__ = "numpy-vectorised `arith` and `math` (see the module docstring)."

@@ -18,12 +18,12 @@ from xdsl.interpreter import (
     impl,
     register_impls,
 )
-from xdsl.traits import SymbolTable
 from xdsl.utils.exceptions import InterpretationError
 
 from deplodock.backend import cpu_runner
 from deplodock.dialects import cuda
-from deplodock.interpreters.values import empty_buffer, numpy_dtype
+from deplodock.interpreters.common import alloc_impl, lookup_kernel
+from deplodock.interpreters.values import numpy_dtype
 
 
 def _to_bf16_bits(a: np.ndarray) -> np.ndarray:
@@ -47,16 +47,11 @@ def _device_view(array: np.ndarray, t: MemRefType) -> np.ndarray:
 
 @register_impls
 class CudaFunctions(InterpreterFunctions):
-    @impl(cuda.AllocOp)
-    def run_alloc(self, interpreter: Interpreter, op: cuda.AllocOp, args: PythonValues):
-        assert isinstance(op.result.type, MemRefType)
-        return (empty_buffer(op.result.type),)
+    run_alloc = alloc_impl(cuda.AllocOp)
 
     @impl(cuda.LaunchOp)
     def run_launch(self, interpreter: Interpreter, op: cuda.LaunchOp, args: PythonValues):
-        kernel = SymbolTable.lookup_symbol(op, op.callee)
-        if not isinstance(kernel, cuda.KernelOp):
-            raise InterpretationError(f"cuda.launch: no cuda.kernel named {op.callee}")
+        kernel = lookup_kernel(op, op.callee, cuda.KernelOp)
         types = [a.type for a in op.args]
         views = []
         for i, (array, t) in enumerate(zip(args, types, strict=True)):

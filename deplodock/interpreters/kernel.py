@@ -15,32 +15,23 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from xdsl.dialects.builtin import MemRefType
 from xdsl.interpreter import (
     Interpreter,
     InterpreterFunctions,
     PythonValues,
-    ReturnedValues,
-    TerminatorValue,
     impl,
-    impl_terminator,
     register_impls,
 )
-from xdsl.ir import Operation, SSAValue
-from xdsl.traits import SymbolTable
+from xdsl.ir import Operation
 from xdsl.utils.exceptions import InterpretationError
 
 from deplodock.dialects import kernel
+from deplodock.interpreters.common import alloc_impl, lookup_kernel, terminator_impl
 from deplodock.interpreters.shared_memory import SharedBuffer
-from deplodock.interpreters.simt import LockstepState
+from deplodock.interpreters.simt import LockstepState, buffer_name
 from deplodock.interpreters.values import empty_buffer, numpy_dtype
 
 WARP_SIZE = 32
-
-
-def buffer_name(value: SSAValue) -> str:
-    """How error messages name a buffer: its SSA name (`%red`) when it has one."""
-    return f"%{value.name_hint}" if value.name_hint else "<buffer>"
 
 
 @dataclass
@@ -85,24 +76,14 @@ class KernelFunctions(InterpreterFunctions):
 
     # -- host -------------------------------------------------------------------------------
 
-    @impl(kernel.AllocOp)
-    def run_alloc(self, interpreter: Interpreter, op: kernel.AllocOp, args: PythonValues):
-        assert isinstance(op.res.type, MemRefType)
-        return (empty_buffer(op.res.type),)
+    run_alloc = alloc_impl(kernel.AllocOp)
 
     @impl(kernel.LaunchOp)
     def run_launch(self, interpreter: Interpreter, op: kernel.LaunchOp, args: PythonValues):
-        func = SymbolTable.lookup_symbol(op, op.callee)
-        if not isinstance(func, kernel.FuncOp):
-            raise InterpretationError(f"kernel.launch: {op.callee} is not a kernel.func")
-        run_kernel(interpreter, func, args)
+        run_kernel(interpreter, lookup_kernel(op, op.callee, kernel.FuncOp), args)
         return ()
 
-    @impl_terminator(kernel.ReturnOp)
-    def run_return(
-        self, interpreter: Interpreter, op: kernel.ReturnOp, args: PythonValues
-    ) -> tuple[TerminatorValue, PythonValues]:
-        return ReturnedValues(()), ()
+    run_return = terminator_impl(kernel.ReturnOp)
 
     # -- thread geometry and synchronization ------------------------------------------------
 
@@ -154,11 +135,7 @@ class KernelFunctions(InterpreterFunctions):
         state = _block(interpreter, op)
         return state.lanes.run_loop(lb, op.upper, op.step_value, inits, body)
 
-    @impl_terminator(kernel.YieldOp)
-    def run_yield(
-        self, interpreter: Interpreter, op: kernel.YieldOp, args: PythonValues
-    ) -> tuple[TerminatorValue, PythonValues]:
-        return ReturnedValues(args), ()
+    run_yield = terminator_impl(kernel.YieldOp)
 
     @impl(kernel.IfOp)
     def run_if(self, interpreter: Interpreter, op: kernel.IfOp, args: PythonValues):

@@ -16,22 +16,16 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from xdsl.dialects.builtin import MemRefType
 from xdsl.interpreter import (
     Interpreter,
     InterpreterFunctions,
     PythonValues,
-    ReturnedValues,
-    TerminatorValue,
     impl,
-    impl_terminator,
     register_impls,
 )
-from xdsl.traits import SymbolTable
-from xdsl.utils.exceptions import InterpretationError
 
 from deplodock.dialects import loop
-from deplodock.interpreters.values import empty_buffer
+from deplodock.interpreters.common import alloc_impl, lookup_kernel, terminator_impl
 
 
 def broadcast_indices(indices: PythonValues) -> tuple[Any, ...]:
@@ -89,17 +83,9 @@ class LoopFunctions(InterpreterFunctions):
             carried = interpreter.run_ssacfg_region(op.body, (iv, *carried), "loop.for")
         return carried
 
-    @impl_terminator(loop.YieldOp)
-    def run_yield(
-        self, interpreter: Interpreter, op: loop.YieldOp, args: PythonValues
-    ) -> tuple[TerminatorValue, PythonValues]:
-        return ReturnedValues(args), ()
+    run_yield = terminator_impl(loop.YieldOp)
 
-    @impl_terminator(loop.ReturnOp)
-    def run_return(
-        self, interpreter: Interpreter, op: loop.ReturnOp, args: PythonValues
-    ) -> tuple[TerminatorValue, PythonValues]:
-        return ReturnedValues(()), ()
+    run_return = terminator_impl(loop.ReturnOp)
 
     @impl(loop.LoadOp)
     def run_load(self, interpreter: Interpreter, op: loop.LoadOp, args: PythonValues):
@@ -112,16 +98,11 @@ class LoopFunctions(InterpreterFunctions):
         scatter(buffer, indices, value)
         return ()
 
-    @impl(loop.AllocOp)
-    def run_alloc(self, interpreter: Interpreter, op: loop.AllocOp, args: PythonValues):
-        assert isinstance(op.res.type, MemRefType)
-        return (empty_buffer(op.res.type),)
+    run_alloc = alloc_impl(loop.AllocOp)
 
     @impl(loop.LaunchOp)
     def run_launch(self, interpreter: Interpreter, op: loop.LaunchOp, args: PythonValues):
-        kernel = SymbolTable.lookup_symbol(op, op.callee)
-        if not isinstance(kernel, loop.KernelOp):
-            raise InterpretationError(f"loop.launch: no loop.kernel named {op.callee}")
+        kernel = lookup_kernel(op, op.callee, loop.KernelOp)
         saved, self._free_depth = self._free_depth, 0
         try:
             interpreter.run_ssacfg_region(kernel.body, tuple(args), f"loop.kernel {op.callee}")

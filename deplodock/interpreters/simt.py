@@ -30,8 +30,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from xdsl.ir import Operation
+from xdsl.ir import Operation, SSAValue
 from xdsl.utils.exceptions import InterpretationError
+
+
+def buffer_name(value: SSAValue) -> str:
+    """How error messages name a buffer: its SSA name (`%x`) when it has one."""
+    return f"%{value.name_hint}" if value.name_hint else "<buffer>"
+
 
 #: The body of a per-lane loop: (induction variable lanes, carried values) -> next values.
 LoopBody = Callable[[np.ndarray, tuple[Any, ...]], Sequence[Any]]

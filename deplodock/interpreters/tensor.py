@@ -18,10 +18,7 @@ from xdsl.interpreter import (
     Interpreter,
     InterpreterFunctions,
     PythonValues,
-    ReturnedValues,
-    TerminatorValue,
     impl,
-    impl_terminator,
     register_impls,
 )
 from xdsl.utils.exceptions import InterpretationError
@@ -36,6 +33,7 @@ from deplodock.dialects.tensor import (
     YieldOp,
 )
 from deplodock.interpreters.affine import eval_affine_map
+from deplodock.interpreters.common import terminator_impl
 from deplodock.interpreters.values import numpy_dtype, round_to_type
 
 _REDUCERS = {
@@ -65,11 +63,7 @@ class TensorFunctions(InterpreterFunctions):
         results = interpreter.run_ssacfg_region(op.body, args, "tensor.elementwise")
         return (as_tensor(results[0], op.result.type),)
 
-    @impl_terminator(YieldOp)
-    def run_yield(
-        self, interpreter: Interpreter, op: YieldOp, args: PythonValues
-    ) -> tuple[TerminatorValue, PythonValues]:
-        return ReturnedValues(args), ()
+    run_yield = terminator_impl(YieldOp)
 
     @impl(IndexOp)
     def run_index(self, interpreter: Interpreter, op: IndexOp, args: PythonValues) -> PythonValues:

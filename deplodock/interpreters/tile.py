@@ -13,29 +13,19 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from xdsl.dialects.builtin import MemRefType
 from xdsl.interpreter import (
     Interpreter,
     InterpreterFunctions,
     PythonValues,
-    ReturnedValues,
-    TerminatorValue,
     impl,
-    impl_terminator,
     register_impls,
 )
-from xdsl.ir import Operation, SSAValue
-from xdsl.traits import SymbolTable
+from xdsl.ir import Operation
 from xdsl.utils.exceptions import InterpretationError
 
 from deplodock.dialects import tile
-from deplodock.interpreters.simt import LockstepState
-from deplodock.interpreters.values import empty_buffer
-
-
-def buffer_name(value: SSAValue) -> str:
-    """How error messages name a buffer: its SSA name (`%x`) when it has one."""
-    return f"%{value.name_hint}" if value.name_hint else "<buffer>"
+from deplodock.interpreters.common import alloc_impl, lookup_kernel, terminator_impl
+from deplodock.interpreters.simt import LockstepState, buffer_name
 
 
 def _lockstep_stack(interpreter: Interpreter) -> list[LockstepState]:
@@ -61,24 +51,15 @@ class TileFunctions(InterpreterFunctions):
 
     # -- host -------------------------------------------------------------------------------
 
-    @impl(tile.AllocOp)
-    def run_alloc(self, interpreter: Interpreter, op: tile.AllocOp, args: PythonValues):
-        assert isinstance(op.res.type, MemRefType)
-        return (empty_buffer(op.res.type),)
+    run_alloc = alloc_impl(tile.AllocOp)
 
     @impl(tile.LaunchOp)
     def run_launch(self, interpreter: Interpreter, op: tile.LaunchOp, args: PythonValues):
-        kernel = SymbolTable.lookup_symbol(op, op.callee)
-        if not isinstance(kernel, tile.KernelOp):
-            raise InterpretationError(f"tile.launch: {op.callee} is not a tile.kernel")
+        kernel = lookup_kernel(op, op.callee, tile.KernelOp)
         interpreter.run_ssacfg_region(kernel.body, args, f"tile.kernel {kernel.sym_name.data}")
         return ()
 
-    @impl_terminator(tile.ReturnOp)
-    def run_return(
-        self, interpreter: Interpreter, op: tile.ReturnOp, args: PythonValues
-    ) -> tuple[TerminatorValue, PythonValues]:
-        return ReturnedValues(()), ()
+    run_return = terminator_impl(tile.ReturnOp)
 
     # -- blocks and threads -----------------------------------------------------------------
 
@@ -119,11 +100,7 @@ class TileFunctions(InterpreterFunctions):
             carried = tuple(body(iv, carried))
         return carried
 
-    @impl_terminator(tile.YieldOp)
-    def run_yield(
-        self, interpreter: Interpreter, op: tile.YieldOp, args: PythonValues
-    ) -> tuple[TerminatorValue, PythonValues]:
-        return ReturnedValues(args), ()
+    run_yield = terminator_impl(tile.YieldOp)
 
     @impl(tile.CombineOp)
     def run_combine(self, interpreter: Interpreter, op: tile.CombineOp, args: PythonValues):

@@ -152,97 +152,48 @@ _REDUCE: dict[type[Operation], Callable[..., np.ndarray]] = {
 }
 
 
+def _run_unary(
+    _: InterpreterFunctions, __: Interpreter, op: Operation, args: PythonValues
+) -> PythonValues:
+    return _out(op, _UNARY[type(op)](_wide(args[0])))
+
+
+def _run_binary(
+    _: InterpreterFunctions, __: Interpreter, op: Operation, args: PythonValues
+) -> PythonValues:
+    return _out(op, _BINARY[type(op)](_wide(args[0]), _wide(args[1])))
+
+
+def _run_reduce(
+    _: InterpreterFunctions, __: Interpreter, op: T.ReductionOp, args: PythonValues
+) -> PythonValues:
+    dims = tuple(int(d) for d in op.dims.get_values())
+    keep = bool(op.keepdim.value.data)
+    return _out(op, _REDUCE[type(op)](_wide(args[0]), axis=dims, keepdims=keep))
+
+
+def _table_functions() -> type[InterpreterFunctions]:
+    """The ops that are one entry of `_UNARY`, `_BINARY` or `_REDUCE`: their `@impl`s are
+    made from the tables (as a base class `register_impls` finds), not written one by one."""
+    methods: dict[str, Any] = {}
+    for table, run in ((_UNARY, _run_unary), (_BINARY, _run_binary), (_REDUCE, _run_reduce)):
+        for op_type in table:
+            methods[f"run_{op_type.__name__}"] = impl(op_type)(run)
+    return type("TorchTableFunctions", (InterpreterFunctions,), methods)
+
+
+_TorchTableFunctions = _table_functions()
+
+
 @register_impls
-class TorchFunctions(InterpreterFunctions):
-    """numpy implementations of every torch op (one `@impl` per op class)."""
-
-    def _unary(self, op: Operation, args: PythonValues) -> PythonValues:
-        return _out(op, _UNARY[type(op)](_wide(args[0])))
-
-    def _binary(self, op: Operation, args: PythonValues) -> PythonValues:
-        return _out(op, _BINARY[type(op)](_wide(args[0]), _wide(args[1])))
-
-    def _reduce(self, op: T.ReductionOp, args: PythonValues) -> PythonValues:
-        dims = tuple(int(d) for d in op.dims.get_values())
-        keep = bool(op.keepdim.value.data)
-        return _out(op, _REDUCE[type(op)](_wide(args[0]), axis=dims, keepdims=keep))
+class TorchFunctions(_TorchTableFunctions):
+    """numpy implementations of every torch op: the table-driven ones from the base class,
+    the others one `@impl` each."""
 
     @impl(T.ConstantOp)
     def run_constant(self, i: Interpreter, op: T.ConstantOp, args: PythonValues) -> PythonValues:
         t = op.result.type
         return _out(op, np.full(t.get_shape(), op.value.value.data, numpy_dtype(t.element_type)))
-
-    @impl(T.AddOp)
-    def run_add(self, i: Interpreter, op: T.AddOp, args: PythonValues) -> PythonValues:
-        return self._binary(op, args)
-
-    @impl(T.SubOp)
-    def run_sub(self, i: Interpreter, op: T.SubOp, args: PythonValues) -> PythonValues:
-        return self._binary(op, args)
-
-    @impl(T.MulOp)
-    def run_mul(self, i: Interpreter, op: T.MulOp, args: PythonValues) -> PythonValues:
-        return self._binary(op, args)
-
-    @impl(T.DivOp)
-    def run_div(self, i: Interpreter, op: T.DivOp, args: PythonValues) -> PythonValues:
-        return self._binary(op, args)
-
-    @impl(T.MatmulOp)
-    def run_matmul(self, i: Interpreter, op: T.MatmulOp, args: PythonValues) -> PythonValues:
-        return self._binary(op, args)
-
-    @impl(T.BmmOp)
-    def run_bmm(self, i: Interpreter, op: T.BmmOp, args: PythonValues) -> PythonValues:
-        return self._binary(op, args)
-
-    @impl(T.EqOp)
-    def run_eq(self, i: Interpreter, op: T.EqOp, args: PythonValues) -> PythonValues:
-        return self._binary(op, args)
-
-    @impl(T.NeOp)
-    def run_ne(self, i: Interpreter, op: T.NeOp, args: PythonValues) -> PythonValues:
-        return self._binary(op, args)
-
-    @impl(T.LtOp)
-    def run_lt(self, i: Interpreter, op: T.LtOp, args: PythonValues) -> PythonValues:
-        return self._binary(op, args)
-
-    @impl(T.LeOp)
-    def run_le(self, i: Interpreter, op: T.LeOp, args: PythonValues) -> PythonValues:
-        return self._binary(op, args)
-
-    @impl(T.GtOp)
-    def run_gt(self, i: Interpreter, op: T.GtOp, args: PythonValues) -> PythonValues:
-        return self._binary(op, args)
-
-    @impl(T.GeOp)
-    def run_ge(self, i: Interpreter, op: T.GeOp, args: PythonValues) -> PythonValues:
-        return self._binary(op, args)
-
-    @impl(T.LogicalAndOp)
-    def run_logical_and(
-        self, i: Interpreter, op: T.LogicalAndOp, args: PythonValues
-    ) -> PythonValues:
-        return self._binary(op, args)
-
-    @impl(T.LogicalOrOp)
-    def run_logical_or(self, i: Interpreter, op: T.LogicalOrOp, args: PythonValues) -> PythonValues:
-        return self._binary(op, args)
-
-    @impl(T.LogicalNotOp)
-    def run_logical_not(
-        self, i: Interpreter, op: T.LogicalNotOp, args: PythonValues
-    ) -> PythonValues:
-        return self._unary(op, args)
-
-    @impl(T.CosOp)
-    def run_cos(self, i: Interpreter, op: T.CosOp, args: PythonValues) -> PythonValues:
-        return self._unary(op, args)
-
-    @impl(T.SinOp)
-    def run_sin(self, i: Interpreter, op: T.SinOp, args: PythonValues) -> PythonValues:
-        return self._unary(op, args)
 
     @impl(T.WhereOp)
     def run_where(self, i: Interpreter, op: T.WhereOp, args: PythonValues) -> PythonValues:
@@ -287,46 +238,6 @@ class TorchFunctions(InterpreterFunctions):
         )
         return _out(op, y)
 
-    @impl(T.NegOp)
-    def run_neg(self, i: Interpreter, op: T.NegOp, args: PythonValues) -> PythonValues:
-        return self._unary(op, args)
-
-    @impl(T.ExpOp)
-    def run_exp(self, i: Interpreter, op: T.ExpOp, args: PythonValues) -> PythonValues:
-        return self._unary(op, args)
-
-    @impl(T.LogOp)
-    def run_log(self, i: Interpreter, op: T.LogOp, args: PythonValues) -> PythonValues:
-        return self._unary(op, args)
-
-    @impl(T.SqrtOp)
-    def run_sqrt(self, i: Interpreter, op: T.SqrtOp, args: PythonValues) -> PythonValues:
-        return self._unary(op, args)
-
-    @impl(T.RsqrtOp)
-    def run_rsqrt(self, i: Interpreter, op: T.RsqrtOp, args: PythonValues) -> PythonValues:
-        return self._unary(op, args)
-
-    @impl(T.AbsOp)
-    def run_abs(self, i: Interpreter, op: T.AbsOp, args: PythonValues) -> PythonValues:
-        return self._unary(op, args)
-
-    @impl(T.ReluOp)
-    def run_relu(self, i: Interpreter, op: T.ReluOp, args: PythonValues) -> PythonValues:
-        return self._unary(op, args)
-
-    @impl(T.SigmoidOp)
-    def run_sigmoid(self, i: Interpreter, op: T.SigmoidOp, args: PythonValues) -> PythonValues:
-        return self._unary(op, args)
-
-    @impl(T.TanhOp)
-    def run_tanh(self, i: Interpreter, op: T.TanhOp, args: PythonValues) -> PythonValues:
-        return self._unary(op, args)
-
-    @impl(T.SiluOp)
-    def run_silu(self, i: Interpreter, op: T.SiluOp, args: PythonValues) -> PythonValues:
-        return self._unary(op, args)
-
     @impl(T.GeluOp)
     def run_gelu(self, i: Interpreter, op: T.GeluOp, args: PythonValues) -> PythonValues:
         return _out(op, gelu(_wide(args[0]), op.approximate.data))
@@ -335,18 +246,6 @@ class TorchFunctions(InterpreterFunctions):
     def run_pow(self, i: Interpreter, op: T.PowOp, args: PythonValues) -> PythonValues:
         x = _wide(args[0])
         return _out(op, np.power(x, np.asarray(op.exponent.value.data, dtype=x.dtype)))
-
-    @impl(T.SumOp)
-    def run_sum(self, i: Interpreter, op: T.SumOp, args: PythonValues) -> PythonValues:
-        return self._reduce(op, args)
-
-    @impl(T.MeanOp)
-    def run_mean(self, i: Interpreter, op: T.MeanOp, args: PythonValues) -> PythonValues:
-        return self._reduce(op, args)
-
-    @impl(T.AmaxOp)
-    def run_amax(self, i: Interpreter, op: T.AmaxOp, args: PythonValues) -> PythonValues:
-        return self._reduce(op, args)
 
     @impl(T.SoftmaxOp)
     def run_softmax(self, i: Interpreter, op: T.SoftmaxOp, args: PythonValues) -> PythonValues:

@@ -77,39 +77,19 @@ class _LowerToStage(ModulePass):
             stage_pass.apply(ctx, op)
 
 
-@dataclass(frozen=True)
-class LowerToTorchPass(_LowerToStage):
-    """Nothing to do: the frontend already produces the torch level."""
-
-    name = "lower-to-torch"
-    stage = "torch"
-
-
-@dataclass(frozen=True)
-class LowerToTensorPass(_LowerToStage):
-    name = "lower-to-tensor"
-    stage = "tensor"
+def _lower_to(stage: str, doc: str = "") -> type[_LowerToStage]:
+    """The `lower-to-<stage>` pass class: the six differ only in their stage, so they are
+    made here rather than written out (the pass registry imports them by name)."""
+    class_name = f"LowerTo{stage.capitalize()}Pass"
+    doc = doc or f"Every pass from the torch level down to the {stage} level."
+    namespace = {"name": f"lower-to-{stage}", "stage": stage, "__doc__": doc}
+    namespace |= {"__module__": __name__, "__qualname__": class_name}
+    return dataclass(frozen=True)(type(class_name, (_LowerToStage,), namespace))
 
 
-@dataclass(frozen=True)
-class LowerToLoopPass(_LowerToStage):
-    name = "lower-to-loop"
-    stage = "loop"
-
-
-@dataclass(frozen=True)
-class LowerToTilePass(_LowerToStage):
-    name = "lower-to-tile"
-    stage = "tile"
-
-
-@dataclass(frozen=True)
-class LowerToKernelPass(_LowerToStage):
-    name = "lower-to-kernel"
-    stage = "kernel"
-
-
-@dataclass(frozen=True)
-class LowerToCudaPass(_LowerToStage):
-    name = "lower-to-cuda"
-    stage = "cuda"
+LowerToTorchPass = _lower_to("torch", "Nothing to do: the frontend already produces torch IR.")
+LowerToTensorPass = _lower_to("tensor")
+LowerToLoopPass = _lower_to("loop")
+LowerToTilePass = _lower_to("tile")
+LowerToKernelPass = _lower_to("kernel")
+LowerToCudaPass = _lower_to("cuda")

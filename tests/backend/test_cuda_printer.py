@@ -11,13 +11,13 @@ import math
 
 import numpy as np
 import pytest
+from xdsl.dialects.arith import CMPF_COMPARISON_OPERATIONS
 from xdsl.dialects.builtin import Float32Type, ModuleOp
 from xdsl.parser import Parser
 from xdsl.utils.exceptions import PassFailedException
 
 from deplodock.backend.cuda_exprs import (
     ADD,
-    CMPF_PREDICATES,
     MUL,
     binary,
     float_literal,
@@ -156,7 +156,7 @@ kernel.func @pop(%x: memref<32xi32>) grid 1 block 32 {
 
 def cmpf_module() -> str:
     lines = []
-    for i, pred in enumerate(CMPF_PREDICATES):
+    for i, pred in enumerate(CMPF_COMPARISON_OPERATIONS):
         lines += [
             f"%p{i} = arith.cmpf {pred}, %a, %b : f32",
             f"%s{i} = arith.select %p{i}, %one, %zero : f32",
@@ -197,7 +197,7 @@ def test_cmpf_predicates_with_nan() -> None:
             "eq": a == b, "gt": a > b, "ge": a >= b, "lt": a < b, "le": a <= b, "ne": a != b,
         }  # fmt: skip
         expect = []
-        for pred in CMPF_PREDICATES:
+        for pred in CMPF_COMPARISON_OPERATIONS:
             if pred in ("false", "true"):
                 expect.append(pred == "true")
             elif pred == "ord":

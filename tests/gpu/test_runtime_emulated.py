@@ -9,14 +9,12 @@ error paths are all exercised on the real generated CUDA source, with PyTorch as
 
 from __future__ import annotations
 
-import ctypes
 import time
 
 import pytest
 import torch
 from xdsl.parser import Parser
 
-from deplodock.backend import cpu_runner
 from deplodock.backend.benchmark import format_bench_table, run_interleaved, torch_contenders
 from deplodock.backend.build import Build, kernels_source
 from deplodock.backend.cuda_run import (
@@ -28,58 +26,13 @@ from deplodock.backend.cuda_run import (
     relative_error,
     tolerance_for,
 )
-from deplodock.backend.device import Ceilings, DeviceInfo
+from deplodock.backend.device import Ceilings
 from deplodock.backend.profile import format_profile_table, kernel_profiles
-from deplodock.backend.runtime import CudaProgram, Driver, KernelLaunchError
+from deplodock.backend.runtime import CudaProgram, KernelLaunchError
 from deplodock.dialects import make_context
 from deplodock.driver import lower_program, program_from_expression
 from deplodock.frontend.expression import randomize_parameters
-
-
-class EmulatedError(RuntimeError):
-    pass
-
-
-class EmulatedFunction:
-    def __init__(self, lib: ctypes.CDLL, name: str, fail: bool = False):
-        self.fn = getattr(lib, f"launch_{name}")
-        self.fn.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_int, ctypes.c_int]
-        self.fn.restype = ctypes.c_int
-        self.fail = fail
-        self.calls: list[tuple[tuple[int, ...], tuple[int, ...], int]] = []
-
-    def prepare(self, fmt: str) -> EmulatedFunction:
-        assert set(fmt) == {"P"}
-        self.nargs = len(fmt)
-        return self
-
-    def prepared_call(self, grid, block, *pointers: int, shared_size: int = 0) -> None:
-        assert len(pointers) == self.nargs and all(isinstance(p, int) for p in pointers)
-        self.calls.append((grid, block, shared_size))
-        if self.fail:
-            raise EmulatedError("an illegal memory access was encountered")
-        args = (ctypes.c_void_p * len(pointers))(*pointers)
-        if self.fn(args, grid[0], block[0]) != 0:
-            raise EmulatedError("bad launch configuration")
-
-
-class EmulatedModule:
-    """What `pycuda.driver.module_from_buffer(cubin)` returns, for the CPU emulation."""
-
-    def __init__(self, source: str, failing: tuple[str, ...] = ()):
-        self.lib = cpu_runner.load(source)
-        self.names = cpu_runner.kernel_names(source)
-        self.failing = failing
-        self.functions: dict[str, EmulatedFunction] = {}
-
-    def get_function(self, name: str) -> EmulatedFunction:
-        if name not in self.names:
-            raise EmulatedError(f"named symbol not found: {name}")
-        self.functions[name] = EmulatedFunction(self.lib, name, name in self.failing)
-        return self.functions[name]
-
-
-DRIVER = Driver(EmulatedError, lambda: None)
+from tests.gpu.emulation import DRIVER, FAKE_DEVICE, EmulatedModule, emulated_load
 
 
 def emulated(code: str, failing: tuple[str, ...] = (), seed: int = 0):
@@ -214,14 +167,6 @@ class WallClock:
         start = time.perf_counter()
         fn()
         return (time.perf_counter() - start) * 1e3
-
-
-FAKE_DEVICE = DeviceInfo(0, "Emulated GPU", (9, 0), 132, 50 * 2**20, 80 * 2**30, "d", "t", "n")
-
-
-def emulated_load(module, device) -> CudaProgram:
-    build = Build(b"", device.arch, (), "none", "key")
-    return CudaProgram(module, build, EmulatedModule(kernels_source(module)), DRIVER, "cpu")
 
 
 def test_the_run_device_cuda_path_on_the_emulation() -> None:

@@ -23,6 +23,7 @@ from xdsl.printer import Printer
 from xdsl.traits import HasParent, IsTerminator, Pure, ReturnLike
 from xdsl.utils.exceptions import VerifyException
 
+from deplodock.dialects.common.syntax import parse_operand_list, parse_signature, print_signature
 from deplodock.dialects.tensor.base import element_type
 from deplodock.dialects.tensor.base import shape_of as _shape
 
@@ -94,29 +95,23 @@ class ElementwiseOp(IRDLOperation):
 
     @classmethod
     def parse(cls, parser: Parser) -> ElementwiseOp:
-        operands = parser.parse_comma_separated_list(
-            Parser.Delimiter.PAREN, parser.parse_unresolved_operand
+        sig = parse_signature(
+            parser,
+            parse_operand_list(parser),
+            lambda ftype: len(ftype.outputs.data) == 1,
+            "tensor.elementwise: expected one result type",
         )
-        attrs = parser.parse_optional_attr_dict()
-        parser.parse_punctuation(":")
-        pos = parser.pos
-        ftype = parser.parse_function_type()
-        if len(ftype.outputs.data) != 1:
-            parser.raise_error("tensor.elementwise: expected one result type", pos)
-        inputs = parser.resolve_operands(operands, ftype.inputs.data, pos)
         body = parser.parse_region()
-        result_type = ftype.outputs.data[0]
+        result_type = sig.outputs[0]
         if not isinstance(result_type, TensorType):
-            parser.raise_error("tensor.elementwise: result must be a tensor", pos)
-        op = cls(inputs, result_type, body)
-        op.attributes.update(attrs)
+            parser.raise_error("tensor.elementwise: result must be a tensor", sig.pos)
+        op = cls(sig.inputs, result_type, body)
+        op.attributes.update(sig.attrs)
         return op
 
     def print(self, printer: Printer) -> None:
         printer.print_operands(self.inputs)
-        printer.print_op_attributes(self.attributes)
-        printer.print_string(" : ")
-        printer.print_function_type(self.inputs.types, [self.result.type])
+        print_signature(printer, self.attributes, self.inputs, [self.result.type])
         printer.print_string(" ")
         printer.print_region(self.body)
 

@@ -19,6 +19,7 @@ from xdsl.printer import Printer
 from xdsl.traits import Pure
 from xdsl.utils.exceptions import VerifyException
 
+from deplodock.dialects.common.syntax import parse_signature, print_signature
 from deplodock.dialects.tensor.base import element_type
 from deplodock.dialects.tensor.base import shape_of as _shape
 
@@ -85,19 +86,18 @@ class GatherOp(IRDLOperation):
         parser.parse_punctuation("]")
         parser.parse_keyword("dim")
         dim = parser.parse_integer()
-        attrs = parser.parse_optional_attr_dict()
-        parser.parse_punctuation(":")
-        pos = parser.pos
-        ftype = parser.parse_function_type()
-        if len(ftype.inputs.data) != 2 or len(ftype.outputs.data) != 1:
-            parser.raise_error("tensor.gather: expected (source, indices) -> result types", pos)
-        src, idx = parser.resolve_operands([source, indices], ftype.inputs.data, pos)
+        sig = parse_signature(
+            parser,
+            [source, indices],
+            lambda ftype: len(ftype.inputs.data) == 2 and len(ftype.outputs.data) == 1,
+            "tensor.gather: expected (source, indices) -> result types",
+        )
         op = cls.build(
-            operands=[src, idx],
-            result_types=[ftype.outputs.data[0]],
+            operands=sig.inputs,
+            result_types=[sig.outputs[0]],
             properties={"dim": IntegerAttr(dim, i64)},
         )
-        op.attributes.update(attrs)
+        op.attributes.update(sig.attrs)
         return op
 
     def print(self, printer: Printer) -> None:
@@ -106,6 +106,4 @@ class GatherOp(IRDLOperation):
         printer.print_string("[")
         printer.print_operand(self.indices)
         printer.print_string(f"] dim {self.dim_value}")
-        printer.print_op_attributes(self.attributes)
-        printer.print_string(" : ")
-        printer.print_function_type([self.source.type, self.indices.type], [self.result.type])
+        print_signature(printer, self.attributes, [self.source, self.indices], [self.result.type])

@@ -31,6 +31,7 @@ from xdsl.printer import Printer
 from xdsl.traits import Pure
 from xdsl.utils.exceptions import VerifyException
 
+from deplodock.dialects.common.syntax import parse_operand_list, parse_signature, print_signature
 from deplodock.dialects.tensor.base import element_type
 from deplodock.dialects.tensor.base import shape_of as _shape
 
@@ -189,9 +190,7 @@ class IndexMapOp(IRDLOperation):
 
     @classmethod
     def parse(cls, parser: Parser) -> IndexMapOp:
-        operands = parser.parse_comma_separated_list(
-            Parser.Delimiter.PAREN, parser.parse_unresolved_operand
-        )
+        operands = parse_operand_list(parser)
 
         def parse_map() -> AffineMapAttr:
             pos = parser.pos
@@ -207,15 +206,16 @@ class IndexMapOp(IRDLOperation):
             parser.parse_keyword("offsets")
             offs = parser.parse_comma_separated_list(Parser.Delimiter.SQUARE, parser.parse_integer)
             concat = (dim, offs)
-        attrs = parser.parse_optional_attr_dict()
-        parser.parse_punctuation(":")
-        pos = parser.pos
-        ftype = parser.parse_function_type()
-        if len(ftype.outputs.data) != 1 or not isinstance(ftype.outputs.data[0], TensorType):
-            parser.raise_error("tensor.index_map: expected one tensor result type", pos)
-        inputs = parser.resolve_operands(operands, ftype.inputs.data, pos)
-        op = cls(inputs, maps, ftype.outputs.data[0], concat)
-        op.attributes.update(attrs)
+        sig = parse_signature(
+            parser,
+            operands,
+            lambda ftype: len(outs := ftype.outputs.data) == 1 and isinstance(outs[0], TensorType),
+            "tensor.index_map: expected one tensor result type",
+        )
+        result_type = sig.outputs[0]
+        assert isinstance(result_type, TensorType)
+        op = cls(sig.inputs, maps, result_type, concat)
+        op.attributes.update(sig.attrs)
         return op
 
     def print(self, printer: Printer) -> None:
@@ -226,6 +226,4 @@ class IndexMapOp(IRDLOperation):
         if (info := self.concat_info) is not None:
             dim, offs = info
             printer.print_string(f" concat {dim} offsets [" + ", ".join(map(str, offs)) + "]")
-        printer.print_op_attributes(self.attributes)
-        printer.print_string(" : ")
-        printer.print_function_type(self.inputs.types, [self.result.type])
+        print_signature(printer, self.attributes, self.inputs, [self.result.type])

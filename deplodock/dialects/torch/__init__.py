@@ -19,6 +19,7 @@ from xdsl.ir import Dialect
 
 from deplodock.dialects.torch.base import (
     BinaryOp,
+    DimOp,
     ReductionOp,
     Shape,
     ShapedByResultOp,
@@ -109,6 +110,7 @@ __all__ = [
     "ConstantOp",
     "CosOp",
     "CumsumOp",
+    "DimOp",
     "DivOp",
     "EmbeddingOp",
     "EqOp",

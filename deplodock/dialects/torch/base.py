@@ -238,13 +238,18 @@ class ReductionOp(TorchOp):
         return like(types[0], out)
 
 
-class SoftmaxLikeOp(UnaryOp):
-    """Normalization along one (non-negative) `dim`; the result type is the input type."""
+class DimOp(UnaryOp):
+    """A unary op along one non-negative `dim` (softmaxes, unsqueeze, cumsum): the shared
+    property and constructor; each op checks `dim` against its own rank in `infer`."""
 
     dim = prop_def(IntegerAttr[I64])
 
     def __init__(self, input: SSAValue, dim: int):
         super().__init__(input, dim=i64_attr(dim))
+
+
+class SoftmaxLikeOp(DimOp):
+    """Normalization along one (non-negative) `dim`; the result type is the input type."""
 
     @classmethod
     def infer(cls, types: Types, props: Props) -> TensorType:

@@ -13,6 +13,7 @@ from xdsl.ir import SSAValue
 from xdsl.irdl import irdl_op_definition, operand_def, prop_def, var_operand_def
 
 from deplodock.dialects.torch.base import (
+    DimOp,
     Props,
     Shape,
     ShapedByResultOp,
@@ -91,12 +92,10 @@ class ExpandOp(ShapedByResultOp):
 
 
 @irdl_op_definition
-class UnsqueezeOp(UnaryOp):
-    name = "torch.unsqueeze"
-    dim = prop_def(IntegerAttr[I64])
+class UnsqueezeOp(DimOp):
+    """A size-1 dim inserted at `dim` (which may be the rank)."""
 
-    def __init__(self, input: SSAValue, dim: int):
-        super().__init__(input, dim=i64_attr(dim))
+    name = "torch.unsqueeze"
 
     @classmethod
     def infer(cls, types: Types, props: Props) -> TensorType:

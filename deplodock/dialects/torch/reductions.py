@@ -5,11 +5,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from xdsl.dialects.builtin import (
-    I64,
     DenseArrayBase,
     Float64Type,
     FloatAttr,
-    IntegerAttr,
     TensorType,
     f64,
     i64,
@@ -26,19 +24,18 @@ from xdsl.parser import Parser
 from xdsl.printer import Printer
 
 from deplodock.dialects.torch.base import (
+    DimOp,
     Props,
     ReductionOp,
     Shape,
     SoftmaxLikeOp,
     TorchOp,
     Types,
-    UnaryOp,
     array_attr,
     check_dim,
     element_type,
     fail,
     fmt,
-    i64_attr,
     int_prop,
     ints_prop,
     is_integer,
@@ -172,14 +169,10 @@ class LayerNormOp(TorchOp):
 
 
 @irdl_op_definition
-class CumsumOp(UnaryOp):
+class CumsumOp(DimOp):
     """Inclusive prefix sum along `dim`; integer and bool inputs sum in i64, as in PyTorch."""
 
     name = "torch.cumsum"
-    dim = prop_def(IntegerAttr[I64])
-
-    def __init__(self, input: SSAValue, dim: int):
-        super().__init__(input, dim=i64_attr(dim))
 
     @classmethod
     def infer(cls, types: Types, props: Props) -> TensorType:

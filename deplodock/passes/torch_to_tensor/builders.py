@@ -11,7 +11,6 @@ the body (this is how `torch.constant` operands are folded into their consumer).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import ClassVar
 
 from xdsl.dialects import arith, math
 from xdsl.dialects.builtin import (
@@ -361,11 +360,12 @@ def result_type_of(op: Operation) -> TensorType:
 class TorchLowering(RewritePattern):
     """Base of the per-op patterns: `lower` builds the replacement of one `op_type` op.
 
-    Subclasses set `op_type` and implement `lower(op, b) -> value`; the ops collected in
-    `b` replace the torch op, and the returned value replaces its result.
+    Subclasses set `op_type` (a class attribute, or per instance for table-driven
+    patterns) and implement `lower(op, b) -> value`; the ops collected in `b` replace the
+    torch op, and the returned value replaces its result.
     """
 
-    op_type: ClassVar[type[Operation]]
+    op_type: type[Operation]
 
     def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
         if not isinstance(op, self.op_type):

@@ -1,20 +1,24 @@
 """Constants, binary and unary torch ops -> one `tensor.elementwise` each.
 
-Binary operands are broadcast to the result shape with index maps; a splat-constant operand
-is folded into the body as an `arith.constant`, so `x * 0.5` is a one-input elementwise.
-Activations are written out in scalar `arith`/`math` (relu = max(x, 0), sigmoid =
-1 / (1 + exp(-x)), gelu with erf or tanh, ...). Integer tensors use the integer `arith` ops.
-Comparisons are `arith.cmpf`/`cmpi` producing `i1`, logical ops `andi`/`ori`/`xori` on `i1`,
-`where` an `arith.select`, casts the `arith` conversion ops, and `arange` a zero-input
-elementwise over the coordinate `tensor.index 0`.
+All of them are one pattern, `ElementwiseLowering`: the op's operands broadcast to the result
+shape with index maps, then a scalar body. Ops differ only in that body, so they are two
+tables (op -> body, op -> body builder for ops with properties) rather than a class each.
+A splat-constant operand is folded into the body as an `arith.constant`, so `x * 0.5` is a
+one-input elementwise. Activations are written out in scalar `arith`/`math` (relu =
+max(x, 0), sigmoid = 1 / (1 + exp(-x)), gelu with erf or tanh, ...). Integer tensors use the
+integer `arith` ops. Comparisons are `arith.cmpf`/`cmpi` producing `i1`, logical ops
+`andi`/`ori`/`xori` on `i1`, `where` an `arith.select`, casts the `arith` conversion ops, and
+`arange` a zero-input elementwise over the coordinate `tensor.index 0`.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from typing import Any
 
 from xdsl.dialects.builtin import Float32Type, IntegerType, i64
-from xdsl.ir import SSAValue
+from xdsl.ir import Operation, SSAValue
 
 from deplodock.dialects import torch as t
 from deplodock.passes.torch_to_tensor.builders import (
@@ -27,170 +31,124 @@ from deplodock.passes.torch_to_tensor.builders import (
 #: integer exponents up to this are expanded into repeated multiplications
 MAX_UNROLLED_POWER = 8
 
+ScalarFn = Callable[..., SSAValue]
+"""A scalar body `f(s, *xs)`: `s` appends to the body (its `elt` is the result element
+type), `xs` holds one scalar per operand of the torch op."""
 
-class ConstantLowering(TorchLowering):
-    """`torch.constant` -> a zero-input (splat) elementwise. Consumers that are
-    elementwise fold it into their body instead, and this op then dies."""
+BodyOf = Callable[[Any], ScalarFn]
+"""The scalar body of one op instance, for ops whose body depends on their properties."""
 
-    op_type = t.ConstantOp
 
-    def lower(self, op: t.ConstantOp, b: TensorBuilder) -> SSAValue:
+class ElementwiseLowering(TorchLowering):
+    """`op_type` -> one `tensor.elementwise` over its operands broadcast to the result shape,
+    with the body `body_of(op)`: one parameterised pattern instead of a class per op."""
+
+    def __init__(self, op_type: type[Operation], body_of: BodyOf) -> None:
+        self.op_type = op_type
+        self.body_of = body_of
+
+    def lower(self, op: Operation, b: TensorBuilder) -> SSAValue:
         rt = result_type_of(op)
-        value = op.value.value.data
-        return b.elementwise([value], rt.get_shape(), rt.element_type, lambda s, c: c)
+        return b.elementwise(op.operands, rt.get_shape(), rt.element_type, self.body_of(op))
 
 
-class BinaryLowering(TorchLowering):
-    """Broadcast both operands to the result shape, then one scalar op."""
-
-    def scalar(self, s: ScalarBuilder, x: SSAValue, y: SSAValue) -> SSAValue:
-        raise NotImplementedError
-
-    def lower(self, op: t.BinaryOp, b: TensorBuilder) -> SSAValue:
-        rt = result_type_of(op)
-        return b.elementwise([op.lhs, op.rhs], rt.get_shape(), rt.element_type, self.scalar)
+# -- bodies that depend on the operands only ----------------------------------------------
 
 
-class AddLowering(BinaryLowering):
-    op_type = t.AddOp
-
-    def scalar(self, s: ScalarBuilder, x: SSAValue, y: SSAValue) -> SSAValue:
-        return s.add(x, y)
-
-
-class SubLowering(BinaryLowering):
-    op_type = t.SubOp
-
-    def scalar(self, s: ScalarBuilder, x: SSAValue, y: SSAValue) -> SSAValue:
-        return s.sub(x, y)
-
-
-class MulLowering(BinaryLowering):
-    op_type = t.MulOp
-
-    def scalar(self, s: ScalarBuilder, x: SSAValue, y: SSAValue) -> SSAValue:
-        return s.mul(x, y)
-
-
-class DivLowering(BinaryLowering):
-    op_type = t.DivOp
-
-    def scalar(self, s: ScalarBuilder, x: SSAValue, y: SSAValue) -> SSAValue:
-        return s.div(x, y)
-
-
-class UnaryLowering(TorchLowering):
-    """One input, same shape: only the scalar body differs between ops."""
-
-    def scalar(self, s: ScalarBuilder, x: SSAValue, op: t.UnaryOp) -> SSAValue:
-        raise NotImplementedError
-
-    def lower(self, op: t.UnaryOp, b: TensorBuilder) -> SSAValue:
-        rt = result_type_of(op)
-        return b.elementwise(
-            [op.input], rt.get_shape(), rt.element_type, lambda s, x: self.scalar(s, x, op)
-        )
-
-
-class NegLowering(UnaryLowering):
-    op_type = t.NegOp
-
-    def scalar(self, s: ScalarBuilder, x: SSAValue, op: t.UnaryOp) -> SSAValue:
-        return s.neg(x)
-
-
-class ExpLowering(UnaryLowering):
-    op_type = t.ExpOp
-
-    def scalar(self, s: ScalarBuilder, x: SSAValue, op: t.UnaryOp) -> SSAValue:
-        return s.exp(x)
-
-
-class LogLowering(UnaryLowering):
-    op_type = t.LogOp
-
-    def scalar(self, s: ScalarBuilder, x: SSAValue, op: t.UnaryOp) -> SSAValue:
-        return s.log(x)
-
-
-class SqrtLowering(UnaryLowering):
-    op_type = t.SqrtOp
-
-    def scalar(self, s: ScalarBuilder, x: SSAValue, op: t.UnaryOp) -> SSAValue:
-        return s.sqrt(x)
-
-
-class RsqrtLowering(UnaryLowering):
-    op_type = t.RsqrtOp
-
-    def scalar(self, s: ScalarBuilder, x: SSAValue, op: t.UnaryOp) -> SSAValue:
-        return s.rsqrt(x)
-
-
-class AbsLowering(UnaryLowering):
-    op_type = t.AbsOp
-
-    def scalar(self, s: ScalarBuilder, x: SSAValue, op: t.UnaryOp) -> SSAValue:
-        return s.abs(x)
-
-
-class TanhLowering(UnaryLowering):
-    op_type = t.TanhOp
-
-    def scalar(self, s: ScalarBuilder, x: SSAValue, op: t.UnaryOp) -> SSAValue:
-        return s.tanh(x)
-
-
-class ReluLowering(UnaryLowering):
+def _relu(s: ScalarBuilder, x: SSAValue) -> SSAValue:
     """relu(x) = maximumf(x, 0) (NaN propagates, as in torch)."""
-
-    op_type = t.ReluOp
-
-    def scalar(self, s: ScalarBuilder, x: SSAValue, op: t.UnaryOp) -> SSAValue:
-        return s.max(x, 0.0)
+    return s.max(x, 0.0)
 
 
-class SigmoidLowering(UnaryLowering):
+def _sigmoid(s: ScalarBuilder, x: SSAValue) -> SSAValue:
     """sigmoid(x) = 1 / (1 + exp(-x))."""
-
-    op_type = t.SigmoidOp
-
-    def scalar(self, s: ScalarBuilder, x: SSAValue, op: t.UnaryOp) -> SSAValue:
-        return s.div(1.0, s.add(1.0, s.exp(s.neg(x))))
+    return s.div(1.0, s.add(1.0, s.exp(s.neg(x))))
 
 
-class SiluLowering(UnaryLowering):
+def _silu(s: ScalarBuilder, x: SSAValue) -> SSAValue:
     """silu(x) = x * sigmoid(x), written x / (1 + exp(-x))."""
-
-    op_type = t.SiluOp
-
-    def scalar(self, s: ScalarBuilder, x: SSAValue, op: t.UnaryOp) -> SSAValue:
-        return s.div(x, s.add(1.0, s.exp(s.neg(x))))
+    return s.div(x, s.add(1.0, s.exp(s.neg(x))))
 
 
-class GeluLowering(UnaryLowering):
+def _compare(name: str) -> ScalarFn:
+    """One `arith.cmpf` / `arith.cmpi` (`COMPARISONS` has the predicates)."""
+
+    def body(s: ScalarBuilder, x: SSAValue, y: SSAValue) -> SSAValue:
+        return s.cmp(name, x, y)
+
+    return body
+
+
+def _cast(s: ScalarBuilder, x: SSAValue) -> SSAValue:
+    """One conversion op to the result type (two for f16 <-> bf16, via f32; a comparison
+    with 0 to bool)."""
+    return s.cast(x, s.elt)
+
+
+BODIES: dict[type[Operation], ScalarFn] = {
+    t.AddOp: ScalarBuilder.add,
+    t.SubOp: ScalarBuilder.sub,
+    t.MulOp: ScalarBuilder.mul,
+    t.DivOp: ScalarBuilder.div,
+    t.NegOp: ScalarBuilder.neg,
+    t.ExpOp: ScalarBuilder.exp,
+    t.LogOp: ScalarBuilder.log,
+    t.SqrtOp: ScalarBuilder.sqrt,
+    t.RsqrtOp: ScalarBuilder.rsqrt,
+    t.AbsOp: ScalarBuilder.abs,
+    t.TanhOp: ScalarBuilder.tanh,
+    t.ReluOp: _relu,
+    t.SigmoidOp: _sigmoid,
+    t.SiluOp: _silu,
+    t.CosOp: ScalarBuilder.cos,
+    t.SinOp: ScalarBuilder.sin,
+    t.EqOp: _compare("eq"),
+    t.NeOp: _compare("ne"),
+    t.LtOp: _compare("lt"),
+    t.LeOp: _compare("le"),
+    t.GtOp: _compare("gt"),
+    t.GeOp: _compare("ge"),
+    t.LogicalAndOp: ScalarBuilder.and_,
+    t.LogicalOrOp: ScalarBuilder.or_,
+    t.LogicalNotOp: ScalarBuilder.not_,
+    t.WhereOp: ScalarBuilder.select,
+    t.CastOp: _cast,
+}
+"""torch op -> scalar body, for ops without properties that change it."""
+
+
+# -- bodies that depend on the op's properties --------------------------------------------
+
+
+def _constant(op: t.ConstantOp) -> ScalarFn:
+    """A zero-input (splat) elementwise. Consumers that are elementwise fold it into their
+    body instead, and this op then dies."""
+    value = op.value.value.data
+    return lambda s: s.const(value)
+
+
+def _gelu(op: t.GeluOp) -> ScalarFn:
     """erf form 0.5 x (1 + erf(x / sqrt 2)); tanh form
     0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3)))."""
+    approximate = op.approximate.data
 
-    op_type = t.GeluOp
-
-    def scalar(self, s: ScalarBuilder, x: SSAValue, op: t.GeluOp) -> SSAValue:
+    def body(s: ScalarBuilder, x: SSAValue) -> SSAValue:
         half_x = s.mul(x, 0.5)
-        if op.approximate.data == "tanh":
+        if approximate == "tanh":
             cube = s.mul(s.mul(x, x), x)
             inner = s.mul(s.add(x, s.mul(cube, 0.044715)), math.sqrt(2.0 / math.pi))
             return s.mul(half_x, s.add(1.0, s.tanh(inner)))
         return s.mul(half_x, s.add(1.0, s.erf(s.mul(x, 1.0 / math.sqrt(2.0)))))
 
+    return body
 
-class PowLowering(UnaryLowering):
+
+def _pow(op: t.PowOp) -> ScalarFn:
     """Small integer exponents as repeated mulf, 0.5 as sqrt, -0.5 as rsqrt, -1 as a
     reciprocal, anything else `math.powf`."""
+    e = op.exponent.value.data
 
-    op_type = t.PowOp
-
-    def scalar(self, s: ScalarBuilder, x: SSAValue, op: t.PowOp) -> SSAValue:
-        e = op.exponent.value.data
+    def body(s: ScalarBuilder, x: SSAValue) -> SSAValue:
         if e == 0.5:
             return s.sqrt(x)
         if e == -0.5:
@@ -206,133 +164,39 @@ class PowLowering(UnaryLowering):
             return acc
         return s.powf(x, e)
 
-
-class CosLowering(UnaryLowering):
-    op_type = t.CosOp
-
-    def scalar(self, s: ScalarBuilder, x: SSAValue, op: t.UnaryOp) -> SSAValue:
-        return s.cos(x)
+    return body
 
 
-class SinLowering(UnaryLowering):
-    op_type = t.SinOp
-
-    def scalar(self, s: ScalarBuilder, x: SSAValue, op: t.UnaryOp) -> SSAValue:
-        return s.sin(x)
-
-
-class CompareLowering(BinaryLowering):
-    """One `arith.cmpf` / `arith.cmpi` (`COMPARISONS` has the predicates)."""
-
-    comparison: str
-
-    def scalar(self, s: ScalarBuilder, x: SSAValue, y: SSAValue) -> SSAValue:
-        return s.cmp(self.comparison, x, y)
-
-
-def _compare(op_class: type[t.CompareOp], name: str) -> CompareLowering:
-    pattern = CompareLowering()
-    pattern.op_type = op_class  # type: ignore[misc]
-    pattern.comparison = name
-    return pattern
-
-
-class LogicalAndLowering(BinaryLowering):
-    op_type = t.LogicalAndOp
-
-    def scalar(self, s: ScalarBuilder, x: SSAValue, y: SSAValue) -> SSAValue:
-        return s.and_(x, y)
-
-
-class LogicalOrLowering(BinaryLowering):
-    op_type = t.LogicalOrOp
-
-    def scalar(self, s: ScalarBuilder, x: SSAValue, y: SSAValue) -> SSAValue:
-        return s.or_(x, y)
-
-
-class LogicalNotLowering(UnaryLowering):
-    op_type = t.LogicalNotOp
-
-    def scalar(self, s: ScalarBuilder, x: SSAValue, op: t.UnaryOp) -> SSAValue:
-        return s.not_(x)
-
-
-class WhereLowering(TorchLowering):
-    """`arith.select` of the three broadcast operands."""
-
-    op_type = t.WhereOp
-
-    def lower(self, op: t.WhereOp, b: TensorBuilder) -> SSAValue:
-        rt = result_type_of(op)
-        inputs = [op.condition, op.input, op.other]
-        return b.elementwise(
-            inputs, rt.get_shape(), rt.element_type, lambda s, c, x, y: s.select(c, x, y)
-        )
-
-
-class CastLowering(TorchLowering):
-    """One conversion op (two for f16 <-> bf16, via f32; a comparison with 0 to bool)."""
-
-    op_type = t.CastOp
-
-    def lower(self, op: t.CastOp, b: TensorBuilder) -> SSAValue:
-        rt = result_type_of(op)
-        elt = rt.element_type
-        return b.elementwise([op.input], rt.get_shape(), elt, lambda s, x: s.cast(x, elt))
-
-
-class ArangeLowering(TorchLowering):
+def _arange(op: t.ArangeOp) -> ScalarFn:
     """`start + i * step` with `i = tensor.index 0`, computed in i64 (integer results) or
     f32 (float results, rounded once to f16/bf16)."""
+    start, step = op.start.value.data, op.step.value.data
 
-    op_type = t.ArangeOp
-
-    def lower(self, op: t.ArangeOp, b: TensorBuilder) -> SSAValue:
-        rt = result_type_of(op)
-        elt = rt.element_type
-        start, step = op.start.value.data, op.step.value.data
+    def body(s: ScalarBuilder) -> SSAValue:
+        elt = s.elt
         compute = elt if isinstance(elt, IntegerType) else Float32Type()
+        i = s.cast(s.cast(s.index(0), i64), compute)
+        value = s.mul(i, step) if step != 1 else i
+        value = s.add(value, start) if start != 0 else value
+        return s.cast(value, elt)
 
-        def body(s: ScalarBuilder) -> SSAValue:
-            i = s.cast(s.cast(s.index(0), i64), compute)
-            value = s.mul(i, step) if step != 1 else i
-            value = s.add(value, start) if start != 0 else value
-            return s.cast(value, elt)
+    return body
 
-        return b.elementwise([], rt.get_shape(), elt, body)
+
+BODY_BUILDERS: dict[type[Operation], BodyOf] = {
+    t.ConstantOp: _constant,
+    t.GeluOp: _gelu,
+    t.PowOp: _pow,
+    t.ArangeOp: _arange,
+}
+"""torch op -> the builder of its scalar body, which reads the op's properties."""
+
+
+def _fixed(body: ScalarFn) -> BodyOf:
+    return lambda op: body
 
 
 PATTERNS: tuple[TorchLowering, ...] = (
-    ConstantLowering(),
-    AddLowering(),
-    SubLowering(),
-    MulLowering(),
-    DivLowering(),
-    NegLowering(),
-    ExpLowering(),
-    LogLowering(),
-    SqrtLowering(),
-    RsqrtLowering(),
-    AbsLowering(),
-    TanhLowering(),
-    ReluLowering(),
-    SigmoidLowering(),
-    SiluLowering(),
-    GeluLowering(),
-    PowLowering(),
-    CosLowering(),
-    SinLowering(),
-    _compare(t.EqOp, "eq"),
-    _compare(t.NeOp, "ne"),
-    _compare(t.LtOp, "lt"),
-    _compare(t.LeOp, "le"),
-    _compare(t.GtOp, "gt"),
-    _compare(t.GeOp, "ge"),
-    LogicalAndLowering(),
-    LogicalOrLowering(),
-    LogicalNotLowering(),
-    WhereLowering(),
-    CastLowering(),
-    ArangeLowering(),
+    *(ElementwiseLowering(op_type, _fixed(body)) for op_type, body in BODIES.items()),
+    *(ElementwiseLowering(op_type, body_of) for op_type, body_of in BODY_BUILDERS.items()),
 )

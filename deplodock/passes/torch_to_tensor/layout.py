@@ -1,5 +1,8 @@
 """Layout ops -> one `tensor.index_map` each (none when the map is the identity).
 
+The unary ones share one pattern, `IndexMapLowering`, and differ only in their map
+(`INDEX_MAPS`: op -> map); `torch.cat` is a concat index map of its own.
+
 Every map sends output coordinates to input coordinates. A reshape is split into groups of
 dims whose sizes multiply to the same count; only inside a group are the output
 coordinates linearized and delinearized with floordiv/mod, so `(2, 3, 4) -> (6, 4)` reads
@@ -8,15 +11,17 @@ coordinates linearized and delinearized with floordiv/mod, so `(2, 3, 4) -> (6, 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from math import prod
+from typing import Any
 
-from xdsl.ir import SSAValue
+from xdsl.ir import Operation, SSAValue
 from xdsl.ir.affine import AffineExpr, AffineMap
 from xdsl.utils.exceptions import PassFailedException
 
 from deplodock.dialects import torch as t
 from deplodock.passes.torch_to_tensor.builders import (
+    Shape,
     TensorBuilder,
     TorchLowering,
     broadcast_map,
@@ -72,68 +77,63 @@ def reshape_map(src: Sequence[int], dst: Sequence[int]) -> AffineMap:
     return _map(len(dst), results)
 
 
-class TransposeLowering(TorchLowering):
-    op_type = t.TransposeOp
-
-    def lower(self, op: t.TransposeOp, b: TensorBuilder) -> SSAValue:
-        rt = result_type_of(op)
-        exprs = _dims(rt.get_num_dims())
-        d0, d1 = op.dim0.value.data, op.dim1.value.data
-        exprs[d0], exprs[d1] = exprs[d1], exprs[d0]
-        return b.index_map(op.input, _map(len(exprs), exprs), rt.get_shape())
+MapFn = Callable[[Any, Shape, Shape], AffineMap]
+"""`f(op, src, dst)`: the map from result (`dst`) to input (`src`) coordinates of one op."""
 
 
-class PermuteLowering(TorchLowering):
+class IndexMapLowering(TorchLowering):
+    """A unary layout op -> one `tensor.index_map` of its input; the ops differ only in the
+    map (`map_of`), so one parameterised pattern serves them all."""
+
+    def __init__(self, op_type: type[Operation], map_of: MapFn) -> None:
+        self.op_type = op_type
+        self.map_of = map_of
+
+    def lower(self, op: Operation, b: TensorBuilder) -> SSAValue:
+        assert isinstance(op, t.UnaryOp)
+        src, dst = shape_of(op.input), result_type_of(op).get_shape()
+        return b.index_map(op.input, self.map_of(op, src, dst), dst)
+
+
+def _transpose_map(op: t.TransposeOp, src: Shape, dst: Shape) -> AffineMap:
+    exprs = _dims(len(dst))
+    d0, d1 = op.dim0.value.data, op.dim1.value.data
+    exprs[d0], exprs[d1] = exprs[d1], exprs[d0]
+    return _map(len(exprs), exprs)
+
+
+def _permute_map(op: t.PermuteOp, src: Shape, dst: Shape) -> AffineMap:
     """out[c] = in[c'] with c'[dims[i]] = c[i]."""
-
-    op_type = t.PermuteOp
-
-    def lower(self, op: t.PermuteOp, b: TensorBuilder) -> SSAValue:
-        rt = result_type_of(op)
-        dims = [int(d) for d in op.dims.get_values()]
-        exprs: list[AffineExpr] = [AffineExpr.constant(0)] * len(dims)
-        for i, d in enumerate(dims):
-            exprs[d] = AffineExpr.dimension(i)
-        return b.index_map(op.input, _map(len(dims), exprs), rt.get_shape())
+    dims = [int(d) for d in op.dims.get_values()]
+    exprs: list[AffineExpr] = [AffineExpr.constant(0)] * len(dims)
+    for i, d in enumerate(dims):
+        exprs[d] = AffineExpr.dimension(i)
+    return _map(len(dims), exprs)
 
 
-class ReshapeLowering(TorchLowering):
-    op_type = t.ReshapeOp
-
-    def lower(self, op: t.ReshapeOp, b: TensorBuilder) -> SSAValue:
-        dst = result_type_of(op).get_shape()
-        return b.index_map(op.input, reshape_map(shape_of(op.input), dst), dst)
+def _unsqueeze_map(op: t.UnsqueezeOp, src: Shape, dst: Shape) -> AffineMap:
+    exprs = _dims(len(dst))
+    del exprs[op.dim.value.data]
+    return _map(len(dst), exprs)
 
 
-class UnsqueezeLowering(TorchLowering):
-    op_type = t.UnsqueezeOp
-
-    def lower(self, op: t.UnsqueezeOp, b: TensorBuilder) -> SSAValue:
-        rt = result_type_of(op)
-        exprs = _dims(rt.get_num_dims())
-        del exprs[op.dim.value.data]
-        return b.index_map(op.input, _map(rt.get_num_dims(), exprs), rt.get_shape())
-
-
-class ExpandLowering(TorchLowering):
-    op_type = t.ExpandOp
-
-    def lower(self, op: t.ExpandOp, b: TensorBuilder) -> SSAValue:
-        dst = result_type_of(op).get_shape()
-        return b.index_map(op.input, broadcast_map(shape_of(op.input), dst), dst)
-
-
-class SliceLowering(TorchLowering):
+def _slice_map(op: t.SliceOp, src: Shape, dst: Shape) -> AffineMap:
     """c[dim] -> start + step * c[dim]."""
+    exprs = _dims(len(dst))
+    dim = op.dim.value.data
+    exprs[dim] = exprs[dim] * op.step.value.data + op.start.value.data
+    return _map(len(exprs), exprs)
 
-    op_type = t.SliceOp
 
-    def lower(self, op: t.SliceOp, b: TensorBuilder) -> SSAValue:
-        rt = result_type_of(op)
-        exprs = _dims(rt.get_num_dims())
-        dim = op.dim.value.data
-        exprs[dim] = exprs[dim] * op.step.value.data + op.start.value.data
-        return b.index_map(op.input, _map(len(exprs), exprs), rt.get_shape())
+INDEX_MAPS: dict[type[Operation], MapFn] = {
+    t.TransposeOp: _transpose_map,
+    t.PermuteOp: _permute_map,
+    t.ReshapeOp: lambda op, src, dst: reshape_map(src, dst),
+    t.UnsqueezeOp: _unsqueeze_map,
+    t.ExpandOp: lambda op, src, dst: broadcast_map(src, dst),
+    t.SliceOp: _slice_map,
+}
+"""Unary layout op -> its index map."""
 
 
 class CatLowering(TorchLowering):
@@ -157,11 +157,6 @@ class CatLowering(TorchLowering):
 
 
 PATTERNS: tuple[TorchLowering, ...] = (
-    TransposeLowering(),
-    PermuteLowering(),
-    ReshapeLowering(),
-    UnsqueezeLowering(),
-    ExpandLowering(),
-    SliceLowering(),
+    *(IndexMapLowering(op_type, map_of) for op_type, map_of in INDEX_MAPS.items()),
     CatLowering(),
 )

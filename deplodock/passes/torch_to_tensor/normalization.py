@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from math import prod
 
-from xdsl.ir import SSAValue
+from xdsl.ir import Operation, SSAValue
 
 from deplodock.dialects import torch as t
 from deplodock.dialects.tensor import ReduceKind
@@ -42,50 +42,54 @@ def _affine(
     return y
 
 
-class RmsNormLowering(TorchLowering):
-    op_type = t.RmsNormOp
+class NormLowering(TorchLowering):
+    """Both norms are `v * rsqrt(sum(v * v) / N + eps) * w (+ b)` over the trailing dims,
+    with `v = x` (rms_norm) or `v = x - mean` (layer_norm): only `centre` differs."""
 
-    def lower(self, op: t.RmsNormOp, b: TensorBuilder) -> SSAValue:
+    def centre(self, op: Operation, b: TensorBuilder, dims: list[int], inv_n: float) -> SSAValue:
+        """The values that are normalized: the input itself for rms_norm."""
+        assert isinstance(op, t.RmsNormOp | t.LayerNormOp)
+        return op.input
+
+    def lower(self, op: Operation, b: TensorBuilder) -> SSAValue:
+        assert isinstance(op, t.RmsNormOp | t.LayerNormOp)
         x, eps = op.input, op.eps.value.data
         shape, elt = shape_of(x), element_type_of(x)
         dims, inv_n = _norm_dims(x, tuple(op.normalized_shape.get_values()))
-        squares = b.elementwise([x], shape, elt, lambda s, v: s.mul(v, v))
+        v = self.centre(op, b, dims, inv_n)
+        squares = b.elementwise([v], shape, elt, lambda s, c: s.mul(c, c))
         total = b.reduce(squares, ReduceKind.ADD, dims)
         scale = b.elementwise(
             [total], shape_of(total), elt, lambda s, z: s.rsqrt(s.add(s.mul(z, inv_n), eps))
         )
-        params = [op.weight] if op.weight is not None else []
+        weight = op.weight
+        bias = op.bias if isinstance(op, t.LayerNormOp) else None
+        params = [p for p in (weight, bias) if p is not None]
+        has_w, has_b = weight is not None, bias is not None
         return b.elementwise(
-            [x, scale, *params],
-            shape,
-            elt,
-            lambda s, v, r, *p: _affine(s, s.mul(v, r), list(p), op.weight is not None, False),
-        )
-
-
-class LayerNormLowering(TorchLowering):
-    op_type = t.LayerNormOp
-
-    def lower(self, op: t.LayerNormOp, b: TensorBuilder) -> SSAValue:
-        x, eps = op.input, op.eps.value.data
-        shape, elt = shape_of(x), element_type_of(x)
-        dims, inv_n = _norm_dims(x, tuple(op.normalized_shape.get_values()))
-        total = b.reduce(x, ReduceKind.ADD, dims)
-        mean = b.elementwise([total], shape_of(total), elt, lambda s, z: s.mul(z, inv_n))
-        centred = b.elementwise([x, mean], shape, elt, lambda s, v, m: s.sub(v, m))
-        squares = b.elementwise([centred], shape, elt, lambda s, c: s.mul(c, c))
-        var_total = b.reduce(squares, ReduceKind.ADD, dims)
-        scale = b.elementwise(
-            [var_total], shape_of(var_total), elt, lambda s, z: s.rsqrt(s.add(s.mul(z, inv_n), eps))
-        )
-        params = [p for p in (op.weight, op.bias) if p is not None]
-        has_w, has_b = op.weight is not None, op.bias is not None
-        return b.elementwise(
-            [centred, scale, *params],
+            [v, scale, *params],
             shape,
             elt,
             lambda s, c, r, *p: _affine(s, s.mul(c, r), list(p), has_w, has_b),
         )
+
+
+class RmsNormLowering(NormLowering):
+    op_type = t.RmsNormOp
+
+
+class LayerNormLowering(NormLowering):
+    """Centres on the mean first; the variance is then a second pass over `x - mean`."""
+
+    op_type = t.LayerNormOp
+
+    def centre(self, op: Operation, b: TensorBuilder, dims: list[int], inv_n: float) -> SSAValue:
+        assert isinstance(op, t.LayerNormOp)
+        x = op.input
+        shape, elt = shape_of(x), element_type_of(x)
+        total = b.reduce(x, ReduceKind.ADD, dims)
+        mean = b.elementwise([total], shape_of(total), elt, lambda s, z: s.mul(z, inv_n))
+        return b.elementwise([x, mean], shape, elt, lambda s, v, m: s.sub(v, m))
 
 
 PATTERNS: tuple[TorchLowering, ...] = (RmsNormLowering(), LayerNormLowering())

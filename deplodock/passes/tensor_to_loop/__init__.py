@@ -1,0 +1,29 @@
+"""Lifting patterns of `convert-tensor-to-loop`, one `LiftPattern` per tensor op.
+
+- `lift`: the shared part (kernel naming and creation, alloc + launch in `@forward`);
+- `elementwise`, `reduce`, `index_map` (with concat), `gather`: each op's kernel body.
+"""
+
+from __future__ import annotations
+
+from deplodock.passes.tensor_to_loop.elementwise import LiftElementwise
+from deplodock.passes.tensor_to_loop.gather import LiftGather
+from deplodock.passes.tensor_to_loop.index_map import LiftIndexMap
+from deplodock.passes.tensor_to_loop.lift import KernelNamer, LiftPattern
+from deplodock.passes.tensor_to_loop.reduce import LiftReduce
+
+
+def lift_patterns(namer: KernelNamer) -> list[LiftPattern]:
+    """One pattern per tensor op, sharing `namer` so kernel names stay unique."""
+    return [LiftElementwise(namer), LiftReduce(namer), LiftIndexMap(namer), LiftGather(namer)]
+
+
+__all__ = [
+    "KernelNamer",
+    "LiftElementwise",
+    "LiftGather",
+    "LiftIndexMap",
+    "LiftPattern",
+    "LiftReduce",
+    "lift_patterns",
+]
