@@ -13,6 +13,7 @@ Every failure a user can cause ends in one line on stderr and exit status 1;
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from collections.abc import Sequence
@@ -127,9 +128,38 @@ def load_source(args: argparse.Namespace, seed: int = 0) -> Program:
 _MODEL_DEFAULTS = {"layers": None, "seq_len": 128, "dtype": "fp32"}
 
 
+class OutputError(Exception):
+    """`-o FILE` cannot be written."""
+
+
+def check_writable(path: Path) -> None:
+    """Fails early, with the reason, when `path` cannot be created or replaced."""
+    directory = path.parent if str(path.parent) else Path(".")
+    if path.is_dir():
+        raise OutputError(f"-o {path}: is a directory")
+    if not directory.is_dir():
+        raise OutputError(f"-o {path}: no directory {directory}")
+    if not os.access(directory, os.W_OK):
+        raise OutputError(f"-o {path}: directory {directory} is not writable")
+
+
+def write_atomically(path: Path, text: str) -> None:
+    """Writes `text` to a temporary file beside `path`, then renames it over `path`, so an
+    interrupted run never leaves a half-written file (or destroys the previous one)."""
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        temporary.write_text(text)
+        os.replace(temporary, path)
+    except OSError as error:
+        temporary.unlink(missing_ok=True)
+        raise OutputError(f"-o {path}: {error.strerror or error}") from None
+
+
 def run_compile(args: argparse.Namespace) -> int:
     from deplodock.driver import compile_summary, lower_program, render
 
+    if args.output:
+        check_writable(args.output)  # before a compile that may take a while
     program = load_source(args)
     timings = lower_program(program, args.ir)
     start = time.perf_counter()
@@ -137,7 +167,7 @@ def run_compile(args: argparse.Namespace) -> int:
     if args.ir == "cuda":
         timings["print"] = time.perf_counter() - start
     if args.output:
-        args.output.write_text(text)
+        write_atomically(args.output, text)
     else:
         sys.stdout.write(text)
     if program.name:  # a model: what was compiled, how many kernels, how long

@@ -125,7 +125,9 @@ def make_config(source: ModelSource, layers: int | None = None) -> Any:
     total = int(values.get("num_hidden_layers", 0))
     if layers is not None:
         if not 1 <= layers <= total:
-            raise ModelError(f"--layers {layers}: {source.name} has {total} layers")
+            raise ModelError(
+                f"--layers {layers}: {source.name} has {total} layers (give 1 to {total})"
+            )
         values["num_hidden_layers"] = layers
         if isinstance(values.get("layer_types"), list):
             values["layer_types"] = values["layer_types"][:layers]

@@ -109,3 +109,20 @@ def test_verifier_failure_names_op_and_rule(tmp_path: Path) -> None:
 def test_missing_file_is_one_line(tmp_path: Path) -> None:
     result = run_tool("deplodock", "compile", str(tmp_path / "nope.mlir"))
     assert_one_line_error(result, "nope.mlir")
+
+
+def test_unwritable_output_fails_before_compiling(tmp_path: Path) -> None:
+    missing = tmp_path / "no-such-dir" / "out.cu"
+    result = run_tool("deplodock", "compile", "-c", RMSNORM, "-o", str(missing))
+    assert_one_line_error(result, f"-o {missing}", "no directory")
+    result = run_tool("deplodock", "compile", "-c", RMSNORM, "-o", str(tmp_path))
+    assert_one_line_error(result, "is a directory")
+
+
+def test_failed_compile_leaves_the_previous_output_alone(tmp_path: Path) -> None:
+    out = tmp_path / "out.cu"
+    out.write_text("previous")
+    result = run_tool("deplodock", "compile", "-c", "torch.sort(torch.randn(4))", "-o", str(out))
+    assert result.returncode != 0
+    assert out.read_text() == "previous"
+    assert [p.name for p in tmp_path.iterdir()] == ["out.cu"]  # no temporary left behind
