@@ -281,6 +281,20 @@ def randomize_weights(lm: nn.Module, seed: int = 0) -> nn.Module:
     return lm
 
 
+@contextmanager
+def _quiet_transformers() -> Iterator[None]:
+    """transformers' progress bars off for the duration (restored as they were)."""
+    from transformers.utils import logging
+
+    was_enabled = logging.is_progress_bar_enabled()
+    logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            logging.enable_progress_bar()
+
+
 def reference_model(source: ModelSource, config: Any, seed: int = 0) -> Any:
     """The transformers model `run` compares with, in float32 on the CPU (standard SDPA).
 
@@ -292,9 +306,10 @@ def reference_model(source: ModelSource, config: Any, seed: int = 0) -> Any:
     from deplodock.frontend.weights import safetensors_files
 
     if source.directory is not None and safetensors_files(source.directory):
-        model = AutoModelForCausalLM.from_pretrained(
-            source.directory, config=config, attn_implementation="sdpa", dtype=torch.float32
-        )
+        with _quiet_transformers():  # no progress bars on the tool's stderr
+            model = AutoModelForCausalLM.from_pretrained(
+                source.directory, config=config, attn_implementation="sdpa", dtype=torch.float32
+            )
         return model.eval()
     return randomize_weights(build_causal_lm(config, torch.float32, device="cpu"), seed)
 

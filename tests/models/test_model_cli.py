@@ -100,6 +100,7 @@ def test_local_directory_compile_to_cuda_and_run(tmp_path: Path) -> None:
     ran = deplodock("run", str(tmp_path), "--device", "cpu", "--seq-len", "8", "--ir", "loop")
     assert ran.returncode == 0, ran.stderr
     assert ran.stdout.startswith("OK: loop-level program on cpu"), ran.stdout
+    assert "Loading weights" not in ran.stderr  # transformers' progress bars kept quiet
 
 
 def test_unknown_model_lists_the_shipped_ids() -> None:
