@@ -6,7 +6,10 @@ CLI uses, so a test exercises exactly the interpreter a user gets.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
+import torch
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.parser import Parser
 
@@ -14,7 +17,7 @@ from deplodock.dialects import make_context
 from deplodock.driver import max_relative_error
 from deplodock.interpreters import run_module
 
-__all__ = ["parse", "rel_err", "run"]
+__all__ = ["parse", "rel_err", "run", "tiny_llama"]
 
 rel_err = max_relative_error
 
@@ -31,3 +34,25 @@ def run(module: ModuleOp | str, *inputs: np.ndarray) -> list[np.ndarray]:
     if isinstance(module, str):
         module = parse(module)
     return run_module(module, inputs)
+
+
+def tiny_llama() -> tuple[Any, torch.Tensor]:
+    """A random 2-layer Llama (hidden 64, 4 heads, 2 KV heads, vocab 128) and 8 input ids:
+    a whole Hugging Face causal LM small enough to interpret in a second."""
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    from deplodock.frontend.models import randomize_weights
+
+    config = AutoConfig.for_model(
+        "llama",
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        vocab_size=128,
+    )
+    torch.manual_seed(0)
+    model = randomize_weights(AutoModelForCausalLM.from_config(config), seed=2).eval()
+    input_ids = torch.randint(0, 128, (1, 8), generator=torch.Generator().manual_seed(1))
+    return model, input_ids

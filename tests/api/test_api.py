@@ -12,7 +12,7 @@ from torch import nn
 import deplodock
 from deplodock.frontend.capture import UnsupportedOpError
 from deplodock.frontend.expression import randomize_parameters
-from deplodock.frontend.models import randomize_weights
+from tests.helpers import tiny_llama
 
 
 def _rel_err(actual: torch.Tensor, expected: torch.Tensor) -> float:
@@ -51,21 +51,8 @@ def test_several_outputs_keep_their_dtypes() -> None:
 
 
 def test_hugging_face_model_logits_and_model_left_unchanged() -> None:
-    from transformers import AutoConfig, AutoModelForCausalLM
-
-    config = AutoConfig.for_model(
-        "llama",
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        vocab_size=128,
-    )
-    torch.manual_seed(0)
-    model = randomize_weights(AutoModelForCausalLM.from_config(config), seed=2).eval()
+    model, input_ids = tiny_llama()
     norms_before = [type(m).__name__ for m in model.modules()]
-    input_ids = torch.randint(0, 128, (1, 8), generator=torch.Generator().manual_seed(1))
     f = deplodock.compile(model, (input_ids,))
     assert [type(m).__name__ for m in model.modules()] == norms_before
     assert model.config._attn_implementation == "sdpa"

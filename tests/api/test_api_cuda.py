@@ -20,8 +20,8 @@ from deplodock import api
 from deplodock.backend.device import DeviceInfo, NoCudaDevice, cuda_unavailable_reason
 from deplodock.backend.runtime import CudaProgram
 from deplodock.frontend.expression import randomize_parameters
-from deplodock.frontend.models import randomize_weights
 from tests.gpu.emulation import FAKE_DEVICE, emulated_load
+from tests.helpers import tiny_llama
 
 
 def rel_err(actual: torch.Tensor, expected: torch.Tensor) -> float:
@@ -138,20 +138,7 @@ def test_wrong_inputs_and_stages_are_refused(loads: list[ModuleOp]) -> None:
 
 def test_a_hugging_face_causal_lm(loads: list[ModuleOp]) -> None:
     """Decoder layers lowered once (stamped) down to the cuda level, logits as a tensor."""
-    from transformers import AutoConfig, AutoModelForCausalLM
-
-    config = AutoConfig.for_model(
-        "llama",
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        vocab_size=128,
-    )
-    torch.manual_seed(0)
-    model = randomize_weights(AutoModelForCausalLM.from_config(config), seed=2).eval()
-    input_ids = torch.randint(0, 128, (1, 8), generator=torch.Generator().manual_seed(1))
+    model, input_ids = tiny_llama()
     f = deplodock.compile(model, (input_ids,), device="cuda")
     assert f.program.stage == "cuda" and f.program.segments == (4, 3) and len(loads) == 1
     logits = f(input_ids)

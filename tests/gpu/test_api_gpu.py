@@ -14,6 +14,7 @@ from torch import nn
 
 import deplodock
 from deplodock.frontend.expression import randomize_parameters
+from tests.helpers import tiny_llama
 
 pytestmark = pytest.mark.gpu
 
@@ -75,22 +76,8 @@ def test_rmsnorm_in_bf16() -> None:
 
 
 def test_a_hugging_face_causal_lm_on_the_gpu() -> None:
-    from transformers import AutoConfig, AutoModelForCausalLM
-
-    from deplodock.frontend.models import randomize_weights
-
-    config = AutoConfig.for_model(
-        "llama",
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        vocab_size=128,
-    )
-    torch.manual_seed(0)
-    model = randomize_weights(AutoModelForCausalLM.from_config(config), seed=2).eval().cuda()
-    input_ids = torch.randint(0, 128, (1, 8), generator=torch.Generator().manual_seed(1))
+    model, input_ids = tiny_llama()
+    model = model.cuda()
     f = deplodock.compile(model, (input_ids.cuda(),), device="cuda")
     logits = f(input_ids.cuda())
     assert logits.is_cuda and logits.shape == (1, 8, 128)
