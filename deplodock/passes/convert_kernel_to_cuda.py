@@ -51,9 +51,7 @@ class KernelFuncToCuda(RewritePattern):
 class KernelAllocToCuda(RewritePattern):
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: kernel.AllocOp, rewriter: PatternRewriter) -> None:
-        new = cuda.AllocOp(op.res.type)
-        new.result.name_hint = op.res.name_hint
-        rewriter.replace(op, new)
+        rewriter.replace(op, cuda.AllocOp(op.res.type))  # the replace keeps the name hint
 
 
 class KernelLaunchToCuda(RewritePattern):

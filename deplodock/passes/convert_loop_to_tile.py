@@ -247,9 +247,7 @@ class ScheduleKernel(RewritePattern):
 class LowerAlloc(RewritePattern):
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: loop.AllocOp, rewriter: PatternRewriter) -> None:
-        new = tile.AllocOp(op.res.type)
-        new.res.name_hint = op.res.name_hint
-        rewriter.replace(op, new)
+        rewriter.replace(op, tile.AllocOp(op.res.type))  # the replace keeps the name hint
 
 
 class LowerLaunch(RewritePattern):

@@ -273,6 +273,16 @@ def _module_of(op: Operation) -> ModuleOp | None:
     return parent
 
 
+def _host(op: loop.LaunchOp) -> tuple[FuncOp, ModuleOp, loop.KernelOp] | None:
+    """The function, module and kernel of a launch in a function body; what both patterns
+    start from."""
+    func, module = op.parent_op(), _module_of(op)
+    if not isinstance(func, FuncOp) or module is None:
+        return None
+    kernel = kernel_of(module, op)
+    return None if kernel is None else (func, module, kernel)
+
+
 def _writes(module: ModuleOp, launch: loop.LaunchOp, buffer: SSAValue) -> bool:
     if all(arg is not buffer for arg in launch.args):  # fast path: not passed, not written
         return False
@@ -280,6 +290,22 @@ def _writes(module: ModuleOp, launch: loop.LaunchOp, buffer: SSAValue) -> bool:
     if kernel is None:
         return True
     return any(launch.args[w] is buffer for w in written_args(kernel))
+
+
+def _writers(module: ModuleOp, func: FuncOp, buffer: SSAValue) -> list[loop.LaunchOp]:
+    """The launches of `func` that write `buffer`, found through its uses: only a launch
+    that is passed the buffer can write it, so scanning every launch is not needed."""
+    found: list[loop.LaunchOp] = []
+    for use in buffer.uses:
+        launch = use.operation
+        if (
+            isinstance(launch, loop.LaunchOp)
+            and launch.parent_block() is func.body.block
+            and launch not in found
+            and _writes(module, launch, buffer)
+        ):
+            found.append(launch)
+    return found
 
 
 def _launch_count(func: FuncOp, kernel: loop.KernelOp) -> int:
@@ -305,23 +331,21 @@ class FuseProducers(RewritePattern):
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: loop.LaunchOp, rewriter: PatternRewriter) -> None:
-        func, module = op.parent_op(), _module_of(op)
-        if not isinstance(func, FuncOp) or module is None:
+        if (host := _host(op)) is None:
             return
-        consumer = kernel_of(module, op)
-        if consumer is None or _launch_count(func, consumer) != 1:
+        func, module, consumer = host
+        if _launch_count(func, consumer) != 1:
             return
         for position in sorted(read_args(consumer)):
             producer = self._producer(module, func, op, op.args[position])
             if producer is None or (consumer, producer.launch) in self.rejected:
                 continue
-            if reduction_iterations(producer.kernel) and _read_elsewhere(
-                op.args[position], op, producer.launch
-            ):
+            reductions = reduction_iterations(producer.kernel)
+            if reductions and _read_elsewhere(op.args[position], op, producer.launch):
                 continue  # not rejected: retried once the other readers are fused away
             fused, args = fuse(consumer, op.args, position, producer)
             budget = self.max_recompute * (work(consumer) + work(producer.kernel))
-            reductions = reduction_iterations(consumer) + reduction_iterations(producer.kernel)
+            reductions += reduction_iterations(consumer)
             if work(fused) > budget or reduction_iterations(fused) > reductions:
                 fused.erase()
                 self.rejected.add((consumer, producer.launch))
@@ -334,8 +358,7 @@ class FuseProducers(RewritePattern):
         self, module: ModuleOp, func: FuncOp, consumer: loop.LaunchOp, buffer: SSAValue
     ) -> Producer | None:
         """The unique earlier writer of `buffer`, if fusable into `consumer`."""
-        sequence = launches(func)
-        writers = [launch for launch in sequence if _writes(module, launch, buffer)]
+        writers = _writers(module, func, buffer)
         if len(writers) != 1 or not writers[0].is_before_in_block(consumer):
             return None
         launch = writers[0]
@@ -348,6 +371,7 @@ class FuseProducers(RewritePattern):
             return None
         # P's inputs must hold the same values when C runs as when P ran.
         inputs = {launch.args[r] for r in read_args(kernel)}
+        sequence = launches(func)
         between = sequence[sequence.index(launch) + 1 : sequence.index(consumer) + 1]
         if any(_writes(module, other, x) for other in between for x in inputs):
             return None
@@ -359,12 +383,9 @@ class EraseDeadLaunch(RewritePattern):
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: loop.LaunchOp, rewriter: PatternRewriter) -> None:
-        func, module = op.parent_op(), _module_of(op)
-        if not isinstance(func, FuncOp) or module is None:
+        if (host := _host(op)) is None:
             return
-        kernel = kernel_of(module, op)
-        if kernel is None:
-            return
+        func, _, kernel = host
         outputs = {op.args[w] for w in written_args(kernel)}
         for buffer in outputs:
             if not isinstance(buffer, OpResult) or not isinstance(buffer.op, loop.AllocOp):
