@@ -15,9 +15,9 @@ from xdsl.parser import Parser
 
 from deplodock.dialects import make_context
 from deplodock.driver import max_relative_error
-from deplodock.interpreters import run_module
+from deplodock.interpreters import forward_function, run_module
 
-__all__ = ["parse", "rel_err", "run", "tiny_llama"]
+__all__ = ["parse", "random_inputs", "rel_err", "run", "tiny_llama"]
 
 rel_err = max_relative_error
 
@@ -34,6 +34,13 @@ def run(module: ModuleOp | str, *inputs: np.ndarray) -> list[np.ndarray]:
     if isinstance(module, str):
         module = parse(module)
     return run_module(module, inputs)
+
+
+def random_inputs(module: ModuleOp, seed: int) -> list[np.ndarray]:
+    """Standard-normal float32 arrays, one per argument of `@forward`, from `seed`."""
+    rng = np.random.default_rng(seed)
+    shapes = [t.get_shape() for t in forward_function(module).function_type.inputs.data]
+    return [rng.standard_normal(s).astype(np.float32) for s in shapes]
 
 
 def tiny_llama() -> tuple[Any, torch.Tensor]:

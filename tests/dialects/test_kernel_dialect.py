@@ -14,11 +14,11 @@ from xdsl.dialects.builtin import (
     f32,
 )
 from xdsl.ir import Block
-from xdsl.parser import Parser
 from xdsl.rewriter import InsertPoint
 from xdsl.utils.exceptions import VerifyException
 
-from deplodock.dialects import kernel, make_context
+from deplodock.dialects import kernel
+from tests.helpers import parse
 
 GLOBAL = MemRefType(f32, [256])
 
@@ -27,14 +27,9 @@ def shared(count: int, element=f32) -> MemRefType:
     return MemRefType(element, [count], memory_space=IntegerAttr(3, 64))
 
 
-def parse(text: str) -> ModuleOp:
-    return Parser(make_context(), text).parse_module()
-
-
 def roundtrip(module: ModuleOp) -> str:
     text = str(module)
     again = parse(text)
-    again.verify()
     assert str(again) == text
     return text
 
@@ -96,7 +91,6 @@ func.func @forward(%x: memref<256xf32>) -> memref<256xf32> {
 }
 """
     module = parse(text)
-    module.verify()
     printed = roundtrip(module)
     assert "kernel.launch @k(%y) : (memref<256xf32>) -> ()" in printed
 
@@ -205,7 +199,7 @@ func.func @forward(%x: memref<128xf32>) {
 }
 """
     with pytest.raises(VerifyException, match=r"kernel.launch: argument types of @k differ"):
-        parse(text).verify()
+        parse(text)
 
 
 def test_if_takes_an_i1_and_yields_nothing() -> None:

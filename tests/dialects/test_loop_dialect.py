@@ -16,11 +16,11 @@ from xdsl.dialects.builtin import (
     f32,
 )
 from xdsl.dialects.func import FuncOp, ReturnOp
-from xdsl.parser import Parser
 from xdsl.rewriter import InsertPoint
 from xdsl.utils.exceptions import VerifyException
 
-from deplodock.dialects import loop, make_context
+from deplodock.dialects import loop
+from tests.helpers import parse
 
 ROW_SUM = """\
 builtin.module {
@@ -42,12 +42,6 @@ builtin.module {
     func.return %y : memref<4xf32>
   }
 }"""
-
-
-def parse(text: str) -> ModuleOp:
-    module = Parser(make_context(), text).parse_module()
-    module.verify()
-    return module
 
 
 def test_round_trip_is_exact() -> None:

@@ -6,14 +6,12 @@ import math
 
 import pytest
 from xdsl.dialects import arith
-from xdsl.dialects.builtin import FloatAttr, ModuleOp, TensorType, f16, f32
+from xdsl.dialects.builtin import FloatAttr, TensorType, f16, f32
 from xdsl.ir import Block, Region
 from xdsl.ir.affine import AffineExpr, AffineMap
-from xdsl.parser import Parser
 from xdsl.utils.exceptions import VerifyException
 from xdsl.utils.test_value import create_ssa_value
 
-from deplodock.dialects import make_context
 from deplodock.dialects.tensor import (
     ElementwiseOp,
     IndexMapOp,
@@ -22,6 +20,7 @@ from deplodock.dialects.tensor import (
     YieldOp,
     expr_bounds,
 )
+from tests.helpers import parse
 
 T48 = TensorType(f32, [4, 8])
 
@@ -40,13 +39,8 @@ func.func @forward(%a: tensor<4x8xf32>, %b: tensor<4x8xf32>) -> tensor<4x16xf32>
 """  # noqa: E501
 
 
-def parse(text: str) -> ModuleOp:
-    return Parser(make_context(), text).parse_module()
-
-
 def test_doc_example_round_trips() -> None:
     module = parse(DOC_EXAMPLE)
-    module.verify()
     printed = str(module)
     assert str(parse(printed)) == printed
     assert "tensor.reduce add %e dims [1] : tensor<4x8xf32> -> tensor<4x1xf32>" in printed

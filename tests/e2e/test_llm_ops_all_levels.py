@@ -29,7 +29,6 @@ from deplodock.dialects import cuda
 from deplodock.driver import (
     Program,
     forward_arguments,
-    lower_program,
     max_relative_error,
     randomize_parameters,
     reference_outputs,
@@ -37,7 +36,11 @@ from deplodock.driver import (
 from deplodock.frontend.capture import capture
 from deplodock.interpreters import run_module
 from deplodock.passes.pipelines import STAGES
-from tests.e2e.test_ops_all_levels import captured_expression, lowered_expression
+from tests.e2e.test_ops_all_levels import (
+    captured_expression,
+    lower_from_above,
+    lowered_expression,
+)
 
 #: `arange(len(x))` keeps a sequence length out of the factory list, so arange is traced.
 N16 = "len(torch.randn(16))"
@@ -232,12 +235,7 @@ def captured_module(name: str) -> tuple[Program, list[np.ndarray], list[np.ndarr
 @functools.cache
 def lowered_module(name: str, stage: str) -> ModuleOp:
     program, _, _ = captured_module(name)
-    if stage == "torch":
-        return program.module.clone()
-    above = STAGES[STAGES.index(stage) - 1]
-    step = Program(lowered_module(name, above).clone(), above)
-    lower_program(step, stage)
-    return step.module
+    return lower_from_above(program, stage, lambda above: lowered_module(name, above))
 
 
 @pytest.mark.parametrize("stage", STAGES)

@@ -8,6 +8,7 @@ outputs are compared with PyTorch's float64 result: max relative error <= 1e-5 i
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 
 import numpy as np
 import pytest
@@ -86,16 +87,22 @@ def captured_expression(expr: str) -> tuple[Program, list[np.ndarray], list[np.n
     return program, forward_arguments(program), reference_outputs(program)
 
 
+def lower_from_above(program: Program, stage: str, at: Callable[[str], ModuleOp]) -> ModuleOp:
+    """`program`'s module at `stage`: a copy of the torch level, or one pass pipeline step
+    from `at(stage above)`, so that a cached `at` lowers every stage only once."""
+    if stage == "torch":
+        return program.module.clone()
+    above = STAGES[STAGES.index(stage) - 1]
+    step = Program(at(above).clone(), above)
+    lower_program(step, stage)
+    return step.module
+
+
 @functools.cache
 def lowered_expression(expr: str, stage: str) -> ModuleOp:
     """The module of a `-c` expression at `stage`, lowered from the stage above it."""
     program, _, _ = captured_expression(expr)
-    if stage == "torch":
-        return program.module.clone()
-    above = STAGES[STAGES.index(stage) - 1]
-    step = Program(lowered_expression(expr, above).clone(), above)
-    lower_program(step, stage)
-    return step.module
+    return lower_from_above(program, stage, lambda above: lowered_expression(expr, above))
 
 
 def captured(name: str) -> tuple[Program, list[np.ndarray], list[np.ndarray]]:

@@ -16,20 +16,18 @@ import numpy as np
 import pytest
 import torch
 from xdsl.dialects.builtin import ModuleOp
-from xdsl.parser import Parser
 
 from deplodock.dialects import cuda, make_context
 from deplodock.interpreters import run_module
 from deplodock.passes.convert_kernel_to_cuda import ConvertKernelToCudaPass
+from tests.helpers import parse, rel_err
 
 INPUTS = Path(__file__).resolve().parents[1] / "backend" / "inputs"
 RNG = np.random.default_rng(1)
 
 
 def load(name: str) -> ModuleOp:
-    module = Parser(make_context(), (INPUTS / name).read_text()).parse_module()
-    module.verify()
-    return module
+    return parse((INPUTS / name).read_text())
 
 
 def to_cuda(module: ModuleOp) -> ModuleOp:
@@ -39,11 +37,6 @@ def to_cuda(module: ModuleOp) -> ModuleOp:
     assert not any(op.dialect_name() == "kernel" for op in lowered.walk())
     assert any(isinstance(op, cuda.KernelOp) for op in lowered.walk())
     return lowered
-
-
-def rel_err(out: np.ndarray, ref: np.ndarray) -> float:
-    out64, ref64 = np.asarray(out, np.float64), np.asarray(ref, np.float64)
-    return float(np.max(np.abs(out64 - ref64)) / np.max(np.abs(ref64)))
 
 
 def both_levels(name: str, inputs: list[np.ndarray]) -> tuple[list, list]:
@@ -144,8 +137,7 @@ builtin.module {{
 
 
 def test_hand_written_cuda_module_and_nan_filled_allocs() -> None:
-    module = Parser(make_context(), HAND_WRITTEN).parse_module()
-    module.verify()
+    module = parse(HAND_WRITTEN)
     x = RNG.standard_normal(64).astype(np.float32)
     y, z = run_module(module, [x])
     np.testing.assert_array_equal(y[:60], x[:60] + 1)

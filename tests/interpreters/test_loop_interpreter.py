@@ -4,14 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from xdsl.interpreter import Interpreter
-from xdsl.interpreters.func import FuncFunctions
-from xdsl.parser import Parser
 
-from deplodock.dialects import make_context
-from deplodock.interpreters.arith import ArithMathFunctions
-from deplodock.interpreters.loop import LoopFunctions
-from tests.helpers import rel_err, run
+from deplodock.interpreters import make_interpreter
+from tests.helpers import parse, rel_err, run
 
 RNG = np.random.default_rng(7)
 
@@ -199,10 +194,8 @@ def test_inputs_are_not_modified_and_missing_kernel_fails() -> None:
     before = x.copy()
     run(TWO_KERNELS, x)
     np.testing.assert_array_equal(x, before)
-    module = Parser(make_context(), TWO_KERNELS).parse_module()
-    interpreter = Interpreter(module)
-    for functions in (FuncFunctions(), ArithMathFunctions(), LoopFunctions()):
-        interpreter.register_implementations(functions)
+    module = parse(TWO_KERNELS)
+    interpreter = make_interpreter(module)
     next(op for op in module.ops if op.name == "loop.kernel").detach()
     with pytest.raises(Exception, match=r"no loop\.kernel named @exp"):
         interpreter.call_op("forward", (x,))

@@ -12,13 +12,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from xdsl.dialects.builtin import ModuleOp
-from xdsl.parser import Parser
 from xdsl.utils.exceptions import InterpretationError
 
 from deplodock.dialects import kernel, make_context
 from deplodock.interpreters.shared_memory import RaceError, SharedBuffer
 from deplodock.passes.convert_tile_to_kernel import ConvertTileToKernelPass
-from tests.helpers import run
+from tests.helpers import parse, run
 
 # --------------------------------------------------------------------------------------------
 # SharedBuffer on its own
@@ -113,7 +112,7 @@ func.func @forward(%x: memref<3x256xf32>) -> memref<3x256xf32> {
 
 
 def materialized() -> ModuleOp:
-    module = Parser(make_context(), RMS_LIKE).parse_module()
+    module = parse(RMS_LIKE)
     ConvertTileToKernelPass().apply(make_context(), module)
     module.verify()
     return module

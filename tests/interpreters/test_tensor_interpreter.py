@@ -7,32 +7,12 @@ import itertools
 
 import numpy as np
 import pytest
-from xdsl.dialects.builtin import ModuleOp
-from xdsl.interpreter import Interpreter
-from xdsl.interpreters.func import FuncFunctions
 from xdsl.ir.affine import AffineExpr, AffineMap
-from xdsl.parser import Parser
 
-from deplodock.dialects import make_context
 from deplodock.interpreters.affine import eval_affine_map
-from deplodock.interpreters.arith import ArithMathFunctions
-from deplodock.interpreters.tensor import TensorFunctions
+from tests.helpers import rel_err, run
 
 RNG = np.random.default_rng(0)
-
-
-def run(text: str, *inputs: np.ndarray) -> np.ndarray:
-    module: ModuleOp = Parser(make_context(), text).parse_module()
-    module.verify()
-    interpreter = Interpreter(module)
-    for functions in (FuncFunctions(), ArithMathFunctions(), TensorFunctions()):
-        interpreter.register_implementations(functions)
-    (out,) = interpreter.call_op("forward", inputs)
-    return np.asarray(out)
-
-
-def rel_err(out: np.ndarray, ref: np.ndarray) -> float:
-    return float(np.max(np.abs(out.astype(np.float64) - ref)) / np.max(np.abs(ref)))
 
 
 def test_elementwise_runs_body_on_whole_arrays() -> None:
@@ -50,7 +30,7 @@ func.func @forward(%a: tensor<4x8xf32>, %b: tensor<4x8xf32>) -> tensor<4x8xf32> 
 }"""
     a = RNG.standard_normal((4, 8)).astype(np.float32)
     b = RNG.standard_normal((4, 8)).astype(np.float32)
-    out = run(text, a, b)
+    (out,) = run(text, a, b)
     assert out.dtype == np.float32 and out.shape == (4, 8)
     assert rel_err(out, np.tanh((a.astype(np.float64) + b) * 0.5)) <= 1e-6
 
@@ -64,7 +44,7 @@ func.func @forward() -> tensor<2x3xf32> {
   }
   func.return %e : tensor<2x3xf32>
 }"""
-    out = run(text)
+    (out,) = run(text)
     assert out.shape == (2, 3) and out.dtype == np.float32
     assert np.all(out == 2.5)
 
@@ -80,7 +60,7 @@ func.func @forward(%a: tensor<5xf16>) -> tensor<5xf16> {
   func.return %e : tensor<5xf16>
 }"""
     a = RNG.standard_normal(5).astype(np.float16)
-    out = run(text, a)
+    (out,) = run(text, a)
     assert out.dtype == np.float16
     assert rel_err(out, np.exp(a.astype(np.float64))) <= 2e-3
 
@@ -99,7 +79,7 @@ func.func @forward(%a: tensor<2x3x4xf32>) -> {out_t} {{
   func.return %r : {out_t}
 }}"""
     a = (RNG.standard_normal((2, 3, 4)) + 0.1).astype(np.float32)
-    out = run(text, a)
+    (out,) = run(text, a)
     ref = fn(a.astype(np.float64), axis=tuple(dims), keepdims=True) if dims else a
     assert out.shape == tuple(out_shape)
     assert rel_err(out, ref) <= 1e-6
@@ -137,7 +117,7 @@ func.func @forward(%a: {_t(src)}) -> {_t(dst)} {{
   func.return %r : {_t(dst)}
 }}"""
     a = RNG.standard_normal(src).astype(np.float32)
-    out = run(text, a)
+    (out,) = run(text, a)
     assert out.shape == dst
     np.testing.assert_array_equal(out, ref(a))
 
@@ -149,7 +129,8 @@ func.func @forward(%a: tensor<2x3xf32>, %b: tensor<2x1xf32>, %c: tensor<2x4xf32>
   func.return %r : tensor<2x8xf32>
 }"""  # noqa: E501
     a, b, c = (RNG.standard_normal(s).astype(np.float32) for s in ((2, 3), (2, 1), (2, 4)))
-    np.testing.assert_array_equal(run(text, a, b, c), np.concatenate([a, b, c], axis=1))
+    (out,) = run(text, a, b, c)
+    np.testing.assert_array_equal(out, np.concatenate([a, b, c], axis=1))
 
 
 def test_affine_evaluator_matches_xdsl_eval_pointwise() -> None:
@@ -183,7 +164,7 @@ func.func @forward() -> tensor<3x4xi64> {
   }
   func.return %e : tensor<3x4xi64>
 }"""
-    out = run(text)
+    (out,) = run(text)
     assert out.dtype == np.int64
     np.testing.assert_array_equal(out, 10 * np.arange(3)[:, None] + np.arange(4))
 
@@ -203,7 +184,7 @@ func.func @forward(%s: tensor<5x5xf32>) -> tensor<5x5xf32> {
   func.return %e : tensor<5x5xf32>
 }"""
     x = RNG.standard_normal((5, 5)).astype(np.float32)
-    out = run(text, x)
+    (out,) = run(text, x)
     np.testing.assert_array_equal(out, np.where(np.tril(np.ones((5, 5), bool)), x, -np.inf))
 
 
@@ -217,7 +198,8 @@ func.func @forward(%w: tensor<6x5xf32>, %i: tensor<2x3xi64>) -> {out} {{
 }}"""
     w = RNG.standard_normal((6, 5)).astype(np.float32)
     i = RNG.integers(0, 5, (2, 3))
-    np.testing.assert_array_equal(run(text, w, i), np.take(w, i, axis=dim))
+    (got,) = run(text, w, i)
+    np.testing.assert_array_equal(got, np.take(w, i, axis=dim))
 
 
 def test_gather_out_of_range_raises() -> None:
@@ -238,6 +220,6 @@ func.func @forward(%x: tensor<3x4xi64>) -> tensor<3x1xi64> {
   func.return %r : tensor<3x1xi64>
 }"""
     x = RNG.integers(-50, 50, (3, 4))
-    out = run(text, x)
+    (out,) = run(text, x)
     assert out.dtype == np.int64
     np.testing.assert_array_equal(out, x.max(1, keepdims=True))

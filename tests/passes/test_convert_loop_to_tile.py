@@ -8,12 +8,12 @@ import re
 
 import numpy as np
 import pytest
-from xdsl.dialects.builtin import MemRefType, ModuleOp
+from xdsl.dialects.builtin import ModuleOp
 from xdsl.utils.exceptions import PassFailedException
 
 from deplodock.dialects import make_context, tile
 from deplodock.passes.convert_loop_to_tile import ConvertLoopToTilePass
-from tests.helpers import parse, rel_err, run
+from tests.helpers import parse, random_inputs, rel_err, run
 
 
 def program(kernel: str, n_out: int = 1) -> str:
@@ -35,13 +35,6 @@ def program(kernel: str, n_out: int = 1) -> str:
     func.return {results} : {result_types}
   }}
 }}"""
-
-
-def random_inputs(module: ModuleOp, seed: int) -> list[np.ndarray]:
-    rng = np.random.default_rng(seed)
-    forward = next(op for op in module.ops if op.name == "func.func")
-    shapes = [t.get_shape() for t in forward.function_type.inputs.data if isinstance(t, MemRefType)]
-    return [rng.standard_normal(s).astype(np.float32) for s in shapes]
 
 
 def lower_and_compare(text: str, seed: int = 0, **options: int) -> tuple[ModuleOp, list]:

@@ -13,42 +13,19 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 from xdsl.dialects.builtin import ModuleOp
-from xdsl.interpreter import Interpreter
-from xdsl.interpreters.func import FuncFunctions
-from xdsl.parser import Parser
 from xdsl.utils.exceptions import PassFailedException
 
 from deplodock.dialects import loop, make_context
-from deplodock.interpreters.arith import ArithMathFunctions
-from deplodock.interpreters.loop import LoopFunctions
-from deplodock.interpreters.tensor import TensorFunctions
 from deplodock.passes.convert_tensor_to_loop import ConvertTensorToLoopPass
+from tests.helpers import parse, rel_err, run
 
 Reference = Callable[..., np.ndarray]
-
-
-def parse(text: str) -> ModuleOp:
-    module = Parser(make_context(), text).parse_module()
-    module.verify()
-    return module
-
-
-def run(module: ModuleOp, inputs: list[np.ndarray]) -> list[np.ndarray]:
-    interpreter = Interpreter(module)
-    for functions in (FuncFunctions(), ArithMathFunctions(), TensorFunctions(), LoopFunctions()):
-        interpreter.register_implementations(functions)
-    args = tuple(np.array(x, dtype=np.float32) for x in inputs)
-    return [np.asarray(r) for r in interpreter.call_op("forward", args)]
 
 
 def lift(module: ModuleOp) -> ModuleOp:
     ConvertTensorToLoopPass().apply(make_context(), module)
     module.verify()
     return module
-
-
-def rel_err(out: np.ndarray, ref: np.ndarray) -> float:
-    return float(np.max(np.abs(out - ref)) / np.max(np.abs(ref)))
 
 
 def _binary(op: str, shape: str) -> str:
@@ -139,7 +116,7 @@ def test_lifted_numerics(name: str) -> None:
     expected = reference(*(x.astype(np.float64) for x in inputs))
     expected = list(expected) if isinstance(expected, tuple) else [expected]
     module = parse(text)
-    for out, ref in zip(run(module, inputs), expected, strict=True):
+    for out, ref in zip(run(module, *inputs), expected, strict=True):
         assert rel_err(out, ref) <= 1e-5, "tensor interpreter"
     primitives = ("tensor.elementwise", "tensor.reduce", "tensor.index_map")
     tensor_ops = sum(1 for op in module.walk() if op.name in primitives)
@@ -147,7 +124,7 @@ def test_lifted_numerics(name: str) -> None:
     assert not any(op.dialect_name() == "tensor" for op in module.walk())
     kernels = [op for op in module.ops if isinstance(op, loop.KernelOp)]
     assert len(kernels) == tensor_ops
-    for out, ref in zip(run(module, inputs), expected, strict=True):
+    for out, ref in zip(run(module, *inputs), expected, strict=True):
         assert out.shape == ref.shape
         assert rel_err(out, ref) <= 1e-5, "loop interpreter"
 
@@ -172,14 +149,6 @@ def test_no_forward_fails() -> None:
     )
     with pytest.raises(PassFailedException, match="no @forward"):
         lift(module)
-
-
-def _run_typed(module: ModuleOp, inputs: list[np.ndarray]) -> list[np.ndarray]:
-    """Like `run`, with the inputs' own dtypes (integer indices, bool masks)."""
-    interpreter = Interpreter(module)
-    for functions in (FuncFunctions(), ArithMathFunctions(), TensorFunctions(), LoopFunctions()):
-        interpreter.register_implementations(functions)
-    return [np.asarray(r) for r in interpreter.call_op("forward", tuple(inputs))]
 
 
 GATHER_CASES = {
@@ -208,11 +177,11 @@ def test_gather_lifts_to_an_index_load(name: str) -> None:
     w = rng.standard_normal((16, 8)).astype(np.float32)
     shape = (2, 3) if name == "gather_rows" else (5,)
     ids = rng.integers(0, 8, shape).astype(np.int64 if name == "gather_rows" else np.int32)
-    (before,) = _run_typed(module, [w, ids])
+    (before,) = run(module, w, ids)
     lifted = lift(module)
     names = [op.name for op in lifted.walk()]
     assert "tensor.gather" not in names and "arith.index_cast" in names
-    (after,) = _run_typed(lifted, [w, ids])
+    (after,) = run(lifted, w, ids)
     np.testing.assert_array_equal(before, ref(w, ids))
     np.testing.assert_array_equal(after, ref(w, ids))
 
@@ -237,6 +206,6 @@ def test_index_and_integer_reduce_lift() -> None:
     ref = np.cumsum(x[:, 0, :], axis=-1)[:, :, None]  # every row i of x[b] is the same mask
     x = np.broadcast_to(x[:, :1, :], x.shape).copy()
     module = lift(parse(text))
-    (out,) = _run_typed(module, [x])
+    (out,) = run(module, x)
     assert out.dtype == np.int64
     np.testing.assert_array_equal(out, ref)

@@ -11,17 +11,12 @@ import numpy as np
 import pytest
 from xdsl.dialects import arith
 from xdsl.dialects.builtin import ModuleOp
-from xdsl.interpreter import Interpreter
-from xdsl.interpreters.func import FuncFunctions
 from xdsl.ir import Operation
 from xdsl.utils.exceptions import PassFailedException
 
 from deplodock.dialects import kernel, make_context
-from deplodock.interpreters.arith import ArithMathFunctions
-from deplodock.interpreters.kernel import KernelFunctions
-from deplodock.interpreters.tile import TileFunctions
 from deplodock.passes.convert_tile_to_kernel import ConvertTileToKernelPass
-from tests.helpers import parse
+from tests.helpers import parse, run
 
 
 def lower(text: str) -> ModuleOp:
@@ -33,13 +28,6 @@ def lower(text: str) -> ModuleOp:
 
 def ops_of(module: ModuleOp, op_type: type[Operation]) -> list[Operation]:
     return [op for op in module.walk() if isinstance(op, op_type)]
-
-
-def run(module: ModuleOp, *inputs: np.ndarray) -> list[np.ndarray]:
-    interpreter = Interpreter(module)
-    for functions in (FuncFunctions(), ArithMathFunctions(), TileFunctions(), KernelFunctions()):
-        interpreter.register_implementations(functions)
-    return [np.asarray(r) for r in interpreter.call_op("forward", tuple(a.copy() for a in inputs))]
 
 
 def combine_kernel(threads: int, kinds: tuple[str, ...], element: str = "f32") -> str:

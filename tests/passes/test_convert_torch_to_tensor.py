@@ -12,17 +12,12 @@ import pytest
 import torch
 import torch.nn.functional as F
 from xdsl.dialects.builtin import ModuleOp
-from xdsl.interpreter import Interpreter
-from xdsl.interpreters.func import FuncFunctions
-from xdsl.parser import Parser
 from xdsl.utils.exceptions import PassFailedException
 
 from deplodock.dialects import make_context
 from deplodock.dialects import torch as torch_d
-from deplodock.interpreters.arith import ArithMathFunctions
-from deplodock.interpreters.tensor import TensorFunctions
-from deplodock.interpreters.torch import TorchFunctions
 from deplodock.passes.convert_torch_to_tensor import ConvertTorchToTensorPass
+from tests.helpers import parse, rel_err, run
 
 Shape = tuple[int, ...]
 
@@ -493,19 +488,6 @@ CASES: list[Case] = [
 ]
 
 
-def parse(text: str) -> ModuleOp:
-    module = Parser(make_context(), text).parse_module()
-    module.verify()
-    return module
-
-
-def run(module: ModuleOp, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
-    interpreter = Interpreter(module)
-    for functions in (FuncFunctions(), ArithMathFunctions(), TensorFunctions(), TorchFunctions()):
-        interpreter.register_implementations(functions)
-    return [np.asarray(r) for r in interpreter.call_op("forward", tuple(inputs))]
-
-
 def lower(module: ModuleOp) -> ModuleOp:
     ConvertTorchToTensorPass().apply(make_context(), module)
     module.verify()
@@ -529,11 +511,6 @@ def random_inputs(case: Case, seed: int = 0) -> list[np.ndarray]:
     return arrays
 
 
-def rel_err(out: np.ndarray, ref: np.ndarray) -> float:
-    diff = np.abs(out.astype(np.float64) - ref.astype(np.float64))
-    return float(np.max(diff, initial=0.0) / max(np.max(np.abs(ref), initial=0.0), 1e-30))
-
-
 def torch_input(a: np.ndarray) -> torch.Tensor:
     """Floats in float64 for the reference; integers and bools as they are."""
     t = torch.from_numpy(a)
@@ -549,7 +526,7 @@ def test_decomposition_matches_pytorch(case: Case) -> None:
     module = lower(parse(case.module_text()))
     assert not [op.name for op in module.walk() if op.dialect_name() == "torch"]
     inputs = random_inputs(case)
-    (out,) = run(module, inputs)
+    (out,) = run(module, *inputs)
     ref = case.ref(*(torch_input(a) for a in inputs))
     ref = (ref.double() if ref.dtype == torch.bfloat16 else ref).numpy()
     assert out.shape == ref.shape
@@ -562,8 +539,8 @@ def test_decomposition_matches_torch_interpreter(case: Case) -> None:
     """The same program before (torch interpreter) and after the pass (tensor interpreter)."""
     inputs = random_inputs(case, seed=1)
     module = parse(case.module_text())
-    (before,) = run(module, inputs)
-    (after,) = run(lower(module), inputs)
+    (before,) = run(module, *inputs)
+    (after,) = run(lower(module), *inputs)
     assert after.shape == before.shape
     assert after.dtype == before.dtype
     assert rel_err(after, before.astype(np.float64)) <= tolerance(case)
@@ -608,7 +585,7 @@ def test_f16_decomposes_and_runs() -> None:
     )
     module = lower(parse(text))
     x = np.random.default_rng(1).standard_normal((4, 8)).astype(np.float16)
-    (out,) = run(module, [x])
+    (out,) = run(module, x)
     assert out.dtype == np.float16
     ref = torch.softmax(torch.from_numpy(x).double(), 1).numpy()
     assert rel_err(out, ref) <= 5e-3
@@ -624,7 +601,7 @@ def test_integer_arithmetic_stays_integer() -> None:
     module = lower(parse(text))
     assert "arith.subi" in str(module)
     a, b = np.array([5, -3, 7, 0]), np.array([2, 4, -1, 9])
-    (out,) = run(module, [a, b])
+    (out,) = run(module, a, b)
     assert out.dtype == np.int64 and (out == a - b).all()
 
 

@@ -11,17 +11,12 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 from xdsl.dialects.builtin import MemRefType, ModuleOp
-from xdsl.interpreter import Interpreter
-from xdsl.interpreters.func import FuncFunctions
-from xdsl.parser import Parser
 
 from deplodock.dialects import loop, make_context
-from deplodock.interpreters.arith import ArithMathFunctions
-from deplodock.interpreters.loop import LoopFunctions
-from deplodock.interpreters.tensor import TensorFunctions
 from deplodock.passes.convert_tensor_to_loop import ConvertTensorToLoopPass
 from deplodock.passes.loop_fusion import LoopFusionPass
 from deplodock.passes.loop_utils import work
+from tests.helpers import parse, random_inputs, rel_err, run
 
 RMS_NORM = """
 func.func @forward(%x: tensor<2x8x32xf32> {deplodock.input = "x"}, %w: tensor<32xf32> {deplodock.param = "weight"}) -> tensor<2x8x32xf32> {
@@ -137,31 +132,6 @@ MODELS: dict[str, tuple[str, Callable[..., np.ndarray]]] = {
 }
 
 
-def parse(text: str) -> ModuleOp:
-    module = Parser(make_context(), text).parse_module()
-    module.verify()
-    return module
-
-
-def run(module: ModuleOp, inputs: list[np.ndarray]) -> list[np.ndarray]:
-    interpreter = Interpreter(module)
-    for functions in (FuncFunctions(), ArithMathFunctions(), TensorFunctions(), LoopFunctions()):
-        interpreter.register_implementations(functions)
-    args = tuple(np.array(x, dtype=np.float32) for x in inputs)
-    return [np.asarray(r) for r in interpreter.call_op("forward", args)]
-
-
-def rel_err(out: np.ndarray, ref: np.ndarray) -> float:
-    return float(np.max(np.abs(out - ref)) / np.max(np.abs(ref)))
-
-
-def random_inputs(module: ModuleOp, seed: int) -> list[np.ndarray]:
-    rng = np.random.default_rng(seed)
-    forward = next(op for op in module.ops if op.name == "func.func")
-    shapes = [t.get_shape() for t in forward.function_type.inputs]  # type: ignore[attr-defined]
-    return [rng.standard_normal(s).astype(np.float32) for s in shapes]
-
-
 def kernels(module: ModuleOp) -> list[loop.KernelOp]:
     return [op for op in module.ops if isinstance(op, loop.KernelOp)]
 
@@ -179,13 +149,13 @@ def test_model_fuses_into_one_kernel(name: str) -> None:
     inputs = random_inputs(module, seed=len(name))
     expected = reference(*(x.astype(np.float64) for x in inputs))
 
-    (out,) = run(module, inputs)
+    (out,) = run(module, *inputs)
     assert rel_err(out, expected) <= 1e-5, "tensor interpreter"
 
     ConvertTensorToLoopPass().apply(make_context(), module)
     module.verify()
     assert len(kernels(module)) > 1
-    (out,) = run(module, inputs)
+    (out,) = run(module, *inputs)
     assert rel_err(out, expected) <= 1e-5, "lifted loop module"
 
     LoopFusionPass().apply(make_context(), module)
@@ -193,7 +163,7 @@ def test_model_fuses_into_one_kernel(name: str) -> None:
     assert len(kernels(module)) == 1
     assert sum(1 for op in module.walk() if isinstance(op, loop.LaunchOp)) == 1
     assert sum(1 for op in module.walk() if isinstance(op, loop.AllocOp)) == 1
-    (out,) = run(module, inputs)
+    (out,) = run(module, *inputs)
     assert out.shape == expected.shape
     assert rel_err(out, expected) <= 1e-5, "fused loop module"
 
@@ -278,7 +248,7 @@ def test_two_matmuls_materialise_the_hidden_activation() -> None:
     module.verify()
     assert [k.sym_name.data for k in kernels(module)] == ["s1_kernel", "y_kernel"]
     assert memref_shapes(module) == {(4, 64), (64, 16), (16, 64), (4, 1, 16)}
-    (out,) = run(module, inputs)
+    (out,) = run(module, *inputs)
     assert rel_err(out, np.maximum(x @ w1, 0.0) @ w2) <= 1e-5
 
 
@@ -344,7 +314,7 @@ def test_recompute_guard(max_recompute: int, return_e: bool, expected: list[str]
     assert [k.sym_name.data for k in kernels(module)] == expected
     fused = kernels(module)[-1]
     assert work(fused) <= max_recompute * before
-    outputs = run(module, inputs)
+    outputs = run(module, *inputs)
     assert rel_err(outputs[0], np.exp(x) @ w) <= 1e-5
     if return_e:
         assert rel_err(outputs[1], np.exp(x)) <= 1e-5
