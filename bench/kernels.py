@@ -29,11 +29,6 @@ DEFAULT_OUT = Path(__file__).resolve().parent / "results"
 CASE_FUNCTION = "bench.kernels:run_case"
 
 
-def _one_line(error: BaseException) -> str:
-    text = str(error).strip().splitlines()
-    return f"{type(error).__name__}: {text[0]}" if text else type(error).__name__
-
-
 def base_row(case: Case, dtype: str) -> Row:
     return {
         "case": case.name,
@@ -70,13 +65,13 @@ def run_case(name: str, dtype: str, warmup: int, iters: int, seed: int = 0) -> R
         program = program_from_expression(row["expression"], seed=seed)
         prepared = prepare_on_cuda(program, device, seed)
     except Exception as error:
-        return row | {"status": "compile_error", "reason": _one_line(error)}
+        return row | {"status": "compile_error", "reason": B.first_line(error)}
     row["kernels"] = len(prepared.compiled.kernels)
     row["tolerance"] = prepared.tolerance
     try:
         report = check_on_cuda(prepared, device)
     except Exception as error:
-        return row | {"status": "runtime_error", "reason": _one_line(error), "restart": True}
+        return row | {"status": "runtime_error", "reason": B.first_line(error), "restart": True}
     row["max_rel_error"] = max(report.errors, default=0.0)
     if not report.ok:
         reason = f"max relative error {row['max_rel_error']:.3e} > {report.tolerance:.0e}"

@@ -22,8 +22,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 from torch import nn
-from xdsl.dialects.builtin import ModuleOp, StringAttr
-from xdsl.ir import Operation
+from xdsl.dialects.builtin import ModuleOp
 
 if TYPE_CHECKING:
     from deplodock.backend.device import DeviceInfo
@@ -89,15 +88,13 @@ class CudaExecutor:
         device: torch.device,
     ):
         from deplodock.backend.runtime import torch_dtype
-        from deplodock.interpreters import forward_function
+        from deplodock.frontend.weights import param_names
 
         self.compiled = compiled
         self.device = device
         self.constants = constants
-        forward = forward_function(module)
-        attrs = forward.arg_attrs.data if forward.arg_attrs else [None] * len(forward.args)
         #: per `@forward` argument: the parameter's name, or None for a call input
-        self.params: list[str | None] = [_param_name(a) for a in attrs]
+        self.params = param_names(module)
         self.dtypes = [torch_dtype(t.element_type) for t in compiled.arg_types]
         self._staged: dict[str, tuple[tuple[Any, ...], torch.Tensor]] = {}
 
@@ -143,11 +140,6 @@ class CudaExecutor:
         self, inputs: Sequence[torch.Tensor], state: Mapping[str, torch.Tensor]
     ) -> list[torch.Tensor]:
         return list(self.compiled(*self.arguments(inputs, state)))
-
-
-def _param_name(attrs: Any) -> str | None:
-    param = attrs.data.get("deplodock.param") if attrs is not None else None
-    return param.data if isinstance(param, StringAttr) else None
 
 
 def _open_cpu() -> Loader:
@@ -216,9 +208,8 @@ class CompiledModule:
         state = dict(self.module.named_parameters(remove_duplicate=False))
         state |= dict(self.module.named_buffers(remove_duplicate=False))
         outputs = self.executor(inputs, state)
-        tensors = tuple(
-            out if out.dtype == dtype else out.to(dtype)
-            for out, dtype in zip(outputs, self._output_dtypes, strict=True)
+        tensors = tuple(  # `to` returns the tensor itself when the dtype already matches
+            out.to(dtype) for out, dtype in zip(outputs, self._output_dtypes, strict=True)
         )
         return tensors[0] if len(tensors) == 1 else tensors
 
@@ -235,7 +226,7 @@ def compile(
     The device is checked first: without a GPU, `device="cuda"` raises `NoCudaDevice`
     ("no CUDA device: <why>") before anything is captured.
     """
-    from deplodock.driver import Program, lower_program
+    from deplodock.driver import Program, capture_causal_lm, lower_program
     from deplodock.frontend import capture as cap
     from deplodock.frontend import models
 
@@ -247,21 +238,15 @@ def compile(
         runs = ", ".join(target_device.stages)
         raise ValueError(f"device '{device}' runs the {runs} stage, not '{stage}'")
     loader = target_device.open()
-    target: nn.Module = module
-    op_paths: dict[Operation, str] = {}
     if models.is_causal_lm(module):  # its decoder layers are lowered once (deplodock.stamp)
-        target = models.CausalLMLogits(module)
-        with models.capture_ready(module):
-            ep = cap.export(target, example_inputs)
-            ir = cap.import_exported_program(ep, op_paths=op_paths)
+        program, ep = capture_causal_lm(module, example_inputs)
     else:
-        ep = cap.export(target, example_inputs)
-        ir = cap.import_exported_program(ep)
+        ep = cap.export(module, example_inputs)
+        program = Program(cap.import_exported_program(ep), "torch", module, tuple(example_inputs))
+    target = program.torch_module
+    assert target is not None
     outputs = next(n for n in ep.graph.nodes if n.op == "output").args[0]
     dtypes = [node.meta["val"].dtype for node in cap.flatten_outputs(outputs)]
-    program = Program(ir, "torch", target, tuple(example_inputs))
-    if op_paths:
-        program.layer_prefix, program.op_paths = models.LAYER_PREFIX, op_paths
     lower_program(program, stage)
     executor = loader(program, dict(ep.constants))
     return CompiledModule(program, target, executor, device, dtypes)

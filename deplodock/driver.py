@@ -8,15 +8,16 @@ from __future__ import annotations
 
 import io
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 from xdsl.context import Context
-from xdsl.dialects.builtin import ModuleOp, StringAttr
+from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Operation
 from xdsl.parser import Parser
 from xdsl.passes import PassPipeline
@@ -27,6 +28,9 @@ from deplodock.frontend.capture import to_numpy
 from deplodock.frontend.expression import randomize_parameters
 from deplodock.interpreters import forward_function, run_module
 from deplodock.passes.pipelines import STAGE_PASSES, STAGES, stage_of
+
+if TYPE_CHECKING:
+    from torch.export import ExportedProgram
 
 
 @dataclass
@@ -82,7 +86,6 @@ def program_from_model(
     Timings: `model` (config + meta-device construction) and `torch` (export + import).
     """
     from deplodock.frontend import models
-    from deplodock.frontend.capture import export, import_exported_program
 
     start = time.perf_counter()
     source = models.resolve_model(name)
@@ -91,20 +94,34 @@ def program_from_model(
     if dtype not in models.DTYPES:
         raise ValueError(f"unknown dtype '{dtype}' (expected {', '.join(models.DTYPES)})")
     lm = models.build_causal_lm(config, models.DTYPES[dtype], device="meta")
-    wrapper = models.CausalLMLogits(lm)
     input_ids = models.example_input_ids(config.vocab_size, seq_len, seed)
     built = time.perf_counter()
-    op_paths: dict[Operation, str] = {}
-    with models.capture_ready(lm):
-        module = import_exported_program(export(wrapper, (input_ids,)), op_paths=op_paths)
-    program = Program(module, "torch", wrapper, (input_ids,))
-    program.layer_prefix, program.op_paths = models.LAYER_PREFIX, op_paths
+    program, _ = capture_causal_lm(lm, (input_ids,))
     program.timings["model"] = built - start
     program.timings["torch"] = time.perf_counter() - built
     program.name = models.describe(source, config, seq_len, models.DTYPES[dtype])
     program.reference = partial(_model_reference, program, source, config, seq_len)
     program.tolerance = MODEL_TOLERANCES[dtype]
     return program
+
+
+def capture_causal_lm(
+    lm: torch.nn.Module, example_inputs: Sequence[torch.Tensor]
+) -> tuple[Program, ExportedProgram]:
+    """A transformers causal LM as the torch-level program of `forward(input_ids) -> logits`,
+    its decoder layers marked for stamping, and the exported program it was imported from
+    (`deplodock.compile` needs its constants and output dtypes)."""
+    from deplodock.frontend import models
+    from deplodock.frontend.capture import export, import_exported_program
+
+    wrapper = models.CausalLMLogits(lm)
+    op_paths: dict[Operation, str] = {}
+    with models.capture_ready(lm):
+        ep = export(wrapper, example_inputs)
+        module = import_exported_program(ep, op_paths=op_paths)
+    program = Program(module, "torch", wrapper, tuple(example_inputs))
+    program.layer_prefix, program.op_paths = models.LAYER_PREFIX, op_paths
+    return program, ep
 
 
 #: `run` builds the transformers reference on the CPU and interprets every kernel: tiny only.
@@ -234,42 +251,41 @@ def compile_summary(program: Program) -> str:
 
 
 def forward_arguments(program: Program) -> list[np.ndarray]:
-    """The values of `@forward`'s arguments: the example inputs, then the parameters by name."""
+    """The values of `@forward`'s arguments: the example inputs, then the parameters by name
+    (`weights.bind_arguments`: bf16 carried as float32, as the interpreters carry it)."""
+    from deplodock.frontend.weights import bind_arguments
+
     assert program.torch_module is not None
-    named = dict(program.torch_module.named_parameters()) | dict(
-        program.torch_module.named_buffers()
-    )
-    func = forward_function(program.module)
-    inputs = iter(program.example_inputs)
-    values = []
-    for attrs in func.arg_attrs.data if func.arg_attrs else [None] * len(func.args):
-        param = attrs.data.get("deplodock.param") if attrs is not None else None
-        tensor = named[param.data] if isinstance(param, StringAttr) else next(inputs)
-        values.append(to_numpy(tensor))  # bf16 as float32, as the interpreters carry it
-    return values
+    module = program.torch_module
+    named = dict(module.named_parameters()) | dict(module.named_buffers())
+    return bind_arguments(program.module, program.example_inputs, named)
 
 
 def reference_outputs(program: Program) -> list[np.ndarray]:
-    """PyTorch's outputs computed in float64: the reference every stage is compared with.
+    """PyTorch's outputs computed in float64: the reference every stage is compared with."""
+    assert program.torch_module is not None
+    outputs = float64_outputs(program.torch_module, program.example_inputs)
+    return [to_numpy(output) for output in outputs]
+
+
+def float64_outputs(module: torch.nn.Module, inputs: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+    """`module(*inputs)` in float64, on the inputs' device (the GPU check calls it there too).
 
     The module's floating tensors are switched to float64 for the call and then restored
     (a deepcopy would not do: the generated expression wrapper closes over itself).
     """
-    assert program.torch_module is not None
-    module = program.torch_module
     tensors = [t for t in [*module.parameters(), *module.buffers()] if t.is_floating_point()]
     originals = [t.data for t in tensors]
-    inputs = [x.double() if x.is_floating_point() else x for x in program.example_inputs]
+    wide = [x.double() if x.is_floating_point() else x for x in inputs]
     try:
         for tensor, original in zip(tensors, originals, strict=True):
             tensor.data = original.double()
         with torch.no_grad():
-            outputs = module(*inputs)
+            outputs = module(*wide)
     finally:
         for tensor, original in zip(tensors, originals, strict=True):
             tensor.data = original
-    outputs = outputs if isinstance(outputs, tuple | list) else (outputs,)
-    return [to_numpy(output) for output in outputs]
+    return list(outputs) if isinstance(outputs, tuple | list) else [outputs]
 
 
 def max_relative_error(actual: np.ndarray, expected: np.ndarray) -> float:
@@ -294,11 +310,16 @@ class RunReport:
     def ok(self) -> bool:
         return all(error <= self.tolerance for error in self.errors)
 
+    @property
+    def subject(self) -> str:
+        """What ran, for the summary (the GPU check's report names its device instead)."""
+        return f"{self.stage}-level program on cpu"
+
     def summary(self) -> str:
         worst = max(self.errors, default=0.0)
         verdict = "OK" if self.ok else "MISMATCH"
         return (
-            f"{verdict}: {self.stage}-level program on cpu, {len(self.errors)} output(s), "
+            f"{verdict}: {self.subject}, {len(self.errors)} output(s), "
             f"max relative error {worst:.3e} (tolerance {self.tolerance:.0e})"
         )
 

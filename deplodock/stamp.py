@@ -53,7 +53,6 @@ class Segment:
     inputs: list[SSAValue] = field(default_factory=list[SSAValue])
     outputs: list[SSAValue] = field(default_factory=list[SSAValue])
     module: ModuleOp | None = None
-    key: str = ""
 
 
 def layer_of(path: str, prefix: str) -> int | None:
@@ -232,9 +231,8 @@ def lower_stamped(
     segments = split(func, op_paths, prefix)
     unique: dict[str, ModuleOp] = {}
     for seg in segments:
-        seg.module = segment_module(func, seg)
-        seg.key = structural_key(seg.module)
-        seg.module = unique.setdefault(seg.key, seg.module)
+        module = segment_module(func, seg)
+        seg.module = unique.setdefault(structural_key(module), module)
     timings = {"segment": time.perf_counter() - start}
     for stage in stages:
         start = time.perf_counter()

@@ -52,7 +52,8 @@ class Measurement:
         return self.error is None and bool(self.times)
 
 
-def _first_line(error: BaseException) -> str:
+def first_line(error: BaseException) -> str:
+    """`Type: first line of the message`: how a failure shows in one table cell or row."""
     text = str(error).strip()
     return f"{type(error).__name__}: {text.splitlines()[0]}" if text else type(error).__name__
 
@@ -79,7 +80,7 @@ def run_interleaved(
             for _ in range(warmup):
                 c.fn()
         except Exception as error:
-            results[c.name].error = _first_line(error)
+            results[c.name].error = first_line(error)
             active.remove(c)
     for _ in range(iters):
         for c in list(active):
@@ -88,7 +89,7 @@ def run_interleaved(
             try:
                 results[c.name].times.append(timer.time(c.fn))
             except Exception as error:
-                results[c.name].error = _first_line(error)
+                results[c.name].error = first_line(error)
                 active.remove(c)
     return results
 

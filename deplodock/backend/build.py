@@ -15,7 +15,6 @@ import hashlib
 import json
 import os
 import re
-import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +24,7 @@ from xdsl.dialects.builtin import ModuleOp
 from deplodock.backend import nvcc
 from deplodock.backend.nvcc import KernelResources, NvccError
 from deplodock.dialects import cuda
+from deplodock.files import cache_root, write_atomic
 
 #: Flags of every build (`-Xptxas -v` is always added by `nvcc.compile_cubin`).
 DEFAULT_FLAGS: tuple[str, ...] = ("-O3", "-lineinfo")
@@ -50,26 +50,13 @@ def cache_dir() -> Path:
     """`$DEPLODOCK_CUBIN_CACHE`, else `$XDG_CACHE_HOME/deplodock/cubin` (~/.cache by default)."""
     if explicit := os.environ.get(CACHE_ENV):
         return Path(explicit)
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(Path.home(), ".cache")
-    return Path(base) / "deplodock" / "cubin"
+    return cache_root() / "cubin"
 
 
 def cache_key(source: str, arch: str, flags: Sequence[str], nvcc_version: str) -> str:
     """sha256 over (source, arch, flags, nvcc version): equal keys mean equal cubins."""
     payload = json.dumps([source, arch, list(flags), nvcc_version])
     return hashlib.sha256(payload.encode()).hexdigest()
-
-
-def _write_atomic(path: Path, data: bytes) -> None:
-    """Write via a temporary file and a rename, so a reader never sees half a file."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def _load(directory: Path, key: str) -> Build | None:
@@ -102,8 +89,8 @@ def _store(directory: Path, build: Build) -> None:
         "kernels": {k: dataclasses.asdict(v) for k, v in build.kernels.items()},
         "log": build.log,
     }
-    _write_atomic(directory / f"{build.key}.cubin", build.cubin)
-    _write_atomic(directory / f"{build.key}.json", json.dumps(meta, indent=1).encode())
+    write_atomic(directory / f"{build.key}.cubin", build.cubin)
+    write_atomic(directory / f"{build.key}.json", json.dumps(meta, indent=1))
 
 
 def build_cubin(

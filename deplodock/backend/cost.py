@@ -102,7 +102,8 @@ class _Counts:
             self.stored[buf] += n
 
 
-def _buffer_bytes(t: MemRefType) -> int:
+def buffer_bytes(t: MemRefType) -> int:
+    """Bytes of a static buffer (also what the host code `cudaMalloc`s and copies)."""
     return pymath.prod(t.get_shape()) * element_bytes(t.element_type)
 
 
@@ -270,7 +271,7 @@ def kernel_cost(fn: kernel.FuncOp) -> KernelCost:
     for issued in (counts.loaded, counts.stored):
         for buf, n in issued.items():
             assert isinstance(buf.type, MemRefType)
-            footprint += min(n, _buffer_bytes(buf.type))
+            footprint += min(n, buffer_bytes(buf.type))
     cost.footprint_bytes = footprint
     return cost
 

@@ -21,6 +21,8 @@ from pathlib import Path
 
 import numpy as np
 
+from deplodock.files import cache_root
+
 HEADER_PATH = Path(__file__).with_name("cpu_simt.h")
 CXX = os.environ.get("DEPLODOCK_CXX", "g++")
 CXX_FLAGS = ("-O1", "-std=c++20", "-shared", "-fPIC", "-pthread")
@@ -44,8 +46,7 @@ def kernel_names(source: str) -> list[str]:
 
 
 def cache_dir() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(Path.home(), ".cache")
-    return Path(base) / "deplodock" / "cpu-simt"
+    return cache_root() / "cpu-simt"
 
 
 @functools.cache

@@ -109,12 +109,6 @@ def element_c_type(t: Attribute) -> str:
     return "long long" if isinstance(t, IndexType) else c_type(t)
 
 
-C_TYPE_BYTES = {
-    "bool": 1, "signed char": 1, "short": 2, "int": 4, "long long": 8,
-    "__half": 2, "__nv_bfloat16": 2, "float": 4, "double": 8,
-}  # fmt: skip
-
-
 def int_literal(v: int) -> Expr:
     if v == -(2**63):  # `9223372036854775808` alone does not fit any signed C type
         return Expr("(-9223372036854775807LL - 1)", PRIMARY, v)

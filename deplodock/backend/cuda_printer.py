@@ -9,6 +9,7 @@ pointers indexed row-major; an argument the kernel never stores to is `const`.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterable
 
@@ -49,10 +50,17 @@ RESERVED_NAMES = (
 
 
 def _elements(t: MemRefType) -> int:
-    n = 1
-    for d in t.get_shape():
-        n *= d
-    return n
+    return math.prod(t.get_shape())
+
+
+def unique_name(base: str, used: set[str]) -> str:
+    """`base`, else `base_1`, `base_2`, ...: the first one not in `used` (which takes it)."""
+    candidate, n = base, 1
+    while candidate in used:
+        candidate = f"{base}_{n}"
+        n += 1
+    used.add(candidate)
+    return candidate
 
 
 def stored_buffers(func: kernel.FuncOp) -> set[SSAValue]:
@@ -106,12 +114,7 @@ class KernelPrinter:
     # ---- names ---------------------------------------------------------------------------
 
     def unique(self, base: str) -> str:
-        candidate, n = base, 1
-        while candidate in self.used_names:
-            candidate = f"{base}_{n}"
-            n += 1
-        self.used_names.add(candidate)
-        return candidate
+        return unique_name(base, self.used_names)
 
     def fresh(self, value: SSAValue, fallback: str = "v") -> str:
         """A C name for `value`: its sanitized name hint, else `<fallback><N>`."""

@@ -10,7 +10,8 @@ Bench and profile reuse the same loaded program and inputs.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,6 +20,8 @@ from xdsl.dialects.builtin import BFloat16Type, Float16Type, ModuleOp
 
 from deplodock.backend.cost import KernelCost
 from deplodock.backend.runtime import torch_dtype
+from deplodock.driver import RunReport, float64_outputs, lower_program, max_relative_error
+from deplodock.frontend.capture import to_numpy
 from deplodock.interpreters import forward_function
 
 MATMUL_OPS = frozenset({"torch.matmul", "torch.linear", "torch.bmm"})
@@ -49,76 +52,38 @@ def tolerance_for(module: ModuleOp) -> float:
 def device_arguments(program: Any, device: str = "cuda") -> tuple[list[Any], list[Any]]:
     """(inputs, `@forward` arguments) on `device`: the program's example inputs, then its
     module's parameters by name. Moves the PyTorch module to `device` in place."""
-    from xdsl.dialects.builtin import StringAttr
+    from deplodock.frontend.weights import param_names
 
     module = program.torch_module.to(device)
     named = dict(module.named_parameters()) | dict(module.named_buffers())
     inputs = [x.to(device).contiguous() for x in program.example_inputs]
-    forward = forward_function(program.module)
-    attrs = forward.arg_attrs.data if forward.arg_attrs else [None] * len(forward.args)
     remaining = iter(inputs)
-    arguments = []
-    for a in attrs:
-        param = a.data.get("deplodock.param") if a is not None else None
-        if isinstance(param, StringAttr):
-            arguments.append(named[param.data].detach().contiguous())
-        else:
-            arguments.append(next(remaining))
+    arguments = [
+        next(remaining) if name is None else named[name].detach().contiguous()
+        for name in param_names(program.module)
+    ]
     return inputs, arguments
 
 
-def reference_outputs(torch_module: Any, inputs: Sequence[Any]) -> list[Any]:
-    """PyTorch's outputs in float64, on the inputs' device (parameters switched and restored)."""
-    import torch
-
-    tensors = [t for t in [*torch_module.parameters(), *torch_module.buffers()]]
-    tensors = [t for t in tensors if t.is_floating_point()]
-    originals = [t.data for t in tensors]
-    wide = [x.double() if x.is_floating_point() else x for x in inputs]
-    try:
-        for t, original in zip(tensors, originals, strict=True):
-            t.data = original.double()
-        with torch.no_grad():
-            out = torch_module(*wide)
-    finally:
-        for t, original in zip(tensors, originals, strict=True):
-            t.data = original
-    return list(out) if isinstance(out, tuple | list) else [out]
-
-
 def relative_error(actual: Any, expected: Any) -> float:
-    """max|actual - expected| / max|expected| in float64; inf when anything is NaN/inf."""
-    if tuple(actual.shape) != tuple(expected.shape):
-        raise ValueError(f"shape {tuple(actual.shape)} differs from {tuple(expected.shape)}")
-    a, e = actual.detach().double(), expected.detach().to(actual.device).double()
-    scale = max(float(e.abs().max()), 2.2250738585072014e-308) if e.numel() else 1.0
-    err = float((a - e).abs().max()) if e.numel() else 0.0
-    return err / scale if err == err and err != float("inf") else float("inf")
+    """`max_relative_error` (the one metric every level is judged by) of two tensors."""
+    return max_relative_error(to_numpy(actual), to_numpy(expected))
 
 
 # --- the run ---------------------------------------------------------------------------------
 
 
 @dataclass
-class CheckReport:
+class CheckReport(RunReport):
+    """The check of a run on the GPU: its summary names the device, arch and kernel count."""
+
     device: str
     arch: str
     kernels: int
-    errors: list[float]
-    tolerance: float
 
     @property
-    def ok(self) -> bool:
-        return all(e <= self.tolerance for e in self.errors)
-
-    def summary(self) -> str:
-        worst = max(self.errors, default=0.0)
-        verdict = "OK" if self.ok else "MISMATCH"
-        return (
-            f"{verdict}: cuda program on {self.device} ({self.arch}), {self.kernels} kernel(s), "
-            f"{len(self.errors)} output(s), max relative error {worst:.3e} "
-            f"(tolerance {self.tolerance:.0e})"
-        )
+    def subject(self) -> str:
+        return f"cuda program on {self.device} ({self.arch}), {self.kernels} kernel(s)"
 
 
 @dataclass
@@ -155,7 +120,6 @@ def prepare_on_cuda(
 
     from deplodock.backend.cost import program_costs
     from deplodock.backend.runtime import CudaProgram
-    from deplodock.driver import lower_program
     from deplodock.frontend.expression import randomize_parameters
 
     model_reference = getattr(program, "reference", None)
@@ -184,17 +148,17 @@ def prepare_on_cuda(
 
 def check_on_cuda(prepared: PreparedProgram, device: Any) -> CheckReport:
     """One poisoned, launch-by-launch checked run against the float64 reference."""
+    start = time.perf_counter()
     outputs = prepared.compiled(*prepared.arguments, poison=True, check=True)
+    seconds = time.perf_counter() - start
     expected = prepared.expected
     if expected is None:
-        expected = reference_outputs(prepared.program.torch_module, prepared.inputs)
+        expected = float64_outputs(prepared.program.torch_module, prepared.inputs)
     if len(outputs) != len(expected):
         raise ValueError(f"the program returns {len(outputs)} outputs, PyTorch {len(expected)}")
     errors = [relative_error(a, e) for a, e in zip(outputs, expected, strict=True)]
-    kernels = len(prepared.compiled.kernels)
-    return CheckReport(
-        device.name, prepared.compiled.build.arch, kernels, errors, prepared.tolerance
-    )
+    arch, kernels = prepared.compiled.build.arch, len(prepared.compiled.kernels)
+    return CheckReport("cuda", errors, prepared.tolerance, seconds, device.name, arch, kernels)
 
 
 def bench_on_cuda(

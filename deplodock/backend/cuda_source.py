@@ -20,8 +20,9 @@ from xdsl.ir import BlockArgument, SSAValue
 from xdsl.utils.exceptions import DiagnosticException
 from xdsl.utils.target import Target
 
-from deplodock.backend.cuda_exprs import C_TYPE_BYTES, element_c_type
-from deplodock.backend.cuda_printer import RESERVED_NAMES
+from deplodock.backend.cost import buffer_bytes
+from deplodock.backend.cuda_exprs import element_c_type
+from deplodock.backend.cuda_printer import RESERVED_NAMES, unique_name
 from deplodock.dialects import cuda
 
 CHECK_MACRO = """\
@@ -42,13 +43,6 @@ class CudaSourceError(DiagnosticException):
     """The module is not a cuda-level program that can be printed as one translation unit."""
 
 
-def _bytes(t: MemRefType) -> int:
-    n = 1
-    for d in t.get_shape():
-        n *= d
-    return n * C_TYPE_BYTES[element_c_type(t.element_type)]
-
-
 def _param_consts(source: str, name: str) -> list[bool] | None:
     """Which parameters of kernel `name` are `const T*` (None when the signature is unclear)."""
     m = re.search(rf"\b{re.escape(name)}\s*\(([^)]*)\)\s*\{{", source)
@@ -66,12 +60,7 @@ class _Names:
         base = re.sub(r"\W", "_", hint or "") or fallback
         if base[0].isdigit():
             base = f"{fallback}_{base}"
-        candidate, n = base, 1
-        while candidate in self.used:
-            candidate = f"{base}_{n}"
-            n += 1
-        self.used.add(candidate)
-        return candidate
+        return unique_name(base, self.used)
 
 
 def _arg_hint(fn: func.FuncOp, i: int) -> str | None:
@@ -117,7 +106,7 @@ def host_function(module: ModuleOp, fn: func.FuncOp) -> str:
                 var = names.take(op.result.name_hint, "buf")
                 t = op.result.type
                 decls.append(f"  {element_c_type(t.element_type)}* {var} = nullptr;")
-                body.append(f"  DEPLODOCK_CHECK(cudaMalloc((void**)&{var}, {_bytes(t)}));")
+                body.append(f"  DEPLODOCK_CHECK(cudaMalloc((void**)&{var}, {buffer_bytes(t)}));")
                 frees.append(f"  cudaFree({var});")
                 ptr[op.result] = var
             case cuda.LaunchOp():
@@ -132,7 +121,7 @@ def host_function(module: ModuleOp, fn: func.FuncOp) -> str:
     for out, value in copies:
         assert isinstance(value.type, MemRefType)
         body.append(
-            f"  DEPLODOCK_CHECK(cudaMemcpy({out}, {ptr[value]}, {_bytes(value.type)}, "
+            f"  DEPLODOCK_CHECK(cudaMemcpy({out}, {ptr[value]}, {buffer_bytes(value.type)}, "
             "cudaMemcpyDeviceToDevice));"
         )
     lines = [

@@ -23,6 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from deplodock.files import cache_root, write_atomic
+
 CEILINGS_ENV = "DEPLODOCK_CEILINGS"
 
 
@@ -136,8 +138,7 @@ class Ceilings:
 def ceilings_path() -> Path:
     if explicit := os.environ.get(CEILINGS_ENV):
         return Path(explicit)
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(Path.home(), ".cache")
-    return Path(base) / "deplodock" / "ceilings.json"
+    return cache_root() / "ceilings.json"
 
 
 def load_ceilings(
@@ -157,9 +158,7 @@ def load_ceilings(
     ceilings = measure()
     table[device_name] = dataclasses.asdict(ceilings)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(table, indent=1, sort_keys=True))
-    os.replace(tmp, path)
+    write_atomic(path, json.dumps(table, indent=1, sort_keys=True))
     return ceilings
 
 

@@ -92,6 +92,10 @@ def run_doc() -> str:
     )
 
 
+#: The model options and their defaults: given with a `-c` or `.mlir` source, they are an error.
+_MODEL_DEFAULTS = {"layers": None, "seq_len": 128, "dtype": "fp32"}
+
+
 def _add_source_arguments(parser: argparse.ArgumentParser) -> None:
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("-c", "--code", metavar="EXPR", help="a PyTorch expression to compile")
@@ -104,9 +108,17 @@ def _add_source_arguments(parser: argparse.ArgumentParser) -> None:
     )
     model = parser.add_argument_group("models")
     model.add_argument("--layers", type=int, help="keep the first N decoder layers")
-    model.add_argument("--seq-len", type=int, default=128, help="tokens per prompt (default: 128)")
     model.add_argument(
-        "--dtype", choices=("fp32", "bf16", "fp16"), default="fp32", help="(default: fp32)"
+        "--seq-len",
+        type=int,
+        default=_MODEL_DEFAULTS["seq_len"],
+        help="tokens per prompt (default: %(default)s)",
+    )
+    model.add_argument(
+        "--dtype",
+        choices=("fp32", "bf16", "fp16"),
+        default=_MODEL_DEFAULTS["dtype"],
+        help="(default: %(default)s)",
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="report time per stage")
     parser.add_argument("--traceback", action="store_true", help="show Python tracebacks")
@@ -125,9 +137,6 @@ def load_source(args: argparse.Namespace, seed: int = 0) -> Program:
     return load_program(args.code, Path(source) if source is not None else None, seed=seed)
 
 
-_MODEL_DEFAULTS = {"layers": None, "seq_len": 128, "dtype": "fp32"}
-
-
 class OutputError(Exception):
     """`-o FILE` cannot be written."""
 
@@ -143,15 +152,13 @@ def check_writable(path: Path) -> None:
         raise OutputError(f"-o {path}: directory {directory} is not writable")
 
 
-def write_atomically(path: Path, text: str) -> None:
-    """Writes `text` to a temporary file beside `path`, then renames it over `path`, so an
-    interrupted run never leaves a half-written file (or destroys the previous one)."""
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+def write_output(path: Path, text: str) -> None:
+    """Writes `-o FILE` atomically: a failed or interrupted run leaves the old file intact."""
+    from deplodock.files import write_atomic
+
     try:
-        temporary.write_text(text)
-        os.replace(temporary, path)
+        write_atomic(path, text)
     except OSError as error:
-        temporary.unlink(missing_ok=True)
         raise OutputError(f"-o {path}: {error.strerror or error}") from None
 
 
@@ -167,7 +174,7 @@ def run_compile(args: argparse.Namespace) -> int:
     if args.ir == "cuda":
         timings["print"] = time.perf_counter() - start
     if args.output:
-        write_atomically(args.output, text)
+        write_output(args.output, text)
     else:
         sys.stdout.write(text)
     if program.name:  # a model: what was compiled, how many kernels, how long

@@ -2,7 +2,7 @@
 
 `torch.export` gives a functional ATen graph with parameters lifted to placeholders and
 FakeTensor metadata (shape, dtype) on every node, which is all the importer needs: each
-`call_function` node goes through the table in `frontend/aten.py`, and every produced value is
+`call_function` node goes through the table in `frontend/aten/`, and every produced value is
 checked against the node's metadata so a wrong handler fails at import, not at run time.
 
 `@forward` takes the user inputs first (arg attr `deplodock.input`), then parameters, buffers

@@ -26,7 +26,12 @@ import torch.nn.functional as F
 from torch import nn
 from xdsl.dialects.builtin import ModuleOp
 
-from deplodock.frontend.capture import UnsupportedOpError, capture_program, to_numpy
+from deplodock.frontend.capture import (
+    UnsupportedOpError,
+    capture_program,
+    flatten_outputs,
+    to_numpy,
+)
 
 FACTORIES = frozenset(
     {"randn", "rand", "randint", "ones", "zeros", "full", "tensor", "arange", "empty", "eye"}
@@ -42,6 +47,12 @@ class ExpressionError(Exception):
 
 def _error(node: ast.AST, message: str) -> ExpressionError:
     return ExpressionError(f"{message} (column {getattr(node, 'col_offset', 0) + 1})")
+
+
+def _first_line(err: Exception) -> str:
+    """What a one-line error quotes of PyTorch's (often multi-line) message."""
+    text = str(err).strip()
+    return text.splitlines()[0] if text else type(err).__name__
 
 
 def _dotted(node: ast.AST) -> str | None:
@@ -102,8 +113,7 @@ def _evaluate(node: ast.expr, what: str) -> Any:
     try:
         return eval(code, dict(NAMESPACE))
     except Exception as err:
-        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        raise _error(node, f"cannot evaluate {what}: {first}") from None
+        raise _error(node, f"cannot evaluate {what}: {_first_line(err)}") from None
 
 
 @dataclass
@@ -190,15 +200,16 @@ def parse_expression(
     return ExpressionModule(code, splitter.modules, names), tuple(splitter.inputs), names
 
 
-def randomize_parameters(module: nn.Module, seed: int = 0) -> nn.Module:
+def randomize_parameters(module: nn.Module, seed: int = 0, buffers: bool = True) -> nn.Module:
     """Non-trivial values for every floating parameter/buffer (norm weights are ones, biases 0).
 
     Tests call this so that a numerics check cannot pass by multiplying with ones; 2-D+ tensors
     get `randn / sqrt(fan_in)` (keeps activations O(1)), 1-D ones `uniform(0.5, 1.5)`.
+    `buffers=False` keeps buffers that hold computed values (a rotary `inv_freq`).
     """
     gen = torch.Generator().manual_seed(seed)
     with torch.no_grad():
-        for t in [*module.parameters(), *module.buffers()]:
+        for t in [*module.parameters(), *(module.buffers() if buffers else ())]:
             if not t.is_floating_point():
                 continue
             if t.dim() >= 2:
@@ -207,12 +218,6 @@ def randomize_parameters(module: nn.Module, seed: int = 0) -> nn.Module:
                 new = torch.rand(t.shape, generator=gen) + 0.5
             t.copy_(new.to(t.dtype))
     return module
-
-
-def _flat_outputs(out: Any) -> list[torch.Tensor]:
-    if isinstance(out, list | tuple):
-        return [y for x in out for y in _flat_outputs(x)]
-    return [out]
 
 
 @dataclass
@@ -238,7 +243,7 @@ class ExpressionProgram:
         def run() -> list[np.ndarray]:
             with torch.no_grad():
                 out = self.torch_module(*self.example_inputs)
-            return [to_numpy(t) for t in _flat_outputs(out)]
+            return [to_numpy(t) for t in flatten_outputs(out)]
 
         return run
 
@@ -255,7 +260,6 @@ def capture_expression(
     except UnsupportedOpError:
         raise
     except Exception as err:
-        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        raise ExpressionError(f"PyTorch could not run the expression: {first}") from None
+        raise ExpressionError(f"PyTorch could not run the expression: {_first_line(err)}") from None
     arrays = [to_numpy(t) for t in inputs]
     return ExpressionProgram(ir, arrays, params, names, module, inputs)

@@ -74,11 +74,6 @@ class ModelSource:
         return str(self.config.get("model_type", ""))
 
 
-def looks_like_model(name: str) -> bool:
-    """A shipped id or a directory (as opposed to a `.mlir` file)."""
-    return name in shipped_models() or Path(name).is_dir()
-
-
 def resolve_model(name: str) -> ModelSource:
     """The config of a shipped id or of a local directory; one-line errors otherwise."""
     path = Path(name)
@@ -270,15 +265,9 @@ def randomize_weights(lm: nn.Module, seed: int = 0) -> nn.Module:
     Matrices get `randn / sqrt(fan_in)` so activations stay O(1) and attention is far from
     uniform; vectors (norm weights, biases) `uniform(0.5, 1.5)`.
     """
-    generator = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for param in lm.parameters():
-            if param.dim() >= 2:
-                new = torch.randn(param.shape, generator=generator) / param.shape[-1] ** 0.5
-            else:
-                new = torch.rand(param.shape, generator=generator) + 0.5
-            param.copy_(new.to(param.dtype))
-    return lm
+    from deplodock.frontend.expression import randomize_parameters
+
+    return randomize_parameters(lm, seed, buffers=False)
 
 
 @contextmanager

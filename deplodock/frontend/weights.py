@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from xdsl.dialects.builtin import MemRefType, ModuleOp, TensorType
+from xdsl.dialects.builtin import MemRefType, ModuleOp, StringAttr, TensorType
 
 from deplodock.frontend.capture import to_numpy
 from deplodock.interpreters import forward_function
@@ -63,6 +63,21 @@ def load_safetensors(directory: Path) -> dict[str, torch.Tensor]:
     return tensors
 
 
+def param_names(module: ModuleOp, function: str = "forward") -> list[str | None]:
+    """Per argument of `@function`: its `deplodock.param` name, or None for a call input.
+
+    The one reader of the attribute every by-name binder (numpy here, device tensors in
+    `api.CudaExecutor`) walks the arguments with.
+    """
+    func = forward_function(module, function)
+    attrs = func.arg_attrs.data if func.arg_attrs else [None] * len(func.args)
+    names: list[str | None] = []
+    for arg_attrs in attrs:
+        param = arg_attrs.data.get("deplodock.param") if arg_attrs is not None else None
+        names.append(param.data if isinstance(param, StringAttr) else None)
+    return names
+
+
 def bind_arguments(
     module: ModuleOp,
     inputs: Sequence[torch.Tensor | np.ndarray],
@@ -72,24 +87,21 @@ def bind_arguments(
 ) -> list[np.ndarray]:
     """The values of `@function`'s arguments: `inputs` in order, then each `deplodock.param`
     looked up in `weights` (else `fallback`), converted to the argument's element type."""
-    func = forward_function(module, function)
-    attrs = func.arg_attrs.data if func.arg_attrs else [None] * len(func.args)
+    arg_types = forward_function(module, function).function_type.inputs.data
     remaining = iter(inputs)
     values: list[np.ndarray] = []
-    for arg_type, arg_attrs in zip(func.function_type.inputs.data, attrs, strict=True):
+    for arg_type, name in zip(arg_types, param_names(module, function), strict=True):
         assert isinstance(arg_type, TensorType | MemRefType)
-        param = arg_attrs.data.get("deplodock.param") if arg_attrs is not None else None
-        if param is None:
+        if name is None:
             value = next(remaining, None)
             if value is None:
                 raise WeightError(f"@{function} takes more inputs than the {len(inputs)} given")
             array = to_numpy(value) if isinstance(value, torch.Tensor) else np.asarray(value)
         else:
-            name = param.data  # type: ignore[attr-defined]
             array = _lookup(name, weights, fallback or {})
         shape = tuple(arg_type.get_shape())
         if array.shape != shape:
-            what = "input" if param is None else f"weight '{param.data}'"  # type: ignore[attr-defined]
+            what = "input" if name is None else f"weight '{name}'"
             raise WeightError(f"{what} has shape {array.shape}, the program expects {shape}")
         if np.issubdtype(array.dtype, np.floating):  # bf16 arguments: rounded like the IR
             array = np.asarray(round_to_type(array, arg_type.element_type))

@@ -22,7 +22,6 @@ from deplodock.backend.cuda_run import (
     device_arguments,
     prepare_on_cuda,
     program_dtype,
-    reference_outputs,
     relative_error,
     tolerance_for,
 )
@@ -30,7 +29,7 @@ from deplodock.backend.device import Ceilings
 from deplodock.backend.profile import format_profile_table, kernel_profiles
 from deplodock.backend.runtime import CudaProgram, KernelLaunchError
 from deplodock.dialects import make_context
-from deplodock.driver import lower_program, program_from_expression
+from deplodock.driver import float64_outputs, lower_program, program_from_expression
 from deplodock.frontend.expression import randomize_parameters
 from tests.gpu.emulation import DRIVER, FAKE_DEVICE, EmulatedModule, emulated_load
 
@@ -60,7 +59,7 @@ def emulated(code: str, failing: tuple[str, ...] = (), seed: int = 0):
 def test_programs_match_pytorch(code: str) -> None:
     program, compiled, inputs, arguments, tolerance = emulated(code)
     outputs = compiled(*arguments, poison=True, check=True)
-    expected = reference_outputs(program.torch_module, inputs)
+    expected = float64_outputs(program.torch_module, inputs)
     assert len(outputs) == len(expected) == 1
     assert relative_error(outputs[0], expected[0]) <= tolerance
     assert all(len(f.calls) == 1 for f in compiled.cuda_module.functions.values())
@@ -71,7 +70,7 @@ def test_intermediate_buffers_and_launch_order() -> None:
     program, compiled, inputs, arguments, tolerance = emulated(code)
     assert len(compiled.launches) >= 2
     (out,) = compiled(*arguments, poison=True)
-    (ref,) = reference_outputs(program.torch_module, inputs)
+    (ref,) = float64_outputs(program.torch_module, inputs)
     assert relative_error(out, ref) <= tolerance
     # the inputs are passed by pointer and left as they were
     assert torch.equal(inputs[0], program.example_inputs[0])
@@ -86,7 +85,7 @@ def test_bf16_tensors_are_passed_in_their_16_bit_storage() -> None:
     assert tolerance == 1e-2 and all(a.dtype == torch.bfloat16 for a in arguments)
     (out,) = compiled(*arguments, poison=True)
     assert out.dtype == torch.bfloat16
-    (ref,) = reference_outputs(program.torch_module, inputs)
+    (ref,) = float64_outputs(program.torch_module, inputs)
     assert ref.dtype == torch.float64
     assert relative_error(out, ref) <= 1e-2
 
@@ -211,7 +210,7 @@ def test_a_program_with_its_own_reference_like_a_model() -> None:
     randomize_parameters(program.torch_module, 0)
     _, arguments = device_arguments(program, "cpu")  # inputs, then parameters by name
     values = [a.float().numpy() for a in arguments]
-    (wide,) = reference_outputs(program.torch_module, program.example_inputs)
+    (wide,) = float64_outputs(program.torch_module, program.example_inputs)
     program.reference = lambda seed: (values, [wide.numpy()])
     program.tolerance = 3e-2
     prepared = prepare_on_cuda(program, FAKE_DEVICE, 0, emulated_load, tensor_device="cpu")

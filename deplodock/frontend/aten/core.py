@@ -113,10 +113,11 @@ class Emitter:
 def _meta(v: SSAValue) -> torch.Tensor:
     """A meta tensor with the shape and dtype of `v` (for `torch.result_type`)."""
     assert isinstance(v.type, TensorType)
-    return torch.empty(v.type.get_shape(), dtype=_torch_dtype(elt_of(v)), device="meta")
+    return torch.empty(v.type.get_shape(), dtype=torch_dtype_of(elt_of(v)), device="meta")
 
 
-def _torch_dtype(elt: Attribute) -> torch.dtype:
+def torch_dtype_of(elt: Attribute) -> torch.dtype:
+    """The PyTorch dtype of an element type (the inverse of `DTYPES`)."""
     return next(k for k, v in DTYPES.items() if v == elt)
 
 

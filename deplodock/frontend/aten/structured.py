@@ -12,7 +12,6 @@ from xdsl.ir import SSAValue
 
 from deplodock.dialects import torch as T
 from deplodock.frontend.aten.core import (
-    DTYPES,
     AtenImportError,
     Emitter,
     Handler,
@@ -22,6 +21,7 @@ from deplodock.frontend.aten.core import (
     norm_dim,
     norm_dims,
     rank_of,
+    torch_dtype_of,
 )
 
 # --- reductions and normalizations ---------------------------------------------------------------
@@ -65,7 +65,7 @@ def _rms_norm(e: Emitter, a: dict[str, Any], out: TensorType) -> SSAValue:
     x = e.tensor(a["input"])
     eps = a["eps"]
     if eps is None:  # PyTorch's default: the machine epsilon of the input dtype
-        eps = torch.finfo(next(k for k, v in DTYPES.items() if v == elt_of(x))).eps
+        eps = torch.finfo(torch_dtype_of(elt_of(x))).eps
     return e.emit(T.RmsNormOp(x, _optional(e, a["weight"]), a["normalized_shape"], eps))
 
 
