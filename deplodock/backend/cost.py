@@ -41,7 +41,8 @@ from xdsl.dialects.builtin import (
 from xdsl.ir import Block, BlockArgument, Operation, SSAValue
 
 from deplodock.dialects import kernel
-from deplodock.dialects.hardware import element_bytes, is_shared
+from deplodock.dialects.element_types import byte_size
+from deplodock.dialects.hardware import is_shared
 from deplodock.interpreters.arith import _BINARY, _CMPI
 from deplodock.interpreters.arith import CAST_OPS as _CASTS
 
@@ -104,7 +105,7 @@ class _Counts:
 
 def buffer_bytes(t: MemRefType) -> int:
     """Bytes of a static buffer (also what the host code `cudaMalloc`s and copies)."""
-    return pymath.prod(t.get_shape()) * element_bytes(t.element_type)
+    return pymath.prod(t.get_shape()) * byte_size(t.element_type)
 
 
 def _is_flop(op: Operation) -> bool:
@@ -201,7 +202,7 @@ class _Counter:
             case kernel.LoadOp() | kernel.StoreOp():
                 t = op.memref.type
                 assert isinstance(t, MemRefType)
-                n = self.total(weight) * element_bytes(t.element_type)
+                n = self.total(weight) * byte_size(t.element_type)
                 if is_shared(t):
                     counts.shared += n
                 elif isinstance(op, kernel.LoadOp):

@@ -1,29 +1,43 @@
-"""What the CUDA target allows, in one place for the `tile`, `kernel` and `cuda` verifiers.
+"""What the CUDA target allows, in one place for every verifier, pass, interpreter and runtime.
 
-The limits are those of every CUDA GPU deplodock targets: a block of at most 1024 threads in
-warps of 32, 48 KiB of static shared memory per block. A shared array is a memref in memory
-space 3 (as in NVVM).
+The limits are those of every CUDA GPU deplodock targets (compute capability 7.0 and up): a
+block of at most 1024 threads in warps of 32, 48 KiB of static shared memory per block
+(more only as dynamic shared memory, opted into per kernel). A shared array is a memref in
+memory space 3 (as in NVVM). Numbers that describe one device model (SM count, bandwidths)
+are not here: they belong to the performance model's device tables.
 """
 
 from __future__ import annotations
 
-from xdsl.dialects.builtin import (
-    BFloat16Type,
-    Float16Type,
-    Float32Type,
-    Float64Type,
-    IndexType,
-    IntegerAttr,
-    IntegerType,
-    MemRefType,
-)
+import math
+
+from xdsl.dialects.builtin import IntegerAttr, MemRefType
 from xdsl.ir import Attribute
-from xdsl.utils.exceptions import VerifyException
+
+from deplodock.dialects.element_types import byte_size
 
 SHARED_MEMORY_SPACE = 3
 MAX_THREADS_PER_BLOCK = 1024
 WARP_SIZE = 32
 MAX_STATIC_SHARED_BYTES = 48 * 1024
+
+#: `__shfl_xor_sync` participation mask: every lane of the warp.
+FULL_WARP_MASK = (1 << WARP_SIZE) - 1
+
+#: The lane distances of a butterfly all-reduce over one warp: 16, 8, 4, 2, 1.
+WARP_SHUFFLE_MASKS: tuple[int, ...] = tuple(
+    WARP_SIZE >> k for k in range(1, WARP_SIZE.bit_length())
+)
+
+
+def warps_in(threads: int) -> int:
+    """Warps of a block of `threads` threads (a partial warp still occupies a whole one)."""
+    return -(-threads // WARP_SIZE)
+
+
+def is_valid_block_size(threads: int) -> bool:
+    """What the tile and kernel verifiers accept: whole warps, at most 1024 threads."""
+    return 0 < threads <= MAX_THREADS_PER_BLOCK and threads % WARP_SIZE == 0
 
 
 def is_shared(memref_type: Attribute) -> bool:
@@ -34,24 +48,11 @@ def is_shared(memref_type: Attribute) -> bool:
     return isinstance(space, IntegerAttr) and space.value.data == SHARED_MEMORY_SPACE
 
 
-def element_bytes(element_type: Attribute) -> int:
-    """Size of one element in bytes (for the shared-memory budget)."""
-    match element_type:
-        case Float16Type() | BFloat16Type():
-            return 2
-        case Float32Type():
-            return 4
-        case Float64Type() | IndexType():
-            return 8
-        case IntegerType(width=width):
-            return max(1, width.data // 8)
-        case _:
-            raise VerifyException(f"kernel: no byte size known for element type {element_type}")
+def shared_memref(element_type: Attribute, shape: list[int]) -> MemRefType:
+    """The type of a static `__shared__` array of `shape`."""
+    return MemRefType(element_type, shape, memory_space=IntegerAttr(SHARED_MEMORY_SPACE, 64))
 
 
 def shared_bytes(memref_type: MemRefType) -> int:
     """Bytes of one static shared array."""
-    count = 1
-    for dim in memref_type.get_shape():
-        count *= dim
-    return count * element_bytes(memref_type.element_type)
+    return math.prod(memref_type.get_shape()) * byte_size(memref_type.element_type)

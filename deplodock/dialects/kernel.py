@@ -58,6 +58,7 @@ from deplodock.dialects.common import (
     StoreOpBase,
     YieldOpBase,
 )
+from deplodock.dialects.element_types import UnsupportedElementType
 from deplodock.dialects.hardware import (
     MAX_STATIC_SHARED_BYTES,
     MAX_THREADS_PER_BLOCK,
@@ -121,7 +122,10 @@ class FuncOp(KernelOpBase):
             )
         if self.grid_size <= 0:
             raise VerifyException(f"{where}: grid must be positive, got {self.grid_size}")
-        total = sum(shared_bytes(op.result.type) for op in self.shared_allocs())
+        try:
+            total = sum(shared_bytes(op.result.type) for op in self.shared_allocs())
+        except UnsupportedElementType as error:
+            raise VerifyException(f"{where}: shared array of {error}") from None
         if total > MAX_STATIC_SHARED_BYTES:
             raise VerifyException(
                 f"{where}: {total} bytes of shared memory exceed the "

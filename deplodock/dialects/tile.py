@@ -57,7 +57,7 @@ from deplodock.dialects.common import (
     YieldOpBase,
 )
 from deplodock.dialects.hardware import MAX_THREADS_PER_BLOCK, WARP_SIZE
-from deplodock.dialects.tensor import ReduceKind, ReduceKindAttr
+from deplodock.dialects.reduce_kind import ReduceKind, ReduceKindAttr
 
 MAX_THREADS = MAX_THREADS_PER_BLOCK  # the name the tile passes use
 

@@ -31,7 +31,6 @@ from deplodock.dialects.common.kernels import (
     KernelOpBase,
     LaunchOpBase,
     ReturnOpBase,
-    enclosing_module,
 )
 from deplodock.dialects.common.loops import (
     DynamicForOpBase,
@@ -53,6 +52,5 @@ __all__ = [
     "StaticForOpBase",
     "StoreOpBase",
     "YieldOpBase",
-    "enclosing_module",
     "format_types",
 ]

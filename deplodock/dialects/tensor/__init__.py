@@ -9,19 +9,20 @@ See docs/ir.md section 2.
 
 The dialect is named `tensor` and replaces xDSL's own `tensor` dialect in our tools.
 
-The dialect is a package: `elementwise` (elementwise, yield, index), `reduce` (reduce and the
-reduction kinds), `index_map`, `gather`, and `base` with the shared type helpers.
+The dialect is a package: `elementwise` (elementwise, yield, index), `reduce` (the reduce op;
+the kinds are `dialects/reduce_kind.py`), `index_map`, and `gather`
+(shapes and element types come from `dialects/queries.py`).
 """
 
 from __future__ import annotations
 
 from xdsl.ir import Dialect
 
-from deplodock.dialects.tensor.base import element_type, shape_of
+from deplodock.dialects.reduce_kind import ReduceKind, ReduceKindAttr
 from deplodock.dialects.tensor.elementwise import ElementwiseOp, IndexOp, YieldOp
 from deplodock.dialects.tensor.gather import GatherOp, gather_shape
 from deplodock.dialects.tensor.index_map import IndexMapOp, expr_bounds
-from deplodock.dialects.tensor.reduce import ReduceKind, ReduceKindAttr, ReduceOp
+from deplodock.dialects.tensor.reduce import ReduceOp
 
 __all__ = [
     "ElementwiseOp",
@@ -33,10 +34,8 @@ __all__ = [
     "ReduceOp",
     "TensorDialect",
     "YieldOp",
-    "element_type",
     "expr_bounds",
     "gather_shape",
-    "shape_of",
 ]
 
 TensorDialect = Dialect(

@@ -24,8 +24,7 @@ from xdsl.traits import HasParent, IsTerminator, Pure, ReturnLike
 from xdsl.utils.exceptions import VerifyException
 
 from deplodock.dialects.common.syntax import parse_operand_list, parse_signature, print_signature
-from deplodock.dialects.tensor.base import element_type
-from deplodock.dialects.tensor.base import shape_of as _shape
+from deplodock.dialects.queries import element_type_of, shape_of
 
 
 @irdl_op_definition
@@ -57,17 +56,17 @@ class ElementwiseOp(IRDLOperation):
     ) -> ElementwiseOp:
         """Build the op; `body_fn(block, args)` appends scalar ops and returns the value
         to yield (the `tensor.yield` is added here)."""
-        block = Block(arg_types=[element_type(v.type) for v in inputs])
+        block = Block(arg_types=[element_type_of(v.type) for v in inputs])
         value = body_fn(block, block.args)
         block.add_op(YieldOp(value))
         return cls(inputs, result_type, Region(block))
 
     def verify_(self) -> None:
-        out_shape = _shape(self.result.type)
+        out_shape = shape_of(self.result.type)
         for i, v in enumerate(self.inputs):
-            if _shape(v.type) != out_shape:
+            if shape_of(v.type) != out_shape:
                 raise VerifyException(
-                    f"tensor.elementwise: input {i} has shape {list(_shape(v.type))}, "
+                    f"tensor.elementwise: input {i} has shape {list(shape_of(v.type))}, "
                     f"expected the result shape {list(out_shape)}"
                 )
         block = self.body.block
@@ -77,7 +76,7 @@ class ElementwiseOp(IRDLOperation):
                 f"expected one per input ({len(self.inputs)})"
             )
         for i, (arg, v) in enumerate(zip(block.args, self.inputs, strict=True)):
-            elt = element_type(v.type)
+            elt = element_type_of(v.type)
             if arg.type != elt:
                 raise VerifyException(
                     f"tensor.elementwise: body argument {i} has type {arg.type}, "
@@ -86,7 +85,7 @@ class ElementwiseOp(IRDLOperation):
         last = block.last_op
         if not isinstance(last, YieldOp):
             raise VerifyException("tensor.elementwise: body must end in tensor.yield")
-        out_elt = element_type(self.result.type)
+        out_elt = element_type_of(self.result.type)
         if last.value.type != out_elt:
             raise VerifyException(
                 f"tensor.elementwise: body yields {last.value.type}, "
@@ -160,7 +159,7 @@ class IndexOp(IRDLOperation):
         parent = self.parent_op()
         if not isinstance(parent, ElementwiseOp):
             return  # HasParent reports it
-        rank = len(_shape(parent.result.type))
+        rank = len(shape_of(parent.result.type))
         if not 0 <= self.dim_value < rank:
             raise VerifyException(
                 f"tensor.index: dim {self.dim_value} out of range for a result of rank {rank}"

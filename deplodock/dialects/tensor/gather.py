@@ -20,8 +20,7 @@ from xdsl.traits import Pure
 from xdsl.utils.exceptions import VerifyException
 
 from deplodock.dialects.common.syntax import parse_signature, print_signature
-from deplodock.dialects.tensor.base import element_type
-from deplodock.dialects.tensor.base import shape_of as _shape
+from deplodock.dialects.queries import element_type_of, shape_of
 
 
 def gather_shape(source: Sequence[int], indices: Sequence[int], dim: int) -> tuple[int, ...]:
@@ -47,8 +46,8 @@ class GatherOp(IRDLOperation):
     traits = traits_def(Pure())
 
     def __init__(self, source: SSAValue, indices: SSAValue, dim: int = 0):
-        src, idx = _shape(source.type), _shape(indices.type)
-        elt = element_type(source.type)
+        src, idx = shape_of(source.type), shape_of(indices.type)
+        elt = element_type_of(source.type)
         super().__init__(
             operands=[source, indices],
             result_types=[TensorType(elt, gather_shape(src, idx, dim))],
@@ -60,20 +59,18 @@ class GatherOp(IRDLOperation):
         return self.dim.value.data
 
     def verify_(self) -> None:
-        src, idx = _shape(self.source.type), _shape(self.indices.type)
+        src, idx = shape_of(self.source.type), shape_of(self.indices.type)
         dim = self.dim_value
         if not 0 <= dim < len(src):
             raise VerifyException(f"tensor.gather: dim {dim} out of range for rank {len(src)}")
-        if element_type(self.indices.type) not in (i64, i32):
-            raise VerifyException(
-                f"tensor.gather: indices must be i64 or i32, got {element_type(self.indices.type)}"
-            )
-        if element_type(self.result.type) != element_type(self.source.type):
+        if (index_type := element_type_of(self.indices.type)) not in (i64, i32):
+            raise VerifyException(f"tensor.gather: indices must be i64 or i32, got {index_type}")
+        if element_type_of(self.result.type) != element_type_of(self.source.type):
             raise VerifyException("tensor.gather: result element type differs from the source's")
         expected = gather_shape(src, idx, dim)
-        if _shape(self.result.type) != expected:
+        if shape_of(self.result.type) != expected:
             raise VerifyException(
-                f"tensor.gather: result shape {list(_shape(self.result.type))} must be "
+                f"tensor.gather: result shape {list(shape_of(self.result.type))} must be "
                 f"{list(expected)} (source dims before and after dim {dim} around the "
                 "indices shape)"
             )

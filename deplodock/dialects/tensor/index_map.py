@@ -32,8 +32,7 @@ from xdsl.traits import Pure
 from xdsl.utils.exceptions import VerifyException
 
 from deplodock.dialects.common.syntax import parse_operand_list, parse_signature, print_signature
-from deplodock.dialects.tensor.base import element_type
-from deplodock.dialects.tensor.base import shape_of as _shape
+from deplodock.dialects.queries import element_type_of, shape_of
 
 
 def expr_bounds(expr: AffineExpr, box: Sequence[tuple[int, int]]) -> tuple[int, int]:
@@ -117,7 +116,7 @@ class IndexMapOp(IRDLOperation):
 
     def input_regions(self) -> list[list[tuple[int, int]]]:
         """For each input, the inclusive box of output coordinates it supplies."""
-        out_shape = _shape(self.result.type)
+        out_shape = shape_of(self.result.type)
         full = [(0, s - 1) for s in out_shape]
         info = self.concat_info
         if info is None:
@@ -132,7 +131,7 @@ class IndexMapOp(IRDLOperation):
         return boxes
 
     def verify_(self) -> None:
-        out_shape = _shape(self.result.type)
+        out_shape = shape_of(self.result.type)
         maps = self.affine_maps
         if not self.inputs:
             raise VerifyException("tensor.index_map: needs at least one input")
@@ -140,13 +139,13 @@ class IndexMapOp(IRDLOperation):
             raise VerifyException(
                 f"tensor.index_map: {len(maps)} maps for {len(self.inputs)} inputs"
             )
-        out_elt = element_type(self.result.type)
+        out_elt = element_type_of(self.result.type)
         for i, (v, m) in enumerate(zip(self.inputs, maps, strict=True)):
-            if element_type(v.type) != out_elt:
+            if element_type_of(v.type) != out_elt:
                 raise VerifyException(
                     f"tensor.index_map: input {i} element type differs from the result's"
                 )
-            in_rank = len(_shape(v.type))
+            in_rank = len(shape_of(v.type))
             if m.num_dims != len(out_shape) or m.num_symbols != 0 or len(m.results) != in_rank:
                 raise VerifyException(
                     f"tensor.index_map: map {i} must have {len(out_shape)} dims, no symbols "
@@ -156,7 +155,7 @@ class IndexMapOp(IRDLOperation):
         if any(s == 0 for s in out_shape):
             return
         for i, (v, m, box) in enumerate(zip(self.inputs, maps, self.input_regions(), strict=True)):
-            in_shape = _shape(v.type)
+            in_shape = shape_of(v.type)
             for k, (expr, size) in enumerate(zip(m.results, in_shape, strict=True)):
                 lo, hi = expr_bounds(expr, box)
                 if lo < 0 or hi >= size:

@@ -1,16 +1,13 @@
-"""`tensor.reduce` and the reduction kinds (shared with the tile and kernel dialects)."""
+"""`tensor.reduce`: reduce some dims of a tensor with one of the `ReduceKind`s."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 
 from xdsl.dialects.builtin import DenseArrayBase, TensorType, i64
-from xdsl.dialects.utils import EnumAttribute
-from xdsl.ir import SpacedOpaqueSyntaxAttribute, SSAValue
+from xdsl.ir import SSAValue
 from xdsl.irdl import (
     IRDLOperation,
-    irdl_attr_definition,
     irdl_op_definition,
     operand_def,
     prop_def,
@@ -21,38 +18,9 @@ from xdsl.parser import Parser
 from xdsl.printer import Printer
 from xdsl.traits import Pure
 from xdsl.utils.exceptions import VerifyException
-from xdsl.utils.str_enum import StrEnum
 
-from deplodock.dialects.tensor.base import element_type
-from deplodock.dialects.tensor.base import shape_of as _shape
-
-
-class ReduceKind(StrEnum):
-    """A reduction combiner; `identity` is the initial accumulator value."""
-
-    ADD = "add"
-    MUL = "mul"
-    MAX = "max"
-    MIN = "min"
-
-    @property
-    def identity(self) -> float:
-        return _IDENTITY[self]
-
-
-_IDENTITY: dict[ReduceKind, float] = {
-    ReduceKind.ADD: 0.0,
-    ReduceKind.MUL: 1.0,
-    ReduceKind.MAX: -math.inf,
-    ReduceKind.MIN: math.inf,
-}
-
-
-@irdl_attr_definition
-class ReduceKindAttr(EnumAttribute[ReduceKind], SpacedOpaqueSyntaxAttribute):
-    """`#tensor<kind add>` in generic form; printed as a bare keyword by the ops."""
-
-    name = "tensor.kind"
+from deplodock.dialects.queries import element_type_of, shape_of
+from deplodock.dialects.reduce_kind import ReduceKind, ReduceKindAttr
 
 
 @irdl_op_definition
@@ -98,7 +66,7 @@ class ReduceOp(IRDLOperation):
         return tuple(self.dims.get_values())
 
     def verify_(self) -> None:
-        in_shape = _shape(self.input.type)
+        in_shape = shape_of(self.input.type)
         dims = self.reduce_dims
         if list(dims) != sorted(set(dims)):
             raise VerifyException(f"tensor.reduce: dims {list(dims)} must be sorted and unique")
@@ -108,12 +76,12 @@ class ReduceOp(IRDLOperation):
                     f"tensor.reduce: dim {d} out of range for rank {len(in_shape)}"
                 )
         expected = [1 if i in dims else s for i, s in enumerate(in_shape)]
-        if list(_shape(self.result.type)) != expected:
+        if list(shape_of(self.result.type)) != expected:
             raise VerifyException(
-                f"tensor.reduce: result shape {list(_shape(self.result.type))} must be "
+                f"tensor.reduce: result shape {list(shape_of(self.result.type))} must be "
                 f"{expected} (reduced dims kept as 1)"
             )
-        if element_type(self.input.type) != element_type(self.result.type):
+        if element_type_of(self.input.type) != element_type_of(self.result.type):
             raise VerifyException("tensor.reduce: input and result element types differ")
 
     @classmethod

@@ -1,0 +1,200 @@
+"""Questions every layer asks of a module, answered once.
+
+Passes, interpreters, the backend and the driver all need to find `@forward`, know the shape
+and element type of a tensor or buffer, turn a tensor type into a buffer type, see which
+buffers a kernel writes, give things unique names, rename kernel symbols and tell whether
+two kernels are the same computation. Each of those answers lives here, so they cannot
+drift apart.
+
+```python
+forward = forward_function(module)            # func.func @forward, or a ValueError
+shape_of(t), element_type_of(t)               # of a tensor or memref type
+memref_of(tensor<4x8xf32>)                    # memref<4x8xf32>
+written_buffers(kernel)                        # {%out}: what some store writes
+structural_key(kernel, ignore=("sym_name",))  # equal keys: interchangeable kernels
+```
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Iterable, Sequence
+
+from xdsl.dialects.builtin import MemRefType, ModuleOp, StringAttr, SymbolRefAttr, TensorType
+from xdsl.dialects.func import FuncOp
+from xdsl.ir import Attribute, Block, Operation, SSAValue
+from xdsl.traits import SymbolOpInterface
+
+from deplodock.dialects.common.memory import LoadOpBase, StoreOpBase
+
+# --- the program -----------------------------------------------------------------------------
+
+
+def find_function(module: ModuleOp, name: str = "forward") -> FuncOp | None:
+    """The top-level `func.func @name` of `module`, or None."""
+    for op in module.ops:
+        if isinstance(op, FuncOp) and op.sym_name.data == name:
+            return op
+    return None
+
+
+def forward_function(module: ModuleOp, name: str = "forward") -> FuncOp:
+    """The top-level `func.func @forward` (the host-level program) of `module`."""
+    found = find_function(module, name)
+    if found is None:
+        raise ValueError(f"module has no func.func @{name}")
+    return found
+
+
+def enclosing_module(op: Operation) -> ModuleOp | None:
+    """The outermost `builtin.module` above `op` (None while the op is detached)."""
+    found: ModuleOp | None = None
+    parent = op.parent_op()
+    while parent is not None:
+        if isinstance(parent, ModuleOp):
+            found = parent
+        parent = parent.parent_op()
+    return found
+
+
+# --- types -----------------------------------------------------------------------------------
+
+
+def shape_of(t: Attribute) -> tuple[int, ...]:
+    """The static shape of a tensor or memref type."""
+    if not isinstance(t, TensorType | MemRefType):
+        raise TypeError(f"expected a tensor or memref type, got {t}")
+    return tuple(t.get_shape())
+
+
+def element_type_of(t: Attribute) -> Attribute:
+    """The element type of a tensor or memref type."""
+    if not isinstance(t, TensorType | MemRefType):
+        raise TypeError(f"expected a tensor or memref type, got {t}")
+    return t.get_element_type()
+
+
+def memref_of(t: Attribute) -> Attribute:
+    """`tensor<4x8xf32>` -> `memref<4x8xf32>` (the buffer that holds it); others unchanged."""
+    if isinstance(t, TensorType):
+        return MemRefType(t.element_type, t.get_shape())
+    return t
+
+
+# --- buffers a kernel touches --------------------------------------------------------------
+
+
+def written_buffers(op: Operation) -> set[SSAValue]:
+    """The buffers some `X.store` inside `op` writes (loop, tile and kernel levels)."""
+    return {inner.memref for inner in op.walk() if isinstance(inner, StoreOpBase)}
+
+
+def read_buffers(op: Operation) -> set[SSAValue]:
+    """The buffers some `X.load` inside `op` reads."""
+    return {inner.memref for inner in op.walk() if isinstance(inner, LoadOpBase)}
+
+
+def argument_positions(block: Block, values: Iterable[SSAValue]) -> set[int]:
+    """Which arguments of `block` are among `values` (e.g. a kernel's written arguments)."""
+    wanted = set(values)
+    return {arg.index for arg in block.args if arg in wanted}
+
+
+# --- symbols and names -----------------------------------------------------------------------
+
+
+def symbol_name(op: Operation) -> str:
+    """The `sym_name` of a symbol op (kernels of every level, functions)."""
+    name = op.properties.get("sym_name") or op.attributes.get("sym_name")
+    if not isinstance(name, StringAttr):
+        raise ValueError(f"{op.name} is not a symbol")
+    return name.data
+
+
+def kernel_symbols(module: ModuleOp) -> list[Operation]:
+    """The module's top-level symbols other than functions: its kernels, at any level."""
+    return [
+        op for op in module.ops if op.has_trait(SymbolOpInterface) and not isinstance(op, FuncOp)
+    ]
+
+
+def unique_name(base: str, used: set[str], first_suffix: int = 1) -> str:
+    """`base` if free, else `base_<n>` for the first free `n >= first_suffix`; takes it."""
+    candidate, n = base, first_suffix
+    while candidate in used:
+        candidate = f"{base}_{n}"
+        n += 1
+    used.add(candidate)
+    return candidate
+
+
+def redirect_launches(module: ModuleOp, renames: dict[str, str]) -> None:
+    """Points every op whose `callee` names a key of `renames` at its value."""
+    if not renames:
+        return
+    for op in module.walk():
+        callee = op.properties.get("callee")
+        if isinstance(callee, SymbolRefAttr) and callee.root_reference.data in renames:
+            op.properties["callee"] = SymbolRefAttr(renames[callee.root_reference.data])
+
+
+def rename_symbols(module: ModuleOp, renames: dict[str, str]) -> None:
+    """Renames kernel symbols (`old -> new`) and every launch of them."""
+    for op in kernel_symbols(module):
+        new = renames.get(symbol_name(op))
+        if new is not None:
+            op.properties["sym_name"] = StringAttr(new)
+    redirect_launches(module, renames)
+
+
+# --- structural identity -------------------------------------------------------------------
+
+
+def structural_key(op: Operation, ignore: Sequence[str] = ()) -> Hashable:
+    """A hashable description of `op` and everything inside it, without value names.
+
+    Two ops with equal keys compute the same thing: same op names, properties, attributes,
+    result types and region structure, with every operand named by where it is defined
+    (the n-th value defined inside `op`). Properties and attributes named in `ignore` (a
+    kernel's own `sym_name`, `@forward`'s `arg_attrs`) are left out everywhere. `op` must
+    be closed: an operand defined outside it is an error (kernels are isolated from above).
+    """
+    numbering: dict[SSAValue, int] = {}
+    skip = frozenset(ignore)
+
+    def number(values: Sequence[SSAValue]) -> None:
+        for value in values:
+            numbering[value] = len(numbering)
+
+    def operand(value: SSAValue) -> int:
+        if value not in numbering:
+            raise ValueError(f"structural_key: {op.name} uses a value defined outside it")
+        return numbering[value]
+
+    def fields(table: dict[str, Attribute]) -> tuple[tuple[str, Attribute], ...]:
+        return tuple(sorted(((k, v) for k, v in table.items() if k not in skip), key=_first))
+
+    def key(current: Operation) -> Hashable:
+        regions = []
+        for region in current.regions:
+            blocks = []
+            for block in region.blocks:
+                number(block.args)
+                body = tuple(key(inner) for inner in block.ops)
+                blocks.append((tuple(a.type for a in block.args), body))
+            regions.append(tuple(blocks))
+        operands = tuple(operand(v) for v in current.operands)
+        number(current.results)
+        return (
+            current.name,
+            fields(current.properties),
+            fields(current.attributes),
+            operands,
+            tuple(r.type for r in current.results),
+            tuple(regions),
+        )
+
+    return key(op)
+
+
+def _first(pair: tuple[str, Attribute]) -> str:
+    return pair[0]
