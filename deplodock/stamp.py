@@ -7,8 +7,8 @@ computation on different weights, and every torch-level op knows the module it c
 into segments, maximal runs of ops of one layer (or of none: the prologue with the
 embedding and rotary tables, the epilogue with the final norm and LM head). Each segment
 becomes a standalone module (its inputs are arguments, the values later ops need are
-results); segments with the same structural key (the module printed without names or
-argument attributes) share one module, which is lowered once. Stitching builds the lowered
+results); segments with the same structural key (`queries.structural_key`, blind to value
+names and argument attributes) share one module, which is lowered once. Stitching builds the lowered
 program: the kernels of each lowered segment move into one module (renamed apart), and the
 host sequence of each segment's `@forward` (allocs, launches) is cloned in order, mapped to
 that segment's buffers and weights, so layer 7's launches call the shared layer kernels
@@ -20,7 +20,6 @@ materialized in a buffer; fusion happens within segments.
 
 from __future__ import annotations
 
-import io
 import re
 import time
 from collections.abc import Callable, Sequence
@@ -30,18 +29,23 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import (
     ArrayAttr,
     DictionaryAttr,
-    MemRefType,
     ModuleOp,
     StringAttr,
-    TensorType,
 )
 from xdsl.dialects.func import FuncOp, FunctionType, ReturnOp
 from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
-from xdsl.printer import Printer
 
 from deplodock.dialects import torch as T
-from deplodock.interpreters import forward_function
-from deplodock.passes.dedupe_kernels import DedupeKernelsPass, kernel_symbols, redirect_launches
+from deplodock.dialects.queries import (
+    forward_function,
+    kernel_symbols,
+    memref_of,
+    rename_symbols,
+    structural_key,
+    symbol_name,
+    unique_name,
+)
+from deplodock.passes.dedupe_kernels import DedupeKernelsPass
 
 
 @dataclass
@@ -127,15 +131,6 @@ def _arg_attrs(func: FuncOp, value: SSAValue) -> DictionaryAttr:
     return DictionaryAttr({"deplodock.input": StringAttr(value.name_hint or "segment_input")})
 
 
-def structural_key(module: ModuleOp) -> str:
-    """The module's text without value names and argument attributes."""
-    bare = module.clone(clone_name_hints=False)
-    forward_function(bare).arg_attrs = None
-    stream = io.StringIO()
-    Printer(stream=stream).print_op(bare)
-    return stream.getvalue()
-
-
 def _rename_kernels(module: ModuleOp, taken: set[str]) -> None:
     """Gives the module's kernels names not in `taken` (`rms_norm_1`); updates launches.
 
@@ -143,15 +138,10 @@ def _rename_kernels(module: ModuleOp, taken: set[str]) -> None:
     """
     renames: dict[str, str] = {}
     for op in kernel_symbols(module):
-        name = op.sym_name.data  # type: ignore[attr-defined]
-        new, n = name, 1
-        while new in taken:
-            new, n = f"{name}_{n}", n + 1
-        taken.add(new)
-        if new != name:
+        name = symbol_name(op)
+        if (new := unique_name(name, taken)) != name:
             renames[name] = new
-            op.sym_name = StringAttr(new)  # type: ignore[attr-defined]
-    redirect_launches(module, renames)
+    rename_symbols(module, renames)
 
 
 def stitch(func: FuncOp, segments: Sequence[Segment]) -> ModuleOp:
@@ -202,8 +192,7 @@ def _lowered_type(func: FuncOp, segments: Sequence[Segment], arg: SSAValue) -> A
         if arg in seg.inputs:
             assert seg.module is not None
             return forward_function(seg.module).args[seg.inputs.index(arg)].type
-    assert isinstance(arg.type, TensorType)
-    return MemRefType(arg.type.element_type, arg.type.get_shape())
+    return memref_of(arg.type)
 
 
 @dataclass
@@ -232,7 +221,8 @@ def lower_stamped(
     unique: dict[str, ModuleOp] = {}
     for seg in segments:
         module = segment_module(func, seg)
-        seg.module = unique.setdefault(structural_key(module), module)
+        key = structural_key(module, ignore=("arg_attrs",))  # parameter names differ
+        seg.module = unique.setdefault(key, module)
     timings = {"segment": time.perf_counter() - start}
     for stage in stages:
         start = time.perf_counter()

@@ -17,6 +17,7 @@ structural_key(kernel, ignore=("sym_name",))  # equal keys: interchangeable kern
 
 from __future__ import annotations
 
+import re
 from collections.abc import Hashable, Iterable, Sequence
 
 from xdsl.dialects.builtin import MemRefType, ModuleOp, StringAttr, SymbolRefAttr, TensorType
@@ -24,6 +25,7 @@ from xdsl.dialects.func import FuncOp
 from xdsl.ir import Attribute, Block, Operation, SSAValue
 from xdsl.traits import SymbolOpInterface
 
+from deplodock.dialects.common.kernels import KernelOpBase, LaunchOpBase
 from deplodock.dialects.common.memory import LoadOpBase, StoreOpBase
 
 # --- the program -----------------------------------------------------------------------------
@@ -99,6 +101,16 @@ def argument_positions(block: Block, values: Iterable[SSAValue]) -> set[int]:
     return {arg.index for arg in block.args if arg in wanted}
 
 
+def written_arguments(kernel: KernelOpBase) -> set[int]:
+    """Positions of the kernel arguments the kernel stores to (its outputs)."""
+    return argument_positions(kernel.body.block, written_buffers(kernel))
+
+
+def read_arguments(kernel: KernelOpBase) -> set[int]:
+    """Positions of the kernel arguments the kernel loads from (its inputs)."""
+    return argument_positions(kernel.body.block, read_buffers(kernel))
+
+
 # --- symbols and names -----------------------------------------------------------------------
 
 
@@ -125,6 +137,33 @@ def unique_name(base: str, used: set[str], first_suffix: int = 1) -> str:
         n += 1
     used.add(candidate)
     return candidate
+
+
+def kernel_base_name(name: str) -> str:
+    """`rms_norm_5` or `rms_norm_kernel_2` -> `rms_norm`: the op a kernel is named after."""
+    return re.sub(r"(_kernel)?(_\d+)*$", "", name) or "kernel"
+
+
+def kernel_name(base: str, taken: set[str]) -> str:
+    """`<base>_kernel`, then `<base>_kernel_2`, `_3`...: the first not in `taken` (taken).
+
+    Kernel names survive into the CUDA C, so they read as what they compute and never clash
+    with a C library function (a kernel called `exp` or `div` would).
+    """
+    return unique_name(f"{base}_kernel", taken, first_suffix=2)
+
+
+def rename_kernels(module: ModuleOp) -> None:
+    """Names every launched kernel `<op>_kernel` (then `_2`, `_3`...) in launch order."""
+    launches = [op for op in module.walk() if isinstance(op, LaunchOpBase)]
+    launched = [launch.callee.root_reference.data for launch in launches]
+    existing = {symbol_name(op) for op in kernel_symbols(module)}
+    renames: dict[str, str] = {}
+    taken: set[str] = set()
+    for old in launched:
+        if old not in renames and old in existing:
+            renames[old] = kernel_name(kernel_base_name(old), taken)
+    rename_symbols(module, renames)
 
 
 def redirect_launches(module: ModuleOp, renames: dict[str, str]) -> None:

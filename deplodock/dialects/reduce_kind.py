@@ -50,7 +50,7 @@ class ReduceKind(StrEnum):
             raise TypeError(f"no {self.value} identity for element type {element_type}")
         bits = element_type.width.data if isinstance(element_type, IntegerType) else 64
         extremes = {ReduceKind.MAX: -(2 ** (bits - 1)), ReduceKind.MIN: 2 ** (bits - 1) - 1}
-        value = extremes.get(self, int(self.identity))
+        value = extremes[self] if self in extremes else int(self.identity)
         return IntegerAttr(value, element_type)
 
     def combiner(self, element_type: Attribute) -> type[Operation]:

@@ -13,12 +13,12 @@ from importlib import import_module
 
 import numpy as np
 from xdsl.dialects.builtin import MemRefType, ModuleOp, TensorType
-from xdsl.dialects.func import FuncOp
 from xdsl.interpreter import Interpreter, InterpreterFunctions
 from xdsl.interpreters.func import FuncFunctions
 
+from deplodock.dialects.element_types import numpy_dtype
+from deplodock.dialects.queries import forward_function
 from deplodock.interpreters.arith import ArithMathFunctions
-from deplodock.interpreters.values import numpy_dtype
 
 #: (module, class) of each dialect's interpreter functions, lowest level last.
 DIALECT_FUNCTIONS: tuple[tuple[str, str], ...] = (
@@ -47,13 +47,6 @@ def make_interpreter(module: ModuleOp) -> Interpreter:
     for functions in _dialect_functions():
         interpreter.register_implementations(functions)
     return interpreter
-
-
-def forward_function(module: ModuleOp, name: str = "forward") -> FuncOp:
-    for op in module.ops:
-        if isinstance(op, FuncOp) and op.sym_name.data == name:
-            return op
-    raise ValueError(f"module has no func.func @{name}")
 
 
 def _as_argument(value: np.ndarray, arg_type: object, position: int) -> np.ndarray:

@@ -26,12 +26,11 @@ from xdsl.ir import Operation
 from xdsl.utils.exceptions import InterpretationError
 
 from deplodock.dialects import kernel
+from deplodock.dialects.element_types import numpy_dtype
 from deplodock.interpreters.common import alloc_impl, lookup_kernel, terminator_impl
 from deplodock.interpreters.shared_memory import SharedBuffer
 from deplodock.interpreters.simt import LockstepState, buffer_name
-from deplodock.interpreters.values import empty_buffer, numpy_dtype
-
-WARP_SIZE = 32
+from deplodock.interpreters.values import empty_buffer
 
 
 @dataclass

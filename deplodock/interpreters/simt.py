@@ -18,8 +18,8 @@ total = state.combine("add", partial)                       # all-reduce over ac
 
 Memory checks: an out-of-bounds index in an active lane, and two active lanes writing
 different values to one element in the same store, raise `InterpretationError` naming the
-buffer and the op. Every access is also reported to `state.access_listeners`, the hook the
-kernel interpreter uses to track shared-memory races per barrier epoch.
+buffer and the op. (Races across a missing barrier are the kernel interpreter's business:
+its shared arrays are `shared_memory.SharedBuffer`s that remember writers per epoch.)
 """
 
 from __future__ import annotations
@@ -33,6 +33,8 @@ import numpy as np
 from xdsl.ir import Operation, SSAValue
 from xdsl.utils.exceptions import InterpretationError
 
+from deplodock.dialects.reduce_kind import ReduceKind
+
 
 def buffer_name(value: SSAValue) -> str:
     """How error messages name a buffer: its SSA name (`%x`) when it has one."""
@@ -41,23 +43,6 @@ def buffer_name(value: SSAValue) -> str:
 
 #: The body of a per-lane loop: (induction variable lanes, carried values) -> next values.
 LoopBody = Callable[[np.ndarray, tuple[Any, ...]], Sequence[Any]]
-
-
-@dataclass(frozen=True)
-class Access:
-    """One masked load or store, as seen by an access listener."""
-
-    buffer: np.ndarray
-    name: str
-    op: Operation | None
-    is_write: bool
-    lanes: np.ndarray
-    """Thread ids of the active lanes that made the access."""
-    flat_indices: np.ndarray
-    """Row-major element offsets accessed by those lanes (same length as `lanes`)."""
-
-
-AccessListener = Callable[["LockstepState", Access], None]
 
 
 def describe(name: str, op: Operation | None) -> str:
@@ -76,7 +61,6 @@ class LockstepState:
 
     num_threads: int
     block_id: int = 0
-    access_listeners: list[AccessListener] = field(default_factory=list)
     thread_ids: np.ndarray = field(init=False)
     _masks: list[np.ndarray] = field(init=False)
 
@@ -152,21 +136,6 @@ class LockstepState:
         flat = np.ravel_multi_index(tuple(np.where(mask, index, 0) for index in lanes), buf.shape)
         return np.asarray(flat, dtype=np.int64)
 
-    def _notify(
-        self,
-        buf: np.ndarray,
-        flat: np.ndarray,
-        name: str,
-        op: Operation | None,
-        is_write: bool,
-    ) -> None:
-        if not self.access_listeners:
-            return
-        mask = self.current_mask
-        access = Access(buf, name, op, is_write, self.thread_ids[mask], flat[mask])
-        for listener in self.access_listeners:
-            listener(self, access)
-
     def gather(
         self,
         buf: np.ndarray,
@@ -177,7 +146,6 @@ class LockstepState:
     ) -> np.ndarray:
         """Each lane reads `buf[indices[lane]]`; inactive lanes read element 0 (harmless)."""
         flat = self._flat_indices(buf, indices, name, op)
-        self._notify(buf, flat, name, op, is_write=False)
         return buf.reshape(-1)[flat]
 
     def scatter(
@@ -201,7 +169,6 @@ class LockstepState:
         targets = flat[mask]
         data = self.lanes(values)[mask].astype(buf.dtype, copy=False)
         self._check_conflicts(targets, data, name, op)
-        self._notify(buf, flat, name, op, is_write=True)
         buf.reshape(-1)[targets] = data
 
     def _check_conflicts(
@@ -252,20 +219,10 @@ class LockstepState:
             running = iv < ub
         return carried
 
-    def combine(self, kind: str, values: Any) -> np.ndarray:
+    def combine(self, kind: ReduceKind | str, values: Any) -> np.ndarray:
         """All-reduce of `values` over the active lanes; every lane gets the result."""
         data = self.lanes(values)[self.current_mask]
         if data.size == 0:
             raise InterpretationError("combine: no active thread")
-        match str(kind):
-            case "add":
-                result = np.add.reduce(data, dtype=data.dtype)
-            case "mul":
-                result = np.multiply.reduce(data, dtype=data.dtype)
-            case "max":
-                result = np.max(data)
-            case "min":
-                result = np.min(data)
-            case _:
-                raise InterpretationError(f"combine: unknown kind {kind}")
+        result = ReduceKind(kind).numpy_ufunc.reduce(data, dtype=data.dtype)
         return np.full(self.num_threads, result, dtype=data.dtype)

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from xdsl.dialects.builtin import BFloat16Type, Float16Type, TensorType
+from xdsl.dialects.builtin import TensorType
 from xdsl.interpreter import (
     Interpreter,
     InterpreterFunctions,
@@ -23,25 +23,18 @@ from xdsl.interpreter import (
 )
 from xdsl.utils.exceptions import InterpretationError
 
+from deplodock.dialects.element_types import is_narrow_float, numpy_dtype
 from deplodock.dialects.tensor import (
     ElementwiseOp,
     GatherOp,
     IndexMapOp,
     IndexOp,
-    ReduceKind,
     ReduceOp,
     YieldOp,
 )
 from deplodock.interpreters.affine import eval_affine_map
 from deplodock.interpreters.common import terminator_impl
-from deplodock.interpreters.values import numpy_dtype, round_to_type
-
-_REDUCERS = {
-    ReduceKind.ADD: np.sum,
-    ReduceKind.MUL: np.prod,
-    ReduceKind.MAX: np.max,
-    ReduceKind.MIN: np.min,
-}
+from deplodock.interpreters.values import round_to_type
 
 
 def as_tensor(value: Any, tensor_type: TensorType) -> np.ndarray:
@@ -94,10 +87,10 @@ class TensorFunctions(InterpreterFunctions):
         (array,) = args
         array = np.asarray(array)
         elt = op.result.type.get_element_type()
-        if isinstance(elt, Float16Type | BFloat16Type):
+        if is_narrow_float(elt):
             array = array.astype(np.float32)  # accumulate narrow floats in f32, as kernels do
         dims = op.reduce_dims
-        out = _REDUCERS[op.reduce_kind](array, axis=dims, keepdims=True) if dims else array
+        out = op.reduce_kind.numpy_ufunc.reduce(array, axis=dims, keepdims=True) if dims else array
         return (as_tensor(out, op.result.type),)
 
     @impl(IndexMapOp)

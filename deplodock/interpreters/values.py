@@ -1,44 +1,21 @@
 """How IR types map to the numpy values the interpreters compute with.
 
 Every level's interpreter agrees on one representation: a tensor or a buffer is a numpy array
-of the element type's dtype, an `index` is a Python int or an int64 array, an `i1` is a bool.
-bf16 has no numpy dtype; it is carried as float32 rounded to bf16 after every op.
+of the element type's dtype (`dialects/element_types.py` says which), an `index` is a Python
+int or an int64 array, an `i1` is a bool. bf16 has no numpy dtype; it is carried as float32
+rounded to bf16 after every op.
 """
 
 from __future__ import annotations
 
 import numpy as np
 import torch
-from xdsl.dialects.builtin import (
-    BFloat16Type,
-    Float16Type,
-    Float32Type,
-    Float64Type,
-    IndexType,
-    IntegerType,
-    MemRefType,
-    TensorType,
-)
+from xdsl.dialects.builtin import BFloat16Type, MemRefType, TensorType
 from xdsl.ir import Attribute
 
+from deplodock.dialects.element_types import numpy_dtype
 
-def numpy_dtype(element_type: Attribute) -> np.dtype:
-    """The numpy dtype that holds values of `element_type`."""
-    match element_type:
-        case Float32Type() | BFloat16Type():
-            return np.dtype(np.float32)
-        case Float16Type():
-            return np.dtype(np.float16)
-        case Float64Type():
-            return np.dtype(np.float64)
-        case IndexType():
-            return np.dtype(np.int64)
-        case IntegerType(width=width) if width.data == 1:
-            return np.dtype(np.bool_)
-        case IntegerType(width=width):
-            return np.dtype(f"int{max(8, width.data)}")
-        case _:
-            raise ValueError(f"no numpy dtype for element type {element_type}")
+__all__ = ["empty_buffer", "numpy_dtype", "round_to_type"]
 
 
 def round_to_type(value: object, element_type: Attribute) -> object:

@@ -38,7 +38,7 @@ from xdsl.pattern_rewriter import (
 )
 from xdsl.utils.exceptions import PassFailedException
 
-from deplodock.passes.loop_utils import forward_func, memref_of
+from deplodock.dialects.queries import find_function, kernel_symbols, memref_of, symbol_name
 from deplodock.passes.tensor_to_loop import KernelNamer, lift_patterns
 
 
@@ -78,14 +78,9 @@ class ConvertTensorToLoopPass(ModulePass):
     name = "convert-tensor-to-loop"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        if forward_func(op) is None:
+        if find_function(op) is None:
             raise PassFailedException("convert-tensor-to-loop: the module has no @forward")
-        taken = {
-            s.data
-            for inner in op.ops
-            if (s := inner.properties.get("sym_name")) is not None and hasattr(s, "data")
-        }
-        namer = KernelNamer(taken)
+        namer = KernelNamer({symbol_name(kernel) for kernel in kernel_symbols(op)} | {"forward"})
         PatternRewriteWalker(ForwardToMemrefs(), apply_recursively=False).rewrite_module(op)
         patterns: list[RewritePattern] = list(lift_patterns(namer))
         PatternRewriteWalker(

@@ -1,58 +1,34 @@
 """`dedupe-kernels`: structurally identical kernels become one symbol.
 
 After fusion, a model with repeated blocks has many kernels that differ only in their
-names (`rms_norm`, `rms_norm_3`, ...). Each kernel is keyed by its printed text with its own
-name replaced (a structural hash that ignores the symbol); every kernel whose key was seen
-before is erased and its launches call the first one. The later stages then schedule,
-lower and print each distinct kernel once. Works at any level that has kernel symbols
-(`loop.kernel`, `tile.kernel`, `kernel.func`, `cuda.kernel`); it runs at the end of the
-`loop` stage.
+names (`rms_norm`, `rms_norm_3`, ...). Each kernel is keyed by its structure without its
+name and value names (`queries.structural_key`); every kernel whose key was seen before is
+erased and its launches call the first one. The later stages then schedule, lower and print
+each distinct kernel once. Works on the kernel symbols of the loop, tile and kernel levels;
+it runs at the end of the `loop` stage. (A `cuda.kernel` spells its own name inside its C
+source, so two of them never compare equal.)
+
+Example: `@relu` and `@relu_2` below differ only in names, so `@relu_2` goes and its
+launch calls `@relu`:
+
+    loop.kernel @relu(%x: memref<8xf32>, %y: memref<8xf32>) { ... }
+    loop.kernel @relu_2(%a: memref<8xf32>, %b: memref<8xf32>) { ... }
 """
 
 from __future__ import annotations
 
-import io
-import re
 from dataclasses import dataclass
 
 from xdsl.context import Context
-from xdsl.dialects.builtin import ModuleOp, StringAttr, SymbolRefAttr
-from xdsl.dialects.func import FuncOp
-from xdsl.ir import Operation
+from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
-from xdsl.printer import Printer
-from xdsl.traits import SymbolOpInterface
 
-
-def kernel_symbols(module: ModuleOp) -> list[Operation]:
-    """The module's top-level symbols other than functions: its kernels."""
-    return [
-        op for op in module.ops if op.has_trait(SymbolOpInterface) and not isinstance(op, FuncOp)
-    ]
-
-
-def _name(kernel: Operation) -> str:
-    name = kernel.properties.get("sym_name") or kernel.attributes.get("sym_name")
-    assert isinstance(name, StringAttr)
-    return name.data
-
-
-def structural_key(kernel: Operation) -> str:
-    """The kernel's text without value names and with its own name replaced: equal keys,
-    interchangeable kernels."""
-    stream = io.StringIO()
-    Printer(stream=stream).print_op(kernel.clone(clone_name_hints=False))
-    return re.sub(rf"\b{re.escape(_name(kernel))}\b", "@@kernel@@", stream.getvalue())
-
-
-def redirect_launches(module: ModuleOp, renames: dict[str, str]) -> None:
-    """Points every op whose `callee` names a key of `renames` at its value."""
-    if not renames:
-        return
-    for op in module.walk():
-        callee = op.properties.get("callee")
-        if isinstance(callee, SymbolRefAttr) and callee.root_reference.data in renames:
-            op.properties["callee"] = SymbolRefAttr(renames[callee.root_reference.data])
+from deplodock.dialects.queries import (
+    kernel_symbols,
+    redirect_launches,
+    structural_key,
+    symbol_name,
+)
 
 
 @dataclass(frozen=True)
@@ -62,14 +38,14 @@ class DedupeKernelsPass(ModulePass):
     name = "dedupe-kernels"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        first: dict[str, str] = {}
+        first: dict[object, str] = {}
         renames: dict[str, str] = {}
         for kernel in kernel_symbols(op):
-            key = structural_key(kernel)
+            key = structural_key(kernel, ignore=("sym_name",))
             if key in first:
-                renames[_name(kernel)] = first[key]
+                renames[symbol_name(kernel)] = first[key]
                 kernel.detach()
                 kernel.erase()
             else:
-                first[key] = _name(kernel)
+                first[key] = symbol_name(kernel)
         redirect_launches(op, renames)

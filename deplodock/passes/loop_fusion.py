@@ -43,20 +43,18 @@ from xdsl.pattern_rewriter import (
     op_type_rewrite_pattern,
 )
 from xdsl.rewriter import Rewriter
+from xdsl.traits import SymbolTable
+from xdsl.transforms.common_subexpression_elimination import cse
+from xdsl.transforms.dead_code_elimination import region_dce
 
 from deplodock.dialects import loop
-from deplodock.passes.loop_utils import (
-    dce,
-    dedupe,
-    kernel_of,
-    launches,
-    read_args,
-    reduction_iterations,
+from deplodock.dialects.queries import (
+    enclosing_module,
+    read_arguments,
     rename_kernels,
-    stores,
-    work,
-    written_args,
+    written_arguments,
 )
+from deplodock.passes.loop_utils import reduction_iterations, work
 
 # ---------------------------------------------------------------------------------------------
 # Producer analysis
@@ -151,11 +149,11 @@ def _slice(store: loop.StoreOp, kernel: loop.KernelOp, chain: Sequence[loop.ForO
 def analyse_producer(launch: loop.LaunchOp, kernel: loop.KernelOp, position: int):
     """P's description if it fully and independently writes its argument `position`."""
     target = kernel.body.block.args[position]
-    all_stores = list(stores(kernel))
+    all_stores = [op for op in kernel.walk() if isinstance(op, loop.StoreOp)]
     if len(all_stores) != 1 or all_stores[0].memref is not target:
         return None
     store = all_stores[0]
-    if position in read_args(kernel):
+    if position in read_arguments(kernel):
         return None
     chain = _free_chain(store, kernel)
     if chain is None or (iv_dims := _iv_dims(store, chain)) is None:
@@ -253,8 +251,8 @@ def fuse(
             value = inline_element(producer, op, fused, arg_map)
             op.res.replace_all_uses_with(value)
             Rewriter.erase_op(op)
-    dedupe(fused)
-    dce(fused)
+    cse(fused)  # the inlined copies of one producer value, and of one reduce loop, merge
+    region_dce(fused.body)
     if not fused_arg.uses:
         block.erase_arg(fused_arg)
         del launch_args[position]
@@ -266,17 +264,20 @@ def fuse(
 # ---------------------------------------------------------------------------------------------
 
 
-def _module_of(op: Operation) -> ModuleOp | None:
-    parent = op.parent_op()
-    while parent is not None and not isinstance(parent, ModuleOp):
-        parent = parent.parent_op()
-    return parent
+def kernel_of(module: ModuleOp, launch: loop.LaunchOp) -> loop.KernelOp | None:
+    """The `loop.kernel` a launch runs."""
+    kernel = SymbolTable.lookup_symbol(module, launch.callee)
+    return kernel if isinstance(kernel, loop.KernelOp) else None
+
+
+def launches(func: FuncOp) -> list[loop.LaunchOp]:
+    return [op for op in func.body.block.ops if isinstance(op, loop.LaunchOp)]
 
 
 def _host(op: loop.LaunchOp) -> tuple[FuncOp, ModuleOp, loop.KernelOp] | None:
     """The function, module and kernel of a launch in a function body; what both patterns
     start from."""
-    func, module = op.parent_op(), _module_of(op)
+    func, module = op.parent_op(), enclosing_module(op)
     if not isinstance(func, FuncOp) or module is None:
         return None
     kernel = kernel_of(module, op)
@@ -289,7 +290,7 @@ def _writes(module: ModuleOp, launch: loop.LaunchOp, buffer: SSAValue) -> bool:
     kernel = kernel_of(module, launch)
     if kernel is None:
         return True
-    return any(launch.args[w] is buffer for w in written_args(kernel))
+    return any(launch.args[w] is buffer for w in written_arguments(kernel))
 
 
 def _writers(module: ModuleOp, func: FuncOp, buffer: SSAValue) -> list[loop.LaunchOp]:
@@ -336,7 +337,7 @@ class FuseProducers(RewritePattern):
         func, module, consumer = host
         if _launch_count(func, consumer) != 1:
             return
-        for position in sorted(read_args(consumer)):
+        for position in sorted(read_arguments(consumer)):
             producer = self._producer(module, func, op, op.args[position])
             if producer is None or (consumer, producer.launch) in self.rejected:
                 continue
@@ -370,7 +371,7 @@ class FuseProducers(RewritePattern):
         if producer is None:
             return None
         # P's inputs must hold the same values when C runs as when P ran.
-        inputs = {launch.args[r] for r in read_args(kernel)}
+        inputs = {launch.args[r] for r in read_arguments(kernel)}
         sequence = launches(func)
         between = sequence[sequence.index(launch) + 1 : sequence.index(consumer) + 1]
         if any(_writes(module, other, x) for other in between for x in inputs):
@@ -386,7 +387,7 @@ class EraseDeadLaunch(RewritePattern):
         if (host := _host(op)) is None:
             return
         func, _, kernel = host
-        outputs = {op.args[w] for w in written_args(kernel)}
+        outputs = {op.args[w] for w in written_arguments(kernel)}
         for buffer in outputs:
             if not isinstance(buffer, OpResult) or not isinstance(buffer.op, loop.AllocOp):
                 return

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from xdsl.utils.exceptions import InterpretationError
 
-from deplodock.interpreters.simt import Access, LockstepState
+from deplodock.interpreters.simt import LockstepState
 
 
 def test_masks_stack_and_combine_by_and():
@@ -72,14 +72,3 @@ def test_combine_over_active_lanes():
         assert state.combine("max", values)[0] == values[32:].max()
         assert state.combine("min", values)[0] == values[32:].min()
         assert np.isclose(state.combine("mul", values)[0], np.prod(values[32:]), rtol=1e-4)
-
-
-def test_access_listeners_see_active_lanes():
-    seen: list[Access] = []
-    state = LockstepState(4, access_listeners=[lambda s, a: seen.append(a)])
-    buf = np.zeros((2, 2), dtype=np.float32)
-    with state.masked(state.thread_ids >= 2):
-        state.scatter(buf, (1, state.thread_ids - 2), 1.0, name="%s")
-    (access,) = seen
-    assert access.is_write and access.lanes.tolist() == [2, 3]
-    assert access.flat_indices.tolist() == [2, 3]

@@ -13,8 +13,9 @@ from xdsl.ir import SSAValue
 from xdsl.utils.exceptions import PassFailedException
 
 from deplodock.dialects import loop, tensor
+from deplodock.dialects.queries import shape_of
 from deplodock.passes.loop_utils import KernelBuilder
-from deplodock.passes.tensor_to_loop.lift import Args, LiftPattern, output_nest, shape_of
+from deplodock.passes.tensor_to_loop.lift import Args, LiftPattern, output_nest
 
 
 class LiftElementwise(LiftPattern[tensor.ElementwiseOp]):

@@ -8,8 +8,9 @@ from xdsl.dialects.builtin import IndexType
 from xdsl.ir import SSAValue
 
 from deplodock.dialects import loop, tensor
+from deplodock.dialects.queries import shape_of
 from deplodock.passes.loop_utils import KernelBuilder
-from deplodock.passes.tensor_to_loop.lift import Args, LiftPattern, output_nest, shape_of
+from deplodock.passes.tensor_to_loop.lift import Args, LiftPattern, output_nest
 
 
 class LiftGather(LiftPattern[tensor.GatherOp]):

@@ -12,26 +12,14 @@ from dataclasses import dataclass
 from typing import ClassVar, Generic, TypeVar, cast
 
 from xdsl.builder import Builder
-from xdsl.dialects.builtin import MemRefType, TensorType
 from xdsl.dialects.func import FuncOp
-from xdsl.ir import Attribute, Operation, SSAValue
+from xdsl.ir import Operation, SSAValue
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
 from xdsl.rewriter import InsertPoint
 
 from deplodock.dialects import loop
-from deplodock.passes.loop_utils import KernelBuilder, free_nest, kernel_base_name, memref_of
-
-
-def shape_of(t: Attribute) -> tuple[int, ...]:
-    """Shape of a tensor, or of the memref that already replaced it (operands are lifted
-    before their users)."""
-    assert isinstance(t, TensorType | MemRefType)
-    return tuple(t.get_shape())
-
-
-def element_type_of(t: Attribute) -> Attribute:
-    assert isinstance(t, TensorType | MemRefType)
-    return t.element_type
+from deplodock.dialects.queries import kernel_base_name, kernel_name, memref_of
+from deplodock.passes.loop_utils import KernelBuilder, free_nest
 
 
 def output_nest(
@@ -43,21 +31,14 @@ def output_nest(
 
 @dataclass
 class KernelNamer:
-    """Unique kernel names: the result's name hint if it has one, else `<kind>_<n>`."""
+    """Unique kernel names: `<result name>_kernel` if the result has a name hint, else
+    `<kind>_kernel` (`reduce_kernel`), numbered apart (`_2`, `_3`...)."""
 
     taken: set[str]
-    counter: int = 0
 
     def __call__(self, kind: str, hint: str | None) -> str:
         base = kernel_base_name(hint) if hint and hint.isidentifier() else kind
-        base = f"{base}_kernel"
-        self.counter += 1
-        name, suffix = base, 1
-        while name in self.taken:
-            suffix += 1
-            name = f"{base}_{suffix}"
-        self.taken.add(name)
-        return name
+        return kernel_name(base, self.taken)
 
 
 OpT = TypeVar("OpT", bound=Operation)

@@ -9,27 +9,14 @@ from collections.abc import Sequence
 
 from xdsl.builder import Builder
 from xdsl.dialects import arith
-from xdsl.dialects.builtin import AnyFloat, BFloat16Type, Float16Type, Float32Type
-from xdsl.ir import Attribute, SSAValue
+from xdsl.ir import SSAValue
 from xdsl.rewriter import InsertPoint
 
 from deplodock.dialects import loop, tensor
+from deplodock.dialects.element_types import accumulator_type
+from deplodock.dialects.queries import element_type_of, shape_of
 from deplodock.passes.loop_utils import KernelBuilder, free_nest
-from deplodock.passes.schedule_utils import identity_attr
-from deplodock.passes.tensor_to_loop.lift import Args, LiftPattern, element_type_of, shape_of
-
-_COMBINE: dict[tensor.ReduceKind, type[arith.FloatingPointLikeBinaryOperation]] = {
-    tensor.ReduceKind.ADD: arith.AddfOp,
-    tensor.ReduceKind.MUL: arith.MulfOp,
-    tensor.ReduceKind.MAX: arith.MaximumfOp,
-    tensor.ReduceKind.MIN: arith.MinimumfOp,
-}
-_COMBINE_INT: dict[tensor.ReduceKind, type[arith.SignlessIntegerBinaryOperation]] = {
-    tensor.ReduceKind.ADD: arith.AddiOp,
-    tensor.ReduceKind.MUL: arith.MuliOp,
-    tensor.ReduceKind.MAX: arith.MaxSIOp,
-    tensor.ReduceKind.MIN: arith.MinSIOp,
-}
+from deplodock.passes.tensor_to_loop.lift import Args, LiftPattern
 
 
 class LiftReduce(LiftPattern[tensor.ReduceOp]):
@@ -48,7 +35,7 @@ class LiftReduce(LiftPattern[tensor.ReduceOp]):
         )
         element = element_type_of(op.input.type)
         accumulator = accumulator_type(element)
-        init = kb.constant(identity_attr(kind, accumulator), "init")  # type: ignore[arg-type]
+        init = kb.constant(kind.identity_attr(accumulator), "init")
         loop_dims = [d for d in sorted(dims) if in_shape[d] > 1]
         index: dict[int, SSAValue] = dict(zip(kept, kept_idx, strict=True))
         index.update({d: kb.index(0) for d in dims if in_shape[d] == 1})
@@ -57,12 +44,6 @@ class LiftReduce(LiftPattern[tensor.ReduceOp]):
             value = builder.insert(arith.TruncFOp(value, element)).result
         out_idx = [kb.index(0) if d in dims else index[d] for d in range(len(in_shape))]
         builder.insert(loop.StoreOp(value, out, out_idx))
-
-
-def accumulator_type(element: Attribute) -> Attribute:
-    """f16/bf16 sums accumulate in f32 and round once at the store, as GPU kernels (and the
-    tensor interpreter) do; other types accumulate in themselves."""
-    return Float32Type() if isinstance(element, Float16Type | BFloat16Type) else element
 
 
 def reduce_nest(
@@ -81,8 +62,7 @@ def reduce_nest(
         value: SSAValue = load.res
         if value.type != init.type:
             value = builder.insert(arith.ExtFOp(value, init.type)).result
-        table = _COMBINE if isinstance(value.type, AnyFloat) else _COMBINE_INT
-        return builder.insert(table[kind](init, value)).result
+        return builder.insert(kind.combine(init, value)).results[0]
     dim, *rest = loop_dims
     for_op = builder.insert(loop.ForOp(0, shape[dim], 1, [init]))
     iv, acc = for_op.body.block.args
