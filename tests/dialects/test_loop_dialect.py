@@ -107,7 +107,7 @@ def _verify_kernel(body: str, args: str = "%x: memref<4x8xf32>") -> None:
         (
             "%c = arith.constant 0 : index\n%v = arith.constant 1.0 : f16\n"
             '"loop.store"(%v, %x, %c, %c) : (f16, memref<4x8xf32>, index, index) -> ()',
-            "loop.store: value type f16 differs from the element type of memref<4x8xf32>",
+            "attribute f16 expected from variable 'T', but got f32",
         ),
         (
             "%z = arith.constant 0.0 : f32\n"

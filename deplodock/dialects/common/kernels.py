@@ -21,9 +21,6 @@ from xdsl.utils.exceptions import VerifyException
 
 from deplodock.dialects.common.syntax import (
     format_types,
-    parse_operand_list,
-    parse_signature,
-    print_signature,
 )
 
 
@@ -125,31 +122,11 @@ class LaunchOpBase(IRDLOperation):
     callee = prop_def(SymbolRefAttr)
     args = var_operand_def(MemRefType)
 
+    assembly_format = "$callee `(` $args `)` attr-dict `:` `(` type($args) `)` `->` `(` `)`"
+
     def __init__(self, callee: str | SymbolRefAttr, args: Sequence[SSAValue | Operation]):
         ref = SymbolRefAttr(callee) if isinstance(callee, str) else callee
         super().__init__(operands=[args], properties={"callee": ref})
-
-    def print(self, printer: Printer) -> None:
-        printer.print_string(" ")
-        printer.print_attribute(self.callee)
-        printer.print_operands(self.args)
-        print_signature(printer, self.attributes, self.args, [])
-
-    @classmethod
-    def parse(cls, parser: Parser) -> Self:
-        callee = parser.parse_attribute()
-        if not isinstance(callee, SymbolRefAttr):
-            parser.raise_error(f"{cls.name}: expected a kernel symbol like @k")
-        operands = parse_operand_list(parser)
-        sig = parse_signature(
-            parser,
-            operands,
-            lambda ftype: not ftype.outputs.data,
-            f"{cls.name}: expected a type like (memref<...>, ...) -> ()",
-        )
-        op = cls(callee, sig.inputs)
-        op.attributes |= sig.attrs
-        return op
 
     def verify_(self) -> None:
         from deplodock.dialects.queries import enclosing_module  # queries imports this module

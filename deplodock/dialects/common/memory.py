@@ -7,7 +7,7 @@ Syntax: `%v = X.load %buf[%i, ...] : memref<...>`, `X.store %v, %buf[%i, ...] : 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import ClassVar, Self
+from typing import ClassVar
 
 from xdsl.dialects.builtin import IndexType, MemRefType
 from xdsl.ir import Operation, SSAValue
@@ -20,8 +20,6 @@ from xdsl.irdl import (
     traits_def,
     var_operand_def,
 )
-from xdsl.parser import Parser
-from xdsl.printer import Printer
 from xdsl.traits import MemoryAllocEffect, MemoryReadEffect, MemoryWriteEffect
 from xdsl.utils.exceptions import VerifyException
 
@@ -59,11 +57,13 @@ class LoadOpBase(IRDLOperation):
 class StoreOpBase(IRDLOperation):
     """`X.store %v, %buf[%i, ...] : memref<...>`: the value has the element type."""
 
-    value = operand_def()
-    memref = operand_def(MemRefType)
+    T: ClassVar = VarConstraint("T", AnyAttr())
+    value = operand_def(T)
+    memref = operand_def(MemRefType.constr(T))
     indices = var_operand_def(IndexType())
 
     traits = traits_def(MemoryWriteEffect())
+    assembly_format = "$value `,` $memref `[` $indices `]` attr-dict `:` type($memref)"
 
     def __init__(
         self,
@@ -75,46 +75,6 @@ class StoreOpBase(IRDLOperation):
 
     def verify_(self) -> None:
         _verify_indices(self, self.memref, self.indices)
-        assert isinstance(self.memref.type, MemRefType)
-        if self.value.type != self.memref.type.element_type:
-            raise VerifyException(
-                f"{self.name}: value type {self.value.type} differs from the element type of "
-                f"{self.memref.type}"
-            )
-
-    def print(self, printer: Printer) -> None:
-        printer.print_string(" ")
-        printer.print_ssa_value(self.value)
-        printer.print_string(", ")
-        printer.print_ssa_value(self.memref)
-        printer.print_string("[")
-        printer.print_list(self.indices, printer.print_ssa_value)
-        printer.print_string("]")
-        printer.print_op_attributes(self.attributes)
-        printer.print_string(" : ")
-        printer.print_attribute(self.memref.type)
-
-    @classmethod
-    def parse(cls, parser: Parser) -> Self:
-        value = parser.parse_unresolved_operand()
-        parser.parse_punctuation(",")
-        memref = parser.parse_unresolved_operand()
-        indices = parser.parse_comma_separated_list(
-            Parser.Delimiter.SQUARE, parser.parse_unresolved_operand
-        )
-        attrs = parser.parse_optional_attr_dict()
-        parser.parse_punctuation(":")
-        pos = parser.pos
-        memref_type = parser.parse_type()
-        if not isinstance(memref_type, MemRefType):
-            parser.raise_error(f"{cls.name}: expected a memref type, got {memref_type}", pos)
-        op = cls(
-            parser.resolve_operand(value, memref_type.element_type),
-            parser.resolve_operand(memref, memref_type),
-            [parser.resolve_operand(i, IndexType()) for i in indices],
-        )
-        op.attributes |= attrs
-        return op
 
 
 class AllocOpBase(IRDLOperation):

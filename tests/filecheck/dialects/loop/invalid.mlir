@@ -26,7 +26,10 @@ loop.kernel @k(%x: memref<4xf32>) {
   "loop.store"(%v, %x, %c0) : (f16, memref<4xf32>, index) -> ()
   loop.return
 }
-// CHECK: loop.store: value type f16 differs from the element type of memref<4xf32>
+// The value's type and the buffer's element type are one constraint variable (`T`) of the
+// declarative format, so IRDL itself rejects the mismatch.
+// CHECK:      operand 'memref' at position 1 does not verify:
+// CHECK-NEXT: attribute f16 expected from variable 'T', but got f32
 
 // -----
 
