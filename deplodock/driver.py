@@ -20,14 +20,13 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Operation
 from xdsl.parser import Parser
-from xdsl.passes import PassPipeline
 from xdsl.printer import Printer
 
 from deplodock.dialects import make_context
 from deplodock.frontend.capture import to_numpy
 from deplodock.frontend.expression import randomize_parameters
 from deplodock.interpreters import forward_function, run_module
-from deplodock.passes.pipelines import STAGE_PASSES, STAGES, stage_of
+from deplodock.passes.pipelines import STAGES, lower, stage_of
 
 if TYPE_CHECKING:
     from torch.export import ExportedProgram
@@ -165,14 +164,8 @@ def program_from_file(path: Path) -> Program:
 
 
 def lower_stage(module: ModuleOp, stage: str, ctx: Context | None = None) -> None:
-    """Runs the passes of `stage` (`STAGE_PASSES`) on a module at the stage above it."""
-    from deplodock.passes import get_all_passes
-
-    if STAGE_PASSES[stage]:
-        passes = get_all_passes()
-        pipeline = tuple(passes[name]()() for name in STAGE_PASSES[stage])
-        PassPipeline(pipeline).apply(ctx or make_context(), module)
-    module.verify()
+    """Runs the passes of `stage` on a module at the stage above it (`pipelines.lower`)."""
+    lower(module, stage, ctx, start=STAGES[max(0, STAGES.index(stage) - 1)])
 
 
 def lower_program(program: Program, stage: str) -> dict[str, float]:

@@ -65,6 +65,7 @@ from deplodock.dialects.hardware import (
     SHARED_MEMORY_SPACE,
     WARP_SIZE,
     is_shared,
+    is_valid_block_size,
     shared_bytes,
 )
 
@@ -115,7 +116,7 @@ class FuncOp(KernelOpBase):
         super().verify_()
         where = f"kernel.func @{self.sym_name.data}"
         threads = self.block_size
-        if threads <= 0 or threads > MAX_THREADS_PER_BLOCK or threads % WARP_SIZE:
+        if not is_valid_block_size(threads):
             raise VerifyException(
                 f"{where}: block of {threads} threads must be a positive multiple of "
                 f"{WARP_SIZE} and at most {MAX_THREADS_PER_BLOCK}"

@@ -56,10 +56,8 @@ from deplodock.dialects.common import (
     StoreOpBase,
     YieldOpBase,
 )
-from deplodock.dialects.hardware import MAX_THREADS_PER_BLOCK, WARP_SIZE
+from deplodock.dialects.hardware import MAX_THREADS_PER_BLOCK, WARP_SIZE, is_valid_block_size
 from deplodock.dialects.reduce_kind import ReduceKind, ReduceKindAttr
-
-MAX_THREADS = MAX_THREADS_PER_BLOCK  # the name the tile passes use
 
 
 @irdl_op_definition
@@ -74,8 +72,9 @@ class ReturnOp(ReturnOpBase):
 class KernelOp(KernelOpBase):
     """`tile.kernel @k(%a: memref<...>, ...) [attributes {schedule = {...}}] { ... }`.
 
-    `schedule` is an optional dictionary of the knobs the tile passes read (absent for the
-    baseline schedule). The body holds exactly one `tile.grid`.
+    `schedule` is an optional dictionary of the knobs the scheduling passes decided or are
+    to use (`passes/tile/schedule.py`: each pass reads its knob here before its option, and
+    writes back what it used). The body holds exactly one `tile.grid`.
     """
 
     name = "tile.kernel"
@@ -164,10 +163,10 @@ class ThreadsOp(ParallelRegionOpBase):
 
     def verify_(self) -> None:
         super().verify_()
-        if self.count % WARP_SIZE or self.count > MAX_THREADS:
+        if not is_valid_block_size(self.count):
             raise VerifyException(
                 f"tile.threads: thread count {self.count} must be a multiple of {WARP_SIZE} "
-                f"and at most {MAX_THREADS}"
+                f"and at most {MAX_THREADS_PER_BLOCK}"
             )
 
 

@@ -25,12 +25,8 @@ from dataclasses import dataclass, field
 from xdsl.context import Context
 from xdsl.dialects import arith
 from xdsl.dialects.builtin import (
-    AnyFloat,
-    FloatAttr,
     IndexType,
     IntegerAttr,
-    IntegerType,
-    MemRefType,
     ModuleOp,
 )
 from xdsl.ir import Attribute, Operation, SSAValue
@@ -47,9 +43,9 @@ from xdsl.utils.exceptions import PassFailedException
 
 from deplodock.dialects import kernel, tile
 from deplodock.dialects.common import DynamicForOpBase
-from deplodock.dialects.tensor import ReduceKind
-
-WARP_SHUFFLE_MASKS = (16, 8, 4, 2, 1)
+from deplodock.dialects.hardware import WARP_SHUFFLE_MASKS, WARP_SIZE, shared_memref, warps_in
+from deplodock.dialects.reduce_kind import ReduceKind
+from deplodock.passes.host_ops import LowerHostOps
 
 # --------------------------------------------------------------------------------------------
 # Uniform helper values of one kernel.func, built once at the top of its body
@@ -87,13 +83,13 @@ class _KernelValues:
 
     @property
     def lane(self) -> SSAValue:
-        c32 = self.index(32)
-        return self._get("lane", lambda: arith.RemSIOp(self.thread_id, c32))
+        warp_size = self.index(WARP_SIZE)
+        return self._get("lane", lambda: arith.RemSIOp(self.thread_id, warp_size))
 
     @property
     def warp(self) -> SSAValue:
-        c32 = self.index(32)
-        return self._get("warp", lambda: arith.DivSIOp(self.thread_id, c32))
+        warp_size = self.index(WARP_SIZE)
+        return self._get("warp", lambda: arith.DivSIOp(self.thread_id, warp_size))
 
     @property
     def is_lane0(self) -> SSAValue:
@@ -108,10 +104,7 @@ class _KernelValues:
     def partials(self, element_type: Attribute) -> SSAValue:
         """The shared array `%red[T/32]` for combines of `element_type` (reused by all)."""
         if element_type not in self.shared:
-            warps = self.func.block_size // kernel.WARP_SIZE
-            memref = MemRefType(
-                element_type, [warps], memory_space=IntegerAttr(kernel.SHARED_MEMORY_SPACE, 64)
-            )
+            memref = shared_memref(element_type, [warps_in(self.func.block_size)])
             name = "red" if not self.shared else f"red_{element_type}"
             self.shared[element_type] = self._top(kernel.SharedAllocOp(memref), name)
         return self.shared[element_type]
@@ -233,19 +226,6 @@ class LoadToKernel(RewritePattern):
         rewriter.replace(op, kernel.LoadOp(op.memref, op.indices))
 
 
-class AllocToKernel(RewritePattern):
-    @op_type_rewrite_pattern
-    def match_and_rewrite(self, op: tile.AllocOp, rewriter: PatternRewriter) -> None:
-        assert isinstance(op.res.type, MemRefType)
-        rewriter.replace(op, kernel.AllocOp(op.res.type))
-
-
-class LaunchToKernel(RewritePattern):
-    @op_type_rewrite_pattern
-    def match_and_rewrite(self, op: tile.LaunchOp, rewriter: PatternRewriter) -> None:
-        rewriter.replace(op, kernel.LaunchOp(op.callee, op.args))
-
-
 # --------------------------------------------------------------------------------------------
 # Stores executed by every thread, and block-wide combines
 
@@ -273,41 +253,6 @@ def _guarded(cond: SSAValue, op: Operation) -> kernel.IfOp:
     return guard
 
 
-def _combiner(kind: ReduceKind, lhs: SSAValue, rhs: SSAValue) -> Operation:
-    """The `arith` op that combines two partials of `kind`."""
-    if isinstance(lhs.type, AnyFloat):
-        ops = {
-            ReduceKind.ADD: arith.AddfOp,
-            ReduceKind.MUL: arith.MulfOp,
-            ReduceKind.MAX: arith.MaximumfOp,
-            ReduceKind.MIN: arith.MinimumfOp,
-        }
-    else:
-        ops = {
-            ReduceKind.ADD: arith.AddiOp,
-            ReduceKind.MUL: arith.MuliOp,
-            ReduceKind.MAX: arith.MaxSIOp,
-            ReduceKind.MIN: arith.MinSIOp,
-        }
-    return ops[kind](lhs, rhs)
-
-
-def _identity(kind: ReduceKind, element_type: Attribute) -> arith.ConstantOp:
-    """The neutral element of `kind` (0, 1, -inf, +inf; integer extremes for integers)."""
-    if isinstance(element_type, AnyFloat):
-        return arith.ConstantOp(FloatAttr(kind.identity, element_type))
-    assert isinstance(element_type, IntegerType | IndexType)
-    bits = 64 if isinstance(element_type, IndexType) else element_type.width.data
-    identities = {
-        ReduceKind.ADD: 0,
-        ReduceKind.MUL: 1,
-        ReduceKind.MAX: -(2 ** (bits - 1)),
-        ReduceKind.MIN: 2 ** (bits - 1) - 1,
-    }
-    value = identities[kind]
-    return arith.ConstantOp(IntegerAttr(value, element_type))
-
-
 @dataclass
 class CombineToShuffles(RewritePattern):
     """`tile.combine` -> warp shuffles (+ shared partials and barriers past one warp)."""
@@ -327,12 +272,12 @@ class CombineToShuffles(RewritePattern):
         partial = op.value
         for mask in WARP_SHUFFLE_MASKS:
             shuffled = kernel.ShflXorOp(partial, mask)
-            combined = _combiner(kind, partial, shuffled.result)
+            combined = kind.combine(partial, shuffled.result)
             shuffled.result.name_hint = f"{name}_shfl"
             combined.results[0].name_hint = f"{name}_warp"
             new_ops += [shuffled, combined]
             partial = combined.results[0]
-        if values.func.block_size > kernel.WARP_SIZE:
+        if values.func.block_size > WARP_SIZE:
             partial = self._across_warps(values, kind, partial, name, new_ops)
         partial.name_hint = name
         rewriter.replace(op, new_ops, [partial])
@@ -348,15 +293,14 @@ class CombineToShuffles(RewritePattern):
         """Lane 0 of each warp publishes its partial; every thread folds them all."""
         is_lane0, warp, red = values.is_lane0, values.warp, values.partials(partial.type)
         publish = _guarded(is_lane0, kernel.StoreOp(partial, red, [warp]))
-        init = _identity(kind, partial.type)
+        init = arith.ConstantOp(kind.identity_attr(partial.type))
         init.result.name_hint = f"{name}_init"
-        warps = values.func.block_size // kernel.WARP_SIZE
-        fold = kernel.ForOp(values.index(0), warps, 1, [init.result])
+        fold = kernel.ForOp(values.index(0), warps_in(values.func.block_size), 1, [init.result])
         w, acc = fold.body.block.args
         w.name_hint, acc.name_hint = "wid", f"{name}_acc"
         load = kernel.LoadOp(red, [w])
         load.res.name_hint = f"{name}_part"
-        combined = _combiner(kind, acc, load.res)
+        combined = kind.combine(acc, load.res)
         combined.results[0].name_hint = f"{name}_next"
         fold.body.block.add_ops([load, combined, kernel.YieldOp(combined.results[0])])
         new_ops += [publish, kernel.BarrierOp(), init, fold, kernel.BarrierOp()]
@@ -386,7 +330,7 @@ class ConvertTileToKernelPass(ModulePass):
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         kernels = _Kernels()
-        _walk(op, TileKernelToFunc(), AllocToKernel(), LaunchToKernel())
+        _walk(op, TileKernelToFunc(), LowerHostOps("tile", kernel.AllocOp, kernel.LaunchOp))
         # Loops first, so the store and combine lowerings see kernel.for starts.
         _walk(op, ForToKernel(), YieldToKernel(), LoadToKernel(), ReturnToKernel())
         _walk(op, StoreToKernel(kernels), CombineToShuffles(kernels))

@@ -8,16 +8,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from xdsl.builder import Builder
-from xdsl.dialects import arith
-from xdsl.dialects.builtin import (
-    FloatAttr,
-    IndexType,
-    IntegerAttr,
-)
+from xdsl.dialects.builtin import FloatAttr, IntegerAttr
 from xdsl.ir import Attribute, Block, Operation, SSAValue
 from xdsl.rewriter import InsertPoint
 
 from deplodock.dialects import loop
+from deplodock.passes.constant_pool import ConstantPool
 
 # ---------------------------------------------------------------------------------------------
 # Building kernels
@@ -33,8 +29,10 @@ class KernelBuilder:
     """
 
     kernel: loop.KernelOp
-    _consts: dict[Attribute, SSAValue] = field(default_factory=dict[Attribute, SSAValue])
-    _last_const: Operation | None = None
+    constants: ConstantPool = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.constants = ConstantPool(self.kernel.body.block)
 
     @staticmethod
     def create(name: str, arg_types: Sequence[Attribute], arg_names: Sequence[str | None]):
@@ -60,29 +58,15 @@ class KernelBuilder:
 
     def index(self, value: int) -> SSAValue:
         """The shared `arith.constant value : index` of this kernel."""
-        name = f"c{value}" if value >= 0 else f"c_neg{-value}"
-        return self.constant(IntegerAttr(value, IndexType()), name)
+        return self.constants.index(value)
 
     def constant(self, value: IntegerAttr | FloatAttr, name: str | None = None) -> SSAValue:
         """The shared `arith.constant` of `value`, created at the top of the kernel."""
-        if (known := self._consts.get(value)) is not None:
-            return known
-        const = arith.ConstantOp(value)
-        const.result.name_hint = name
-        if self._last_const is None:
-            self.block.insert_op_before(const, self.block.first_op)  # type: ignore[arg-type]
-        else:
-            self.block.insert_op_after(const, self._last_const)
-        self._last_const = const
-        self._consts[value] = const.result
-        return const.result
+        return self.constants.get(value, name)
 
     def index_value(self, value: SSAValue) -> int | None:
         """The integer of `value` if it is one of this kernel's index constants."""
-        for attr, const in self._consts.items():
-            if const is value and isinstance(attr, IntegerAttr):
-                return attr.value.data
-        return None
+        return self.constants.index_value(value)
 
 
 def free_loop(builder: Builder, lb: int, ub: int, name: str | None = None) -> Builder:

@@ -1,8 +1,10 @@
 """The stage pipelines: `lower-to-<stage>` runs every pass from the torch level to `<stage>`.
 
 `deplodock compile --ir loop` and `deplodock-opt -p lower-to-loop` mean the same thing
-because both read `STAGE_PASSES`. Each conversion pass is a no-op on IR that has none of the
-ops it lowers, so a pipeline can start from any earlier level.
+because both read `STAGE_PASSES`, and both run it through `lower` (the one pipeline runner).
+Each conversion pass is a no-op on IR that has none of the ops it lowers, and each
+scheduling pass on a kernel it has already scheduled, so a pipeline can start from any
+earlier level.
 """
 
 from __future__ import annotations
@@ -22,18 +24,29 @@ STAGE_PASSES: dict[str, tuple[str, ...]] = {
     "torch": (),
     "tensor": ("convert-torch-to-tensor",),
     "loop": ("convert-tensor-to-loop", "loop-fusion", "dedupe-kernels"),
-    "tile": ("convert-loop-to-tile",),
+    "tile": (
+        "convert-loop-to-tile",
+        "tile-grid-stride",
+        "tile-rows-to-blocks",
+        "tile-loops-to-threads",
+        "tile-cooperative-reduce",
+    ),
     "kernel": ("convert-tile-to-kernel",),
     "cuda": ("convert-kernel-to-cuda",),
 }
 
 
-def pipeline_pass_names(stage: str) -> tuple[str, ...]:
-    """Every pass from the torch level down to `stage`, in order."""
+def check_stage(stage: str) -> None:
     if stage not in STAGES:
         raise ValueError(f"unknown stage '{stage}' (expected one of {', '.join(STAGES)})")
+
+
+def pipeline_pass_names(stage: str, start: str = "torch") -> tuple[str, ...]:
+    """The passes that take a module from stage `start` down to `stage`, in order."""
+    check_stage(stage)
+    check_stage(start)
     names: tuple[str, ...] = ()
-    for current in STAGES[: STAGES.index(stage) + 1]:
+    for current in STAGES[STAGES.index(start) + 1 : STAGES.index(stage) + 1]:
         names += STAGE_PASSES[current]
     return names
 
@@ -43,18 +56,23 @@ def pipeline_spec(stage: str) -> str:
     return ",".join(pipeline_pass_names(stage))
 
 
-def build_pipeline(stage: str) -> list[ModulePass]:
+def build_pipeline(stage: str, start: str = "torch") -> tuple[ModulePass, ...]:
+    """The pass instances (default options) from stage `start` down to `stage`."""
     from deplodock.passes import get_all_passes
 
     passes = get_all_passes()
-    return [passes[name]()() for name in pipeline_pass_names(stage)]
+    return tuple(passes[name]()() for name in pipeline_pass_names(stage, start))
 
 
-def lower(module: ModuleOp, stage: str, ctx: Context | None = None) -> ModuleOp:
-    """Lowers `module` in place to `stage` and returns it."""
+def lower(
+    module: ModuleOp, stage: str, ctx: Context | None = None, start: str = "torch"
+) -> ModuleOp:
+    """Lowers `module` in place from stage `start` (or anything between it and `stage`) to
+    `stage`, verifies it and returns it."""
     from deplodock.dialects import make_context
 
-    PassPipeline(tuple(build_pipeline(stage))).apply(ctx or make_context(), module)
+    PassPipeline(build_pipeline(stage, start)).apply(ctx or make_context(), module)
+    module.verify()
     return module
 
 
@@ -69,7 +87,9 @@ def stage_of(module: ModuleOp) -> str:
 
 
 @dataclass(frozen=True)
-class _LowerToStage(ModulePass):
+class LowerToStagePass(ModulePass):
+    """Runs the passes of every stage from the torch level down to `stage`."""
+
     stage: ClassVar[str]
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
@@ -77,19 +97,49 @@ class _LowerToStage(ModulePass):
             stage_pass.apply(ctx, op)
 
 
-def _lower_to(stage: str, doc: str = "") -> type[_LowerToStage]:
-    """The `lower-to-<stage>` pass class: the six differ only in their stage, so they are
-    made here rather than written out (the pass registry imports them by name)."""
-    class_name = f"LowerTo{stage.capitalize()}Pass"
-    doc = doc or f"Every pass from the torch level down to the {stage} level."
-    namespace = {"name": f"lower-to-{stage}", "stage": stage, "__doc__": doc}
-    namespace |= {"__module__": __name__, "__qualname__": class_name}
-    return dataclass(frozen=True)(type(class_name, (_LowerToStage,), namespace))
+@dataclass(frozen=True)
+class LowerToTorchPass(LowerToStagePass):
+    """Nothing to do: the frontend already produces torch IR."""
+
+    name = "lower-to-torch"
+    stage = "torch"
 
 
-LowerToTorchPass = _lower_to("torch", "Nothing to do: the frontend already produces torch IR.")
-LowerToTensorPass = _lower_to("tensor")
-LowerToLoopPass = _lower_to("loop")
-LowerToTilePass = _lower_to("tile")
-LowerToKernelPass = _lower_to("kernel")
-LowerToCudaPass = _lower_to("cuda")
+@dataclass(frozen=True)
+class LowerToTensorPass(LowerToStagePass):
+    """torch -> tensor: each torch op decomposed into tensor primitives."""
+
+    name = "lower-to-tensor"
+    stage = "tensor"
+
+
+@dataclass(frozen=True)
+class LowerToLoopPass(LowerToStagePass):
+    """... -> loop: tensor ops lifted into kernels, fused, identical kernels merged."""
+
+    name = "lower-to-loop"
+    stage = "loop"
+
+
+@dataclass(frozen=True)
+class LowerToTilePass(LowerToStagePass):
+    """... -> tile: every kernel scheduled onto blocks and threads (the baseline passes)."""
+
+    name = "lower-to-tile"
+    stage = "tile"
+
+
+@dataclass(frozen=True)
+class LowerToKernelPass(LowerToStagePass):
+    """... -> kernel: schedules materialized as thread ids, shuffles, shared memory."""
+
+    name = "lower-to-kernel"
+    stage = "kernel"
+
+
+@dataclass(frozen=True)
+class LowerToCudaPass(LowerToStagePass):
+    """... -> cuda: every kernel printed as CUDA C with its launch metadata."""
+
+    name = "lower-to-cuda"
+    stage = "cuda"

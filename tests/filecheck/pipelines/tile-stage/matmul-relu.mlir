@@ -1,4 +1,5 @@
-// RUN: deplodock-opt %s -p convert-loop-to-tile | filecheck %s
+// RUN: deplodock-opt %s -p convert-loop-to-tile,tile-grid-stride,tile-rows-to-blocks,tile-loops-to-threads,tile-cooperative-reduce | filecheck %s
+// (the passes of the tile stage, in the order `lower-to-tile` runs them)
 
 // relu((x + b) @ w): the free loops (m, n) around the reduction are the rows, one block
 // per output element; the k loop is split between the threads and combined.

@@ -1,4 +1,5 @@
-// RUN: deplodock-opt %s -p convert-loop-to-tile | filecheck %s
+// RUN: deplodock-opt %s -p convert-loop-to-tile,tile-grid-stride,tile-rows-to-blocks,tile-loops-to-threads,tile-cooperative-reduce | filecheck %s
+// (the passes of the tile stage, in the order `lower-to-tile` runs them)
 
 // Fused softmax: two cooperative reductions (max, then sum) and a strided free loop.
 // T = max(32, next_pow2(50)) = 64.

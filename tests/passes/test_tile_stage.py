@@ -1,6 +1,7 @@
-"""convert-loop-to-tile on hand-written loop kernels: the tile program must compute what the
-loop program computes (loop interpreter = reference) on random inputs, and what numpy
-computes in float64 where the kernel is a known op."""
+"""The tile stage on hand-written loop kernels: `convert-loop-to-tile` and the four baseline
+scheduling passes (`passes/tile/`). After *every* pass the tile program must compute what the
+loop program computes (loop interpreter = reference) on random inputs, and at the end what
+numpy computes in float64 where the kernel is a known op."""
 
 from __future__ import annotations
 
@@ -8,11 +9,17 @@ import re
 
 import numpy as np
 import pytest
-from xdsl.dialects.builtin import ModuleOp
+from xdsl.dialects import arith
+from xdsl.dialects.builtin import DictionaryAttr, IntegerAttr, ModuleOp
+from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import PassFailedException
 
 from deplodock.dialects import make_context, tile
 from deplodock.passes.convert_loop_to_tile import ConvertLoopToTilePass
+from deplodock.passes.tile.cooperative_reduce import TileCooperativeReducePass
+from deplodock.passes.tile.grid_stride import TileGridStridePass
+from deplodock.passes.tile.loops_to_threads import TileLoopsToThreadsPass
+from deplodock.passes.tile.rows_to_blocks import TileRowsToBlocksPass
 from tests.helpers import parse, random_inputs, rel_err, run
 
 
@@ -37,18 +44,31 @@ def program(kernel: str, n_out: int = 1) -> str:
 }}"""
 
 
+def tile_passes(block_size: int = 256, max_blocks: int = 1024) -> list[ModulePass]:
+    """The `tile` stage with the block size capped at `block_size` (both mappings)."""
+    return [
+        ConvertLoopToTilePass(),
+        TileGridStridePass(threads=block_size, max_blocks=max_blocks),
+        TileRowsToBlocksPass(),
+        TileLoopsToThreadsPass(max_threads=block_size),
+        TileCooperativeReducePass(),
+    ]
+
+
 def lower_and_compare(text: str, seed: int = 0, **options: int) -> tuple[ModuleOp, list]:
-    """Runs loop and tile programs on the same random inputs; returns the tile module."""
+    """Runs the loop program, then the tile program after each pass of the tile stage, on
+    the same random inputs; returns the scheduled tile module and the last outputs."""
     module = parse(text)
     inputs = random_inputs(module, seed)
     reference = run(module, *inputs)
-    ConvertLoopToTilePass(**options).apply(make_context(), module)
-    module.verify()
+    for tile_pass in tile_passes(**options):
+        tile_pass.apply(make_context(), module)
+        module.verify()
+        outputs = run(module, *inputs)
+        for out, ref in zip(outputs, reference, strict=True):
+            assert not np.isnan(out).any(), f"after {tile_pass.name}: an element was not written"
+            assert rel_err(out, ref.astype(np.float64)) <= 1e-5, f"after {tile_pass.name}"
     assert not [op for op in module.walk() if op.dialect_name() == "loop"]
-    outputs = run(module, *inputs)
-    for out, ref in zip(outputs, reference, strict=True):
-        assert not np.isnan(out).any(), "an output element was never written"
-        assert rel_err(out, ref.astype(np.float64)) <= 1e-5
     return module, [inputs, outputs]
 
 
@@ -382,10 +402,77 @@ def test_sibling_nest_reading_an_earlier_output_is_rejected():
     }
     loop.return
   }"""
+    module = parse(program(text, n_out=2))
+    ConvertLoopToTilePass().apply(make_context(), module)
     with pytest.raises(PassFailedException, match="reads %t after a sibling loop nest writes it"):
-        ConvertLoopToTilePass().apply(make_context(), parse(program(text, n_out=2)))
+        TileGridStridePass().apply(make_context(), module)
 
 
 def test_bad_block_size_is_rejected():
-    with pytest.raises(PassFailedException, match="block_size 100"):
-        ConvertLoopToTilePass(block_size=100).apply(make_context(), parse(program(ELEMENTWISE)))
+    module = parse(program(ELEMENTWISE))
+    ConvertLoopToTilePass().apply(make_context(), module)
+    with pytest.raises(PassFailedException, match="threads 100 must be a multiple of 32"):
+        TileGridStridePass(threads=100).apply(make_context(), module)
+
+
+# --- the unscheduled form, the knobs, and re-running ----------------------------------------
+
+
+ALL_PROGRAMS = {
+    "elementwise": program(ELEMENTWISE),
+    "index_maps": program(INDEX_MAPS, n_out=2),
+    "concat": program(CONCAT),
+    "rows": program(REDUCE_ROWS, n_out=2),
+    "rms_norm": program(RMS_NORM),
+    "softmax": program(SOFTMAX),
+    "matmul_relu": program(MATMUL_RELU),
+}
+
+
+@pytest.mark.parametrize("name", list(ALL_PROGRAMS))
+def test_unscheduled_kernel_is_one_warp_running_everything(name: str):
+    module = parse(ALL_PROGRAMS[name])
+    ConvertLoopToTilePass().apply(make_context(), module)
+    assert grid_and_threads(module) == (1, 32)
+    kernel = next(op for op in module.ops if isinstance(op, tile.KernelOp))
+    assert kernel.schedule is None
+    loops = [op for op in kernel.walk() if isinstance(op, tile.ForOp)]
+    assert loops and all(isinstance(loop.lb.owner, arith.ConstantOp) for loop in loops)
+
+
+@pytest.mark.parametrize("name", list(ALL_PROGRAMS))
+def test_passes_record_their_knobs_and_rerunning_changes_nothing(name: str):
+    module = parse(ALL_PROGRAMS[name])
+    for tile_pass in tile_passes():
+        tile_pass.apply(make_context(), module)
+    kernel = next(op for op in module.ops if isinstance(op, tile.KernelOp))
+    assert kernel.schedule is not None
+    assert kernel.schedule.data["threads"].value.data == grid_and_threads(module)[1]
+    once = str(module)
+    for tile_pass in tile_passes()[1:]:
+        tile_pass.apply(make_context(), module)
+    assert str(module) == once
+
+
+def test_a_schedule_on_the_loop_kernel_is_replayed():
+    """`schedule = {threads = 64}` written on the loop kernel wins over the pass defaults."""
+    text = program(RMS_NORM).replace(
+        "loop.kernel @rms_norm(%x: memref<1x6x100xf32>, %w: memref<100xf32>, "
+        "%y: memref<1x6x100xf32>) {",
+        "loop.kernel @rms_norm(%x: memref<1x6x100xf32>, %w: memref<100xf32>, "
+        "%y: memref<1x6x100xf32>) attributes {schedule = {threads = 64 : i64}} {",
+    )
+    assert text != program(RMS_NORM)
+    module, _ = lower_and_compare(text)
+    assert grid_and_threads(module) == (6, 64)
+    steps = {op.step_value for op in module.walk() if isinstance(op, tile.ForOp)}
+    assert steps == {64}
+
+
+def test_a_bad_knob_is_one_line_naming_the_kernel():
+    module = parse(program(RMS_NORM))
+    ConvertLoopToTilePass().apply(make_context(), module)
+    kernel = next(op for op in module.ops if isinstance(op, tile.KernelOp))
+    kernel.schedule = DictionaryAttr({"threads": IntegerAttr(48, 64)})
+    with pytest.raises(PassFailedException, match="@rms_norm: threads 48 must be a multiple"):
+        TileLoopsToThreadsPass().apply(make_context(), module)

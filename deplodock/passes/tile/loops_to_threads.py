@@ -1,0 +1,69 @@
+"""`tile-loops-to-threads`: the threads of a block share a row's free loops.
+
+Trigger: a `tile.kernel` whose threads body has serial loops at its top (a row body after
+`tile-rows-to-blocks`, or a whole kernel that is one block).
+
+Rewrite: first the block size. `T` (knob `threads`) is the largest loop nest of the body
+rounded up to a power of two, at least a warp and at most `max_threads`, so a short row
+does not idle most of a big block. Then every top-level nest of *free* loops is flattened
+and strided over the threads: thread `t` runs `lin = t, t + T, ...`. Reduce loops are left
+serial here (`tile-cooperative-reduce` splits them); loops nested inside a strided loop stay
+serial per thread.
+
+    tile.threads %t to 32 {                     tile.threads %t to 256 {
+      tile.for %j = %c0 to 2048 {       ==>       tile.for %j = %t to 2048 step 256 {
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.passes import ModulePass
+
+from deplodock.dialects import tile
+from deplodock.dialects.hardware import WARP_SIZE
+from deplodock.dialects.queries import written_buffers
+from deplodock.passes.tile.nests import free_chain, is_serial, loop_work, next_power_of_two
+from deplodock.passes.tile.schedule import (
+    check_threads,
+    read_knob,
+    set_count,
+    stride_free_nests,
+    threads_of,
+    top_loops,
+    write_knob,
+)
+
+
+def loops_to_threads(kernel: tile.KernelOp, max_threads: int) -> None:
+    """Chooses the block size and strides the top-level free nests (see module doc)."""
+    threads = threads_of(kernel)
+    if threads is None:
+        return
+    loops = [loop for loop in top_loops(threads) if is_serial(loop)]
+    if not loops:
+        return
+    written = written_buffers(kernel)
+    largest = max(loop_work(loop, written) for loop in loops)
+    derived = min(max_threads, max(WARP_SIZE, next_power_of_two(largest)))
+    count = read_knob(kernel, "threads", derived)
+    check_threads(kernel, count, "threads")
+    set_count(threads, count)
+    write_knob(kernel, "threads", count)
+    nests = [free_chain(loop, written) for loop in loops if not loop.is_reduce]
+    stride_free_nests(threads, nests, threads.iv, count)
+
+
+@dataclass(frozen=True)
+class TileLoopsToThreadsPass(ModulePass):
+    """Free loops of a row: strided over `T <= max_threads` threads (see module doc)."""
+
+    name = "tile-loops-to-threads"
+
+    max_threads: int = 256
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        for kernel in [k for k in op.ops if isinstance(k, tile.KernelOp)]:
+            loops_to_threads(kernel, self.max_threads)

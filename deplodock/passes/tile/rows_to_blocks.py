@@ -1,0 +1,84 @@
+"""`tile-rows-to-blocks`: one block per row of a reducing kernel.
+
+Trigger: an unscheduled `tile.kernel` (one block) that reduces, whose threads body is one
+serial free loop nest (plus recomputable ops: constants, read-only loads); the *rows* are
+the perfect nest of free loops at the top, the *row body* what is inside the innermost.
+
+Rewrite: the grid gets one block per row (`G` = product of the rows' trip counts), the row
+loops disappear, and their indices are delinearized from the block id `%b`; the row body
+moves up into the threads body, still serial, for the next passes to map onto threads.
+Rows are independent (free loops), so blocks need no synchronization.
+
+    tile.grid %b to 1 {                           tile.grid %b to 32 {
+      tile.threads %t to 32 {                       tile.threads %t to 32 {
+        tile.for %i = %c0 to 32 {         ==>         %sum = tile.for %k = %c0 to 2048 ...
+          %sum = tile.for %k = %c0 to 2048 ...          (uses of %i are now %b)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.passes import ModulePass
+from xdsl.rewriter import InsertPoint, Rewriter
+
+from deplodock.dialects import tile
+from deplodock.dialects.queries import written_buffers
+from deplodock.passes.constant_pool import ConstantPool
+from deplodock.passes.tile.nests import (
+    body_ops,
+    chain_size,
+    free_chain,
+    has_reduce_loop,
+    is_hoistable,
+    is_serial,
+)
+from deplodock.passes.tile.schedule import (
+    IndexBuilder,
+    drop_unused_constants,
+    move_ops,
+    set_count,
+    threads_of,
+)
+
+
+def rows_to_blocks(kernel: tile.KernelOp) -> None:
+    """Maps the row nest of an unscheduled reducing kernel onto blocks (see module doc)."""
+    threads = threads_of(kernel)
+    if threads is None or kernel.grid.count != 1 or not has_reduce_loop(kernel):
+        return
+    written = written_buffers(kernel)
+    top = list(threads.body.block.ops)
+    loops = [op for op in top if isinstance(op, tile.ForOp)]
+    others = [op for op in top if not isinstance(op, tile.ForOp)]
+    if len(loops) != 1 or loops[0].is_reduce or not is_serial(loops[0]):
+        return
+    if not all(is_hoistable(op, written) for op in others):
+        return
+    rows = free_chain(loops[0], written)
+    root = rows[0]
+    for op in others:  # recomputable ops after the rows go before them, with the rest
+        if root.is_before_in_block(op):
+            op.detach()
+            Rewriter.insert_op(op, InsertPoint.before(root))
+    builder = IndexBuilder(InsertPoint.before(root), ConstantPool.adopting(threads.body.block))
+    builder.delinearize(kernel.grid.iv, rows)
+    for outer in rows:
+        inner = rows[rows.index(outer) + 1] if outer is not rows[-1] else None
+        move_ops([op for op in body_ops(outer) if op is not inner], InsertPoint.before(root))
+    set_count(kernel.grid, chain_size(rows))
+    Rewriter.erase_op(root)
+    drop_unused_constants(threads)
+
+
+@dataclass(frozen=True)
+class TileRowsToBlocksPass(ModulePass):
+    """Reducing kernels: one block per row of the outer free nest (see module doc)."""
+
+    name = "tile-rows-to-blocks"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        for kernel in [k for k in op.ops if isinstance(k, tile.KernelOp)]:
+            rows_to_blocks(kernel)
