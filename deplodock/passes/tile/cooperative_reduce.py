@@ -28,13 +28,8 @@ from xdsl.rewriter import InsertPoint, Rewriter
 from deplodock.dialects import tile
 from deplodock.dialects.queries import written_buffers
 from deplodock.passes.constant_pool import ConstantPool
+from deplodock.passes.tile import schedule
 from deplodock.passes.tile.nests import Combiner, combiner_of, is_identity, is_serial, reduce_chain
-from deplodock.passes.tile.schedule import (
-    drop_unused_constants,
-    flatten_into,
-    threads_of,
-    top_loops,
-)
 
 
 def _identities(kinds: list[Combiner], loop: tile.ForOp) -> list[SSAValue]:
@@ -60,7 +55,9 @@ def cooperative_reduce(loop: tile.ForOp, threads: tile.ThreadsOp, written: set[S
     if len(kinds) != len(found):
         return  # not a plain reduction: every thread runs it whole
     constants = ConstantPool.adopting(threads.body.block)
-    strided = flatten_into(chain, threads.iv, threads.count, constants, _identities(kinds, loop))
+    strided = schedule.flatten_into(
+        chain, threads.iv, threads.count, constants, _identities(kinds, loop)
+    )
     point = InsertPoint.after(strided)
     for combiner, partial, init, result in zip(
         kinds, strided.res, loop.inits, loop.res, strict=True
@@ -93,11 +90,11 @@ class TileCooperativeReducePass(ModulePass):
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         for kernel in [k for k in op.ops if isinstance(k, tile.KernelOp)]:
-            threads = threads_of(kernel)
+            threads = schedule.threads_of(kernel)
             if threads is None:
                 continue
             written = written_buffers(kernel)
-            for loop in top_loops(threads):
+            for loop in schedule.top_loops(threads):
                 if loop.is_reduce and is_serial(loop):
                     cooperative_reduce(loop, threads, written)
-            drop_unused_constants(threads)
+            schedule.drop_unused_constants(threads)

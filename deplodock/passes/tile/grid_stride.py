@@ -32,17 +32,8 @@ from deplodock.dialects import tile
 from deplodock.dialects.hardware import WARP_SIZE
 from deplodock.dialects.queries import read_buffers, written_buffers
 from deplodock.passes.constant_pool import ConstantPool
+from deplodock.passes.tile import schedule
 from deplodock.passes.tile.nests import chain_size, free_chain, has_reduce_loop, is_serial
-from deplodock.passes.tile.schedule import (
-    IndexBuilder,
-    check_threads,
-    read_knob,
-    set_count,
-    stride_free_nests,
-    threads_of,
-    top_loops,
-    write_knob,
-)
 
 
 def _check_siblings_independent(kernel: tile.KernelOp, threads: tile.ThreadsOp) -> None:
@@ -60,31 +51,31 @@ def _check_siblings_independent(kernel: tile.KernelOp, threads: tile.ThreadsOp) 
 
 def grid_stride(kernel: tile.KernelOp, threads_default: int, max_blocks_default: int) -> None:
     """Maps every top-level nest of an unscheduled elementwise kernel (see module doc)."""
-    threads = threads_of(kernel)
+    threads = schedule.threads_of(kernel)
     if threads is None or has_reduce_loop(kernel):
         return
-    loops = top_loops(threads)
+    loops = schedule.top_loops(threads)
     if not all(is_serial(loop) for loop in loops):
         return  # already mapped
     _check_siblings_independent(kernel, threads)
     written = written_buffers(kernel)
     nests = [free_chain(loop, written) for loop in loops]
-    count = read_knob(kernel, "threads", threads_default) if nests else WARP_SIZE
-    check_threads(kernel, count, "threads")
-    max_blocks = read_knob(kernel, "max_blocks", max_blocks_default)
+    count = schedule.read_knob(kernel, "threads", threads_default) if nests else WARP_SIZE
+    schedule.check_threads(kernel, count, "threads")
+    max_blocks = schedule.read_knob(kernel, "max_blocks", max_blocks_default)
     if max_blocks < 1:
         raise PassFailedException(f"tile-grid-stride: max_blocks must be >= 1, got {max_blocks}")
     largest = max((chain_size(nest) for nest in nests), default=1)
     blocks = min(max(1, -(-largest // count)), max_blocks)
-    set_count(kernel.grid, blocks)
-    set_count(threads, count)
+    schedule.set_count(kernel.grid, blocks)
+    schedule.set_count(threads, count)
     if nests:
-        write_knob(kernel, "threads", count)
-        write_knob(kernel, "max_blocks", max_blocks)
+        schedule.write_knob(kernel, "threads", count)
+        schedule.write_knob(kernel, "max_blocks", max_blocks)
         pool = ConstantPool.adopting(threads.body.block)
-        at_first = IndexBuilder(InsertPoint.before(nests[0][0]), pool)
+        at_first = schedule.IndexBuilder(InsertPoint.before(nests[0][0]), pool)
         start = at_first.addi(at_first.muli(kernel.grid.iv, count), threads.iv, name="start")
-        stride_free_nests(threads, nests, start, blocks * count)
+        schedule.stride_free_nests(threads, nests, start, blocks * count)
 
 
 @dataclass(frozen=True)

@@ -25,35 +25,27 @@ from xdsl.passes import ModulePass
 from deplodock.dialects import tile
 from deplodock.dialects.hardware import WARP_SIZE
 from deplodock.dialects.queries import written_buffers
+from deplodock.passes.tile import schedule
 from deplodock.passes.tile.nests import free_chain, is_serial, loop_work, next_power_of_two
-from deplodock.passes.tile.schedule import (
-    check_threads,
-    read_knob,
-    set_count,
-    stride_free_nests,
-    threads_of,
-    top_loops,
-    write_knob,
-)
 
 
 def loops_to_threads(kernel: tile.KernelOp, max_threads: int) -> None:
     """Chooses the block size and strides the top-level free nests (see module doc)."""
-    threads = threads_of(kernel)
+    threads = schedule.threads_of(kernel)
     if threads is None:
         return
-    loops = [loop for loop in top_loops(threads) if is_serial(loop)]
+    loops = [loop for loop in schedule.top_loops(threads) if is_serial(loop)]
     if not loops:
         return
     written = written_buffers(kernel)
     largest = max(loop_work(loop, written) for loop in loops)
     derived = min(max_threads, max(WARP_SIZE, next_power_of_two(largest)))
-    count = read_knob(kernel, "threads", derived)
-    check_threads(kernel, count, "threads")
-    set_count(threads, count)
-    write_knob(kernel, "threads", count)
+    count = schedule.read_knob(kernel, "threads", derived)
+    schedule.check_threads(kernel, count, "threads")
+    schedule.set_count(threads, count)
+    schedule.write_knob(kernel, "threads", count)
     nests = [free_chain(loop, written) for loop in loops if not loop.is_reduce]
-    stride_free_nests(threads, nests, threads.iv, count)
+    schedule.stride_free_nests(threads, nests, threads.iv, count)
 
 
 @dataclass(frozen=True)

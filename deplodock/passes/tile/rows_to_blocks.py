@@ -27,6 +27,7 @@ from xdsl.rewriter import InsertPoint, Rewriter
 from deplodock.dialects import tile
 from deplodock.dialects.queries import written_buffers
 from deplodock.passes.constant_pool import ConstantPool
+from deplodock.passes.tile import schedule
 from deplodock.passes.tile.nests import (
     body_ops,
     chain_size,
@@ -35,18 +36,11 @@ from deplodock.passes.tile.nests import (
     is_hoistable,
     is_serial,
 )
-from deplodock.passes.tile.schedule import (
-    IndexBuilder,
-    drop_unused_constants,
-    move_ops,
-    set_count,
-    threads_of,
-)
 
 
 def rows_to_blocks(kernel: tile.KernelOp) -> None:
     """Maps the row nest of an unscheduled reducing kernel onto blocks (see module doc)."""
-    threads = threads_of(kernel)
+    threads = schedule.threads_of(kernel)
     if threads is None or kernel.grid.count != 1 or not has_reduce_loop(kernel):
         return
     written = written_buffers(kernel)
@@ -59,18 +53,16 @@ def rows_to_blocks(kernel: tile.KernelOp) -> None:
         return
     rows = free_chain(loops[0], written)
     root = rows[0]
-    for op in others:  # recomputable ops after the rows go before them, with the rest
-        if root.is_before_in_block(op):
-            op.detach()
-            Rewriter.insert_op(op, InsertPoint.before(root))
-    builder = IndexBuilder(InsertPoint.before(root), ConstantPool.adopting(threads.body.block))
-    builder.delinearize(kernel.grid.iv, rows)
-    for outer in rows:
-        inner = rows[rows.index(outer) + 1] if outer is not rows[-1] else None
-        move_ops([op for op in body_ops(outer) if op is not inner], InsertPoint.before(root))
-    set_count(kernel.grid, chain_size(rows))
+    before_rows = InsertPoint.before(root)
+    # Recomputable ops after the rows go before them, with the rest.
+    schedule.move_ops([op for op in others if root.is_before_in_block(op)], before_rows)
+    pool = ConstantPool.adopting(threads.body.block)
+    schedule.IndexBuilder(before_rows, pool).delinearize(kernel.grid.iv, rows)
+    for outer, inner in zip(rows, [*rows[1:], None], strict=True):
+        schedule.move_ops([op for op in body_ops(outer) if op is not inner], before_rows)
+    schedule.set_count(kernel.grid, chain_size(rows))
     Rewriter.erase_op(root)
-    drop_unused_constants(threads)
+    schedule.drop_unused_constants(threads)
 
 
 @dataclass(frozen=True)
