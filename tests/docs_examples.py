@@ -1,4 +1,5 @@
-"""Executable documentation: the `console` blocks of the README and docs/ are real runs.
+"""Executable documentation: the `console` blocks of the README, the walkthrough and every
+guide under docs/guides/ are real runs.
 
 A block looks like
 
@@ -9,6 +10,10 @@ A block looks like
 
 `tests/test_docs.py` re-runs every command and fails when the printed output drifted;
 `python tests/docs_examples.py --update` rewrites the blocks with today's output.
+
+A guide quotes code from the repository in `python` / `mlir` blocks whose first line is a
+comment naming the file (`# deplodock/interpreters/torch.py`); the test checks that the
+rest of the block is still in that file, verbatim, so a guide cannot show stale code.
 """
 
 from __future__ import annotations
@@ -23,8 +28,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-DOCUMENTS = (ROOT / "README.md", ROOT / "docs" / "walkthrough.md")
+GUIDES = tuple(sorted((ROOT / "docs" / "guides").rglob("*.md")))
+DOCUMENTS = (ROOT / "README.md", ROOT / "docs" / "walkthrough.md", *GUIDES)
 BLOCK = re.compile(r"```console\n\$ (?P<command>[^\n]*)\n(?P<output>.*?)```", re.DOTALL)
+CODE = re.compile(r"```(?:python|mlir)\n(?P<code>.*?)```", re.DOTALL)
+QUOTE_SOURCE = re.compile(r"(?:#|//) (?P<path>[\w./-]+)\n")
 
 
 @dataclass(frozen=True)
@@ -37,6 +45,24 @@ class Example:
 def examples(document: Path) -> list[Example]:
     text = document.read_text()
     return [Example(document, m["command"], m["output"]) for m in BLOCK.finditer(text)]
+
+
+@dataclass(frozen=True)
+class Quote:
+    """A code block of a guide: `path` is the file it claims to quote ('' if none)."""
+
+    document: Path
+    path: str
+    code: str
+
+
+def quotes(document: Path) -> list[Quote]:
+    found = []
+    for match in CODE.finditer(document.read_text()):
+        source = QUOTE_SOURCE.match(match["code"])
+        code = match["code"][source.end() :] if source else match["code"]
+        found.append(Quote(document, source["path"] if source else "", code))
+    return found
 
 
 def run_command(command: str) -> str:

@@ -1,12 +1,14 @@
-"""The README and the walkthrough show what the tool prints today (see docs_examples.py)."""
+"""The README, the walkthrough and the guides show what the tool prints today, and the
+guides quote the repository's code as it is (see docs_examples.py)."""
 
 from __future__ import annotations
 
 import pytest
 
-from tests.docs_examples import DOCUMENTS, examples, run_command
+from tests.docs_examples import DOCUMENTS, GUIDES, ROOT, examples, quotes, run_command
 
 ALL_EXAMPLES = [example for document in DOCUMENTS for example in examples(document)]
+GUIDE_QUOTES = [quote for guide in GUIDES for quote in quotes(guide)]
 
 
 def test_documents_have_examples() -> None:
@@ -25,7 +27,23 @@ def test_example_output_has_not_drifted(example) -> None:
 
 
 def test_walkthrough_example_file_is_the_torch_level_it_claims() -> None:
-    from tests.docs_examples import ROOT
-
     command = 'deplodock compile -c "nn.RMSNorm(2048)(torch.randn(1,32,2048))" --ir torch'
     assert run_command(command) == (ROOT / "docs/examples/rmsnorm.mlir").read_text()
+
+
+def test_guides_are_collected() -> None:
+    assert GUIDES, "docs/guides/ has no guide"
+    assert set(GUIDES) <= set(DOCUMENTS)
+
+
+@pytest.mark.parametrize(
+    "quote", GUIDE_QUOTES, ids=[f"{q.document.name}:{q.path}" for q in GUIDE_QUOTES]
+)
+def test_guide_code_is_the_repository_code(quote) -> None:
+    assert quote.path, f"{quote.document.name}: a code block does not name its file"
+    source = ROOT / quote.path
+    assert source.is_file(), f"{quote.document.name}: {quote.path} does not exist"
+    assert quote.code in source.read_text(), (
+        f"{quote.document.name}: the code quoted from {quote.path} is not in it any more:\n"
+        f"{quote.code}"
+    )

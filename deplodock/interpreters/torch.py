@@ -46,6 +46,11 @@ def gelu(x: np.ndarray, approximate: str) -> np.ndarray:
     return 0.5 * x * (1 + erf(x * (1 / math.sqrt(2))))
 
 
+def hardswish(x: np.ndarray) -> np.ndarray:
+    """x * relu6(x + 3) / 6, relu6 being the clip to [0, 6] (NaN propagates)."""
+    return x * np.clip(x + 3, 0, 6) / 6
+
+
 def sigmoid(x: np.ndarray) -> np.ndarray:
     return 1 / (1 + np.exp(-x))
 
@@ -91,6 +96,8 @@ _UNARY: dict[type[Operation], Callable[[np.ndarray], np.ndarray]] = {
     T.ReluOp: lambda x: np.maximum(x, 0),
     T.SigmoidOp: sigmoid,
     T.TanhOp: np.tanh,
+    T.ErfOp: erf,
+    T.HardswishOp: hardswish,
     T.SiluOp: lambda x: x * sigmoid(x),
     T.CosOp: np.cos,
     T.SinOp: np.sin,
@@ -190,6 +197,12 @@ class TorchFunctions(_TorchTableFunctions):
     """numpy implementations of every torch op: the table-driven ones from the base class,
     the others one `@impl` each."""
 
+    @classmethod
+    def implemented_op_types(cls) -> frozenset[type[Operation]]:
+        """The ops with an `@impl` (the table-driven ones included), as registered with
+        xDSL: what `tests/test_op_registry.py` compares with the dialect."""
+        return frozenset(op_type for op_type, _ in cls._impls())
+
     @impl(T.ConstantOp)
     def run_constant(self, i: Interpreter, op: T.ConstantOp, args: PythonValues) -> PythonValues:
         t = op.result.type
@@ -241,6 +254,12 @@ class TorchFunctions(_TorchTableFunctions):
     @impl(T.GeluOp)
     def run_gelu(self, i: Interpreter, op: T.GeluOp, args: PythonValues) -> PythonValues:
         return _out(op, gelu(_wide(args[0]), op.approximate.data))
+
+    @impl(T.ClampOp)
+    def run_clamp(self, i: Interpreter, op: T.ClampOp, args: PythonValues) -> PythonValues:
+        """`np.clip` is max-then-min, so NaN propagates and `min > max` gives `max`."""
+        low, high = (None if b is None else b.value.data for b in (op.min, op.max))
+        return _out(op, np.clip(_wide(args[0]), low, high))
 
     @impl(T.PowOp)
     def run_pow(self, i: Interpreter, op: T.PowOp, args: PythonValues) -> PythonValues:

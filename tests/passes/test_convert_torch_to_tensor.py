@@ -162,6 +162,14 @@ CASES: list[Case] = [
     unary("silu", F.silu),
     unary("gelu", F.gelu, '{approximate = "none"}'),
     unary("gelu", lambda x: F.gelu(x, approximate="tanh"), '{approximate = "tanh"}'),
+    unary("erf", torch.erf),
+    unary("hardswish", F.hardswish),
+    unary(
+        "clamp",
+        lambda x: x.clamp(-0.5, 0.5),
+        "{min = -5.000000e-01 : f64, max = 5.000000e-01 : f64}",
+    ),
+    unary("clamp", lambda x: x.clamp(max=0.25), "{max = 2.500000e-01 : f64}"),
     *[
         unary("pow", lambda x, e=e: x**e, f"{{exponent = {e} : f64}}", positive=e % 1 != 0)
         for e in (2.0, 3.0, 0.5, -0.5, -1.0, 1.7, 0.0, 1.0)

@@ -41,6 +41,25 @@ Props = Mapping[str, Attribute]
 
 FORMAT = "operands attr-dict `:` functional-type(operands, results)"
 
+#: What the package re-exports (`T.TorchOp`, `T.broadcast_shapes`, ...); the ops' own
+#: modules export their ops.
+__all__ = [
+    "BinaryOp",
+    "DimOp",
+    "ReductionOp",
+    "Shape",
+    "ShapedByResultOp",
+    "SoftmaxLikeOp",
+    "TorchOp",
+    "UnaryOp",
+    "broadcast_shapes",
+    "fmt",
+    "is_float",
+    "is_integer",
+    "is_supported_element_type",
+    "matmul_shape",
+]
+
 
 # --- helpers shared by the verifiers and the frontend -------------------------------------
 

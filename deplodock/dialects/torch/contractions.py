@@ -147,3 +147,9 @@ def query_group(op: str, q: tuple[int, ...], k: tuple[int, ...], enable_gqa: boo
     if not enable_gqa or k[-3] == 0 or q[-3] % k[-3]:
         fail(op, f"{q[-3]} query heads and {k[-3]} key/value heads need enable_gqa (divisible)")
     return q[-3] // k[-3]
+
+
+OPS: tuple[type[TorchOp], ...] = (MatmulOp, BmmOp, LinearOp, ScaledDotProductAttentionOp)
+"""The ops of this module, in the order the `Torch` dialect lists them."""
+
+__all__ = ["query_group", *(op.__name__ for op in OPS)]

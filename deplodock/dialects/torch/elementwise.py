@@ -3,6 +3,9 @@
 Binary ops broadcast (numpy rules). Comparisons and logical ops produce bool (`i1`)
 tensors, `torch.where` selects with one; `torch.cast` changes the element type only and
 `torch.arange` is a 1-D sequence typed by its result.
+
+`OPS` at the bottom lists the ops this module adds to the dialect: a new op is its class
+plus one entry there (the package builds the `Torch` dialect and its exports from it).
 """
 
 from __future__ import annotations
@@ -11,7 +14,7 @@ from typing import ClassVar
 
 from xdsl.dialects.builtin import Float64Type, FloatAttr, StringAttr, TensorType, f64, i1
 from xdsl.ir import Attribute, SSAValue
-from xdsl.irdl import IRDLOperation, irdl_op_definition, operand_def, prop_def
+from xdsl.irdl import IRDLOperation, irdl_op_definition, operand_def, opt_prop_def, prop_def
 
 from deplodock.dialects.torch.base import (
     BinaryOp,
@@ -23,6 +26,7 @@ from deplodock.dialects.torch.base import (
     element_type,
     fail,
     fmt,
+    is_float,
     is_supported_element_type,
     shape_of,
 )
@@ -136,6 +140,63 @@ class GeluOp(UnaryOp):
         mode = props["approximate"]
         if not isinstance(mode, StringAttr) or mode.data not in ("none", "tanh"):
             fail(cls.name, f'approximate must be "none" or "tanh", got {mode}')
+        return super().infer(types, props)
+
+
+class FloatUnaryOp(UnaryOp):
+    """A unary op PyTorch only defines on floats: an integer operand is a verifier error
+    here rather than a failed lowering later (the frontend casts integer inputs first)."""
+
+    @classmethod
+    def infer(cls, types: Types, props: Props) -> TensorType:
+        if not is_float(element_type(types[0])):
+            fail(cls.name, f"needs a float tensor, got {element_type(types[0])}")
+        return super().infer(types, props)
+
+
+@irdl_op_definition
+class ErfOp(FloatUnaryOp):
+    """The Gauss error function `erf(x) = 2/sqrt(pi) * integral_0^x exp(-t^2) dt`."""
+
+    name = "torch.erf"
+
+
+@irdl_op_definition
+class HardswishOp(FloatUnaryOp):
+    """`x * relu6(x + 3) / 6`, as `F.hardswish`: 0 below -3, x above 3, a parabola between."""
+
+    name = "torch.hardswish"
+
+
+@irdl_op_definition
+class ClampOp(UnaryOp):
+    """`min(max(x, min), max)` with scalar bounds, each optional, as `torch.clamp`.
+
+    NaN propagates (from `x` and from a NaN bound) and `min > max` gives `max` everywhere,
+    as in PyTorch. Bounds are f64 like every scalar property; on an integer tensor they must
+    be integers (the frontend promotes `clamp(int_tensor, 0.5)` to float first).
+    """
+
+    name = "torch.clamp"
+    min = opt_prop_def(FloatAttr[Float64Type])
+    max = opt_prop_def(FloatAttr[Float64Type])
+
+    def __init__(self, input: SSAValue, min: float | None = None, max: float | None = None):
+        bounds = {"min": min, "max": max}
+        super().__init__(
+            input, **{k: FloatAttr(v, f64) for k, v in bounds.items() if v is not None}
+        )
+
+    @classmethod
+    def infer(cls, types: Types, props: Props) -> TensorType:
+        bounds = [b for b in (props.get("min"), props.get("max")) if isinstance(b, FloatAttr)]
+        if not bounds:
+            fail(cls.name, "needs a min or a max bound (or both)")
+        elt = element_type(types[0])
+        if elt == i1:
+            fail(cls.name, "bool tensors cannot be clamped")
+        if not is_float(elt) and not all(float(b.value.data).is_integer() for b in bounds):
+            fail(cls.name, f"bounds of an {elt} tensor must be integers")
         return super().infer(types, props)
 
 
@@ -303,3 +364,44 @@ class ArangeOp(TorchOp):
             fail(self.name, f"result must have rank 1, got {fmt(t.get_shape())}")
         if self.step.value.data == 0:
             fail(self.name, "step must be nonzero")
+
+
+OPS: tuple[type[TorchOp], ...] = (
+    ConstantOp,
+    AddOp,
+    SubOp,
+    MulOp,
+    DivOp,
+    NegOp,
+    ExpOp,
+    LogOp,
+    SqrtOp,
+    RsqrtOp,
+    AbsOp,
+    ReluOp,
+    SigmoidOp,
+    TanhOp,
+    SiluOp,
+    GeluOp,
+    ErfOp,
+    HardswishOp,
+    ClampOp,
+    PowOp,
+    CosOp,
+    SinOp,
+    EqOp,
+    NeOp,
+    LtOp,
+    LeOp,
+    GtOp,
+    GeOp,
+    LogicalAndOp,
+    LogicalOrOp,
+    LogicalNotOp,
+    WhereOp,
+    CastOp,
+    ArangeOp,
+)
+"""The ops of this module, in the order the `Torch` dialect lists them."""
+
+__all__ = ["CompareOp", "LogicalBinaryOp", *(op.__name__ for op in OPS)]

@@ -211,3 +211,19 @@ class IndexOp(TorchOp):
         shapes = [shape_of(t) for t in index_types]
         batch = reduce(lambda a, b: broadcast_shapes(cls.name, a, b), shapes)
         return like(types[0], (*batch, *shape[len(shapes) :]))
+
+
+OPS: tuple[type[TorchOp], ...] = (
+    TransposeOp,
+    PermuteOp,
+    ReshapeOp,
+    UnsqueezeOp,
+    ExpandOp,
+    SliceOp,
+    CatOp,
+    EmbeddingOp,
+    IndexOp,
+)
+"""The ops of this module, in the order the `Torch` dialect lists them."""
+
+__all__ = [op.__name__ for op in OPS]

@@ -179,3 +179,18 @@ class CumsumOp(DimOp):
         shape, elt = shape_of(types[0]), element_type(types[0])
         check_dim(cls.name, "dim", int_prop(props, "dim"), len(shape))
         return TensorType(i64 if is_integer(elt) else elt, shape)
+
+
+OPS: tuple[type[TorchOp], ...] = (
+    SumOp,
+    MeanOp,
+    AmaxOp,
+    SoftmaxOp,
+    LogSoftmaxOp,
+    RmsNormOp,
+    LayerNormOp,
+    CumsumOp,
+)
+"""The ops of this module, in the order the `Torch` dialect lists them."""
+
+__all__ = [op.__name__ for op in OPS]

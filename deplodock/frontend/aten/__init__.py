@@ -12,7 +12,9 @@ type per operand group. Ops PyTorch spells with many overloads (`full`, `ones_li
 `masked_fill`, `diff`) map onto a few dialect ops here.
 
 The table is a package: `core` (dtypes, `Emitter`, the `HANDLERS` registry), `elementwise`
-and `structured` (the handlers, registered on import).
+and `structured` (the handlers, registered on import). Each registration names the torch ops
+its handler builds (`@handles(aten.erf.default, emits=T.ErfOp)`); `handled_op_types()` is
+their union, which `tests/test_op_registry.py` compares with the dialect.
 """
 
 from __future__ import annotations
@@ -20,10 +22,13 @@ from __future__ import annotations
 from deplodock.frontend.aten import elementwise, structured
 from deplodock.frontend.aten.core import (
     DTYPES,
+    GLUE_OPS,
     HANDLERS,
     AtenImportError,
     Emitter,
     Handler,
+    Registration,
+    handled_op_types,
     handles,
     target_name,
     tensor_type,
@@ -31,11 +36,14 @@ from deplodock.frontend.aten.core import (
 
 __all__ = [
     "DTYPES",
+    "GLUE_OPS",
     "HANDLERS",
     "AtenImportError",
     "Emitter",
     "Handler",
+    "Registration",
     "elementwise",
+    "handled_op_types",
     "handles",
     "structured",
     "target_name",

@@ -1,28 +1,31 @@
 """The core of the aten table: dtypes, the `Emitter` that handlers build torch ops with,
-and the `HANDLERS` registry (`@handles(aten.x.overload)`)."""
+and the `HANDLERS` registry (`@handles(aten.x.overload, emits=T.XOp)`).
+
+A registration names the torch ops its handler builds (`emits`), so the table can say which
+torch ops it produces (`handled_op_types`) without running anything; the claim is checked
+each time the handler runs, so it cannot drift from the code.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 from xdsl.builder import Builder
-from xdsl.dialects.builtin import TensorType, bf16, f16, f32, i1, i32, i64
+from xdsl.dialects.builtin import TensorType, i1, i32, i64
 from xdsl.ir import Attribute, SSAValue
 
 from deplodock.dialects import torch as T
+from deplodock.dialects.element_types import ELEMENT_TYPES, torch_dtype
 
 aten = torch.ops.aten
 
-#: PyTorch dtype -> element type of the torch dialect.
+#: PyTorch dtype -> element type of the torch dialect: the rows of the element-type table
+#: that the dialect admits.
 DTYPES: dict[torch.dtype, Attribute] = {
-    torch.float32: f32,
-    torch.float16: f16,
-    torch.bfloat16: bf16,
-    torch.int64: i64,
-    torch.int32: i32,
-    torch.bool: i1,
+    torch_dtype(t): t for t in ELEMENT_TYPES if T.is_supported_element_type(t)
 }
 
 
@@ -45,9 +48,12 @@ class Emitter:
     def __init__(self, builder: Builder, env: dict[torch.fx.Node, SSAValue]):
         self.builder = builder
         self.env = env
+        #: every op emitted so far, in order (what a registration checks its `emits` with)
+        self.emitted: list[T.TorchOp] = []
 
     def emit(self, op: T.TorchOp) -> SSAValue:
         self.builder.insert(op)
+        self.emitted.append(op)
         return op.result
 
     def tensor(self, x: Any) -> SSAValue:
@@ -113,12 +119,7 @@ class Emitter:
 def _meta(v: SSAValue) -> torch.Tensor:
     """A meta tensor with the shape and dtype of `v` (for `torch.result_type`)."""
     assert isinstance(v.type, TensorType)
-    return torch.empty(v.type.get_shape(), dtype=torch_dtype_of(elt_of(v)), device="meta")
-
-
-def torch_dtype_of(elt: Attribute) -> torch.dtype:
-    """The PyTorch dtype of an element type (the inverse of `DTYPES`)."""
-    return next(k for k, v in DTYPES.items() if v == elt)
+    return torch.empty(v.type.get_shape(), dtype=torch_dtype(elt_of(v)), device="meta")
 
 
 def _element_type(dtype: Any) -> Attribute:
@@ -130,7 +131,42 @@ def _element_type(dtype: Any) -> Attribute:
 
 
 Handler = Callable[[Emitter, dict[str, Any], TensorType], SSAValue]
-HANDLERS: dict[Any, Handler] = {}
+OpTypes = type[T.TorchOp] | Sequence[type[T.TorchOp]]
+
+#: Ops any handler may build on the side: how Python scalars (`torch.constant`) and dtype
+#: promotion (`torch.cast`) enter the graph.
+GLUE_OPS: frozenset[type[T.TorchOp]] = frozenset({T.ConstantOp, T.CastOp})
+
+
+@dataclass(frozen=True)
+class Registration:
+    """One entry of `HANDLERS`: a handler and the torch ops it builds (besides `GLUE_OPS`).
+
+    Calling it runs the handler and checks that claim, so `handled_op_types` stays true.
+    """
+
+    target: Any
+    handler: Handler
+    emits: frozenset[type[T.TorchOp]]
+
+    def __call__(self, e: Emitter, a: dict[str, Any], out: TensorType) -> SSAValue:
+        start = len(e.emitted)
+        value = self.handler(e, a, out)
+        built = {type(op) for op in e.emitted[start:]}
+        if stray := built - self.emits - GLUE_OPS:
+            names = ", ".join(sorted(op.name for op in stray))
+            raise AssertionError(
+                f"the handler of {target_name(self.target)} built {names}: add it to `emits`"
+            )
+        return value
+
+
+HANDLERS: dict[Any, Registration] = {}
+
+
+def handled_op_types() -> frozenset[type[T.TorchOp]]:
+    """The torch ops some aten handler builds (the union of the registrations' `emits`)."""
+    return frozenset(op for registration in HANDLERS.values() for op in registration.emits)
 
 
 def elt_of(v: SSAValue) -> Attribute:
@@ -153,10 +189,13 @@ def norm_dims(ds: Sequence[int] | int | None, rank: int) -> list[int]:
     return sorted({norm_dim(d, rank) for d in ([ds] if isinstance(ds, int) else ds)})
 
 
-def handles(*targets: Any) -> Callable[[Handler], Handler]:
+def handles(*targets: Any, emits: OpTypes) -> Callable[[Handler], Handler]:
+    """Registers a handler for aten `targets`; `emits` names the torch op(s) it builds."""
+    ops = frozenset([emits] if isinstance(emits, type) else emits)
+
     def register(fn: Handler) -> Handler:
         for t in targets:
-            HANDLERS[t] = fn
+            HANDLERS[t] = Registration(t, fn, ops)
         return fn
 
     return register

@@ -1,5 +1,5 @@
-"""Elementwise aten ops: arithmetic (with promotion), activations, comparisons, bool logic,
-where / masked_fill, dtype conversions and generated tensors (arange, full, ones, ...)."""
+"""Elementwise aten ops: arithmetic (with promotion), activations, clamps, comparisons, bool
+logic, where / masked_fill, dtype conversions and generated tensors (arange, full, ones, ...)."""
 
 from __future__ import annotations
 
@@ -44,10 +44,10 @@ for _ops, _op in [
     ((aten.mul.Tensor, aten.mul.Scalar), T.MulOp),
     ((aten.div.Tensor, aten.div.Scalar), T.DivOp),
 ]:
-    handles(*_ops)(_binary_handler(_op))
+    handles(*_ops, emits=(_op, T.MulOp))(_binary_handler(_op))
 
 
-@handles(aten.rsub.Scalar, aten.rsub.Tensor)
+@handles(aten.rsub.Scalar, aten.rsub.Tensor, emits=(T.SubOp, T.MulOp))
 def _rsub(e: Emitter, a: dict[str, Any], out: TensorType) -> SSAValue:
     elt = _arithmetic_type(out)
     x = a["input"] if a["alpha"] == 1 else e.binary(T.MulOp, a["input"], a["alpha"], elt)
@@ -55,7 +55,8 @@ def _rsub(e: Emitter, a: dict[str, Any], out: TensorType) -> SSAValue:
 
 
 def _unary_handler(op: type[T.UnaryOp]) -> Handler:
-    return lambda e, a, out: e.emit(op(e.tensor(a["input"])))
+    """`op(x)` computed in the result's dtype (`exp` of an int tensor is float: cast first)."""
+    return lambda e, a, out: e.emit(op(e.cast(e.tensor(a["input"]), out.element_type)))
 
 
 for _target, _uop in [
@@ -71,28 +72,65 @@ for _target, _uop in [
     (aten.silu.default, T.SiluOp),
     (aten.cos.default, T.CosOp),
     (aten.sin.default, T.SinOp),
+    (aten.erf.default, T.ErfOp),
+    (aten.hardswish.default, T.HardswishOp),
 ]:
-    handles(_target)(_unary_handler(_uop))
+    handles(_target, emits=_uop)(_unary_handler(_uop))
 
 
-@handles(aten.reciprocal.default)
+@handles(aten.reciprocal.default, emits=T.DivOp)
 def _reciprocal(e: Emitter, a: dict[str, Any], out: TensorType) -> SSAValue:
     return e.binary(T.DivOp, 1.0, a["input"], _arithmetic_type(out))
 
 
-@handles(aten.gelu.default)
+@handles(aten.gelu.default, emits=T.GeluOp)
 def _gelu(e: Emitter, a: dict[str, Any], out: TensorType) -> SSAValue:
     return e.emit(T.GeluOp(e.tensor(a["input"]), a["approximate"]))
 
 
-@handles(aten.pow.Tensor_Scalar)
+@handles(aten.pow.Tensor_Scalar, emits=T.PowOp)
 def _pow(e: Emitter, a: dict[str, Any], out: TensorType) -> SSAValue:
     return e.emit(T.PowOp(e.tensor(a["input"]), float(a["exponent"])))
 
 
-@handles(aten.clone.default, aten.contiguous.default, aten.alias.default, aten.detach.default)
-@handles(aten.lift_fresh_copy.default, aten._to_copy.default, aten.to.dtype)
-@handles(aten.to.dtype_layout, aten.to.device, aten.type_as.default)
+def _bound(value: Any) -> float | None:
+    """A clamp bound: a Python scalar or None (tensor bounds are `aten.clamp.Tensor`, which
+    the table does not handle)."""
+    if value is None:
+        return None
+    if not isinstance(value, int | float):
+        raise AtenImportError(f"clamp with a tensor bound {value!r} is not supported")
+    return float(value)
+
+
+@handles(aten.clamp.default, aten.clamp_min.default, aten.clamp_max.default, emits=T.ClampOp)
+def _clamp(e: Emitter, a: dict[str, Any], out: TensorType) -> SSAValue:
+    """`clamp(x, min, max)`, `clamp_min(x, min)`, `clamp_max(x, max)`: one `torch.clamp`,
+    computed in the promoted dtype (`clamp(int_tensor, 0.5)` is float)."""
+    x = e.cast(e.tensor(a["input"]), _arithmetic_type(out))
+    return e.emit(T.ClampOp(x, _bound(a.get("min")), _bound(a.get("max"))))
+
+
+@handles(aten.hardtanh.default, aten.relu6.default, emits=T.ClampOp)
+def _hardtanh(e: Emitter, a: dict[str, Any], out: TensorType) -> SSAValue:
+    """`hardtanh(x, min_val, max_val)` is a clamp, and `relu6(x)` is `hardtanh(x, 0, 6)`."""
+    low, high = _bound(a.get("min_val", 0.0)), _bound(a.get("max_val", 6.0))
+    return e.emit(T.ClampOp(e.tensor(a["input"]), low, high))
+
+
+@handles(
+    aten.clone.default,
+    aten.contiguous.default,
+    aten.alias.default,
+    aten.detach.default,
+    aten.lift_fresh_copy.default,
+    aten._to_copy.default,
+    aten.to.dtype,
+    aten.to.dtype_layout,
+    aten.to.device,
+    aten.type_as.default,
+    emits=T.CastOp,
+)
 def _copy(e: Emitter, a: dict[str, Any], out: TensorType) -> SSAValue:
     """Copies and conversions: values are immutable, so only a dtype change is an op."""
     x = e.tensor(a["input"])
@@ -102,7 +140,7 @@ def _copy(e: Emitter, a: dict[str, Any], out: TensorType) -> SSAValue:
     return e.cast(x, out.element_type)
 
 
-@handles(aten.dropout.default)
+@handles(aten.dropout.default, emits=())
 def _dropout(e: Emitter, a: dict[str, Any], out: TensorType) -> SSAValue:
     if a["train"] and a["p"] > 0:
         raise AtenImportError("dropout in training mode is random; capture the module in eval()")
@@ -127,7 +165,7 @@ for _ops, _cmp in [
     ((aten.gt.Tensor, aten.gt.Scalar), T.GtOp),
     ((aten.ge.Tensor, aten.ge.Scalar), T.GeOp),
 ]:
-    handles(*_ops)(_compare_handler(_cmp))
+    handles(*_ops, emits=_cmp)(_compare_handler(_cmp))
 
 
 def _logical_handler(op: type[T.LogicalBinaryOp], bitwise: bool) -> Handler:
@@ -139,27 +177,37 @@ def _logical_handler(op: type[T.LogicalBinaryOp], bitwise: bool) -> Handler:
     return handler
 
 
-handles(aten.logical_and.default)(_logical_handler(T.LogicalAndOp, False))
-handles(aten.logical_or.default)(_logical_handler(T.LogicalOrOp, False))
-handles(aten.__and__.Tensor, aten.bitwise_and.Tensor)(_logical_handler(T.LogicalAndOp, True))
-handles(aten.__or__.Tensor, aten.bitwise_or.Tensor)(_logical_handler(T.LogicalOrOp, True))
+# Each also emits `torch.ne`: `Emitter.boolean` compares non-bool operands with 0.
+for _ops, _logical, _bitwise in [
+    ((aten.logical_and.default,), T.LogicalAndOp, False),
+    ((aten.logical_or.default,), T.LogicalOrOp, False),
+    ((aten.__and__.Tensor, aten.bitwise_and.Tensor), T.LogicalAndOp, True),
+    ((aten.__or__.Tensor, aten.bitwise_or.Tensor), T.LogicalOrOp, True),
+]:
+    handles(*_ops, emits=(_logical, T.NeOp))(_logical_handler(_logical, _bitwise))
 
 
-@handles(aten.logical_not.default, aten.bitwise_not.default)
+@handles(aten.logical_not.default, aten.bitwise_not.default, emits=(T.LogicalNotOp, T.NeOp))
 def _logical_not(e: Emitter, a: dict[str, Any], out: TensorType) -> SSAValue:
     if out.element_type != i1:
         raise AtenImportError("bitwise_not on integer tensors is not supported")
     return e.emit(T.LogicalNotOp(e.boolean(a["input"])))
 
 
-@handles(aten.where.self, aten.where.ScalarSelf, aten.where.ScalarOther, aten.where.Scalar)
+@handles(
+    aten.where.self,
+    aten.where.ScalarSelf,
+    aten.where.ScalarOther,
+    aten.where.Scalar,
+    emits=(T.WhereOp, T.NeOp),
+)
 def _where(e: Emitter, a: dict[str, Any], out: TensorType) -> SSAValue:
     elt = out.element_type
     x, y = e.operand(a["input"], elt), e.operand(a["other"], elt)
     return e.emit(T.WhereOp(e.boolean(a["condition"]), x, y))
 
 
-@handles(aten.masked_fill.Scalar, aten.masked_fill.Tensor)
+@handles(aten.masked_fill.Scalar, aten.masked_fill.Tensor, emits=(T.WhereOp, T.NeOp))
 def _masked_fill(e: Emitter, a: dict[str, Any], out: TensorType) -> SSAValue:
     """`masked_fill(x, mask, v)` is `where(mask, v, x)`."""
     elt = out.element_type
@@ -170,7 +218,7 @@ def _masked_fill(e: Emitter, a: dict[str, Any], out: TensorType) -> SSAValue:
 # --- generated tensors -------------------------------------------------------------------------
 
 
-@handles(aten.arange.default, aten.arange.start, aten.arange.start_step)
+@handles(aten.arange.default, aten.arange.start, aten.arange.start_step, emits=T.ArangeOp)
 def _arange(e: Emitter, a: dict[str, Any], out: TensorType) -> SSAValue:
     return e.emit(T.ArangeOp(float(a.get("start", 0)), float(a.get("step", 1)), out))
 
@@ -189,11 +237,14 @@ def _fill_handler(default: float | None) -> Handler:
     return handler
 
 
-handles(aten.full.default, aten.new_full.default, aten.full_like.default)(_fill_handler(None))
-handles(aten.ones.default, aten.new_ones.default, aten.ones_like.default)(_fill_handler(1.0))
-handles(aten.zeros.default, aten.new_zeros.default, aten.zeros_like.default)(_fill_handler(0.0))
+for _fills, _value in [
+    ((aten.full.default, aten.new_full.default, aten.full_like.default), None),
+    ((aten.ones.default, aten.new_ones.default, aten.ones_like.default), 1.0),
+    ((aten.zeros.default, aten.new_zeros.default, aten.zeros_like.default), 0.0),
+]:
+    handles(*_fills, emits=T.ConstantOp)(_fill_handler(_value))
 
 
-@handles(aten.scalar_tensor.default)
+@handles(aten.scalar_tensor.default, emits=T.ConstantOp)
 def _scalar_tensor(e: Emitter, a: dict[str, Any], out: TensorType) -> SSAValue:
     return e.emit(T.ConstantOp(float(a["s"]), out))

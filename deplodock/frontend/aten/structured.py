@@ -11,6 +11,7 @@ from xdsl.dialects.builtin import TensorType, i1, i32, i64
 from xdsl.ir import SSAValue
 
 from deplodock.dialects import torch as T
+from deplodock.dialects.element_types import torch_dtype
 from deplodock.frontend.aten.core import (
     AtenImportError,
     Emitter,
@@ -21,7 +22,6 @@ from deplodock.frontend.aten.core import (
     norm_dim,
     norm_dims,
     rank_of,
-    torch_dtype_of,
 )
 
 # --- reductions and normalizations ---------------------------------------------------------------
@@ -37,9 +37,12 @@ def _reduce_handler(op: type[T.ReductionOp]) -> Handler:
     return handler
 
 
-handles(aten.sum.dim_IntList, aten.sum.default)(_reduce_handler(T.SumOp))
-handles(aten.mean.dim, aten.mean.default)(_reduce_handler(T.MeanOp))
-handles(aten.amax.default)(_reduce_handler(T.AmaxOp))
+for _ops, _reduce in [
+    ((aten.sum.dim_IntList, aten.sum.default), T.SumOp),
+    ((aten.mean.dim, aten.mean.default), T.MeanOp),
+    ((aten.amax.default,), T.AmaxOp),
+]:
+    handles(*_ops, emits=_reduce)(_reduce_handler(_reduce))
 
 
 def _softmax_handler(op: type[T.SoftmaxLikeOp]) -> Handler:
@@ -52,24 +55,27 @@ def _softmax_handler(op: type[T.SoftmaxLikeOp]) -> Handler:
     return handler
 
 
-handles(aten.softmax.int, aten._softmax.default)(_softmax_handler(T.SoftmaxOp))
-handles(aten.log_softmax.int, aten._log_softmax.default)(_softmax_handler(T.LogSoftmaxOp))
+for _ops, _softmax in [
+    ((aten.softmax.int, aten._softmax.default), T.SoftmaxOp),
+    ((aten.log_softmax.int, aten._log_softmax.default), T.LogSoftmaxOp),
+]:
+    handles(*_ops, emits=_softmax)(_softmax_handler(_softmax))
 
 
 def _optional(e: Emitter, x: Any) -> SSAValue | None:
     return None if x is None else e.tensor(x)
 
 
-@handles(aten.rms_norm.default)
+@handles(aten.rms_norm.default, emits=T.RmsNormOp)
 def _rms_norm(e: Emitter, a: dict[str, Any], out: TensorType) -> SSAValue:
     x = e.tensor(a["input"])
     eps = a["eps"]
     if eps is None:  # PyTorch's default: the machine epsilon of the input dtype
-        eps = torch.finfo(torch_dtype_of(elt_of(x))).eps
+        eps = torch.finfo(torch_dtype(elt_of(x))).eps
     return e.emit(T.RmsNormOp(x, _optional(e, a["weight"]), a["normalized_shape"], eps))
 
 
-@handles(aten.layer_norm.default)
+@handles(aten.layer_norm.default, emits=T.LayerNormOp)
 def _layer_norm(e: Emitter, a: dict[str, Any], out: TensorType) -> SSAValue:
     x, w, b = e.tensor(a["input"]), _optional(e, a["weight"]), _optional(e, a["bias"])
     return e.emit(T.LayerNormOp(x, w, b, a["normalized_shape"], float(a["eps"])))
@@ -78,23 +84,23 @@ def _layer_norm(e: Emitter, a: dict[str, Any], out: TensorType) -> SSAValue:
 # --- contractions ----------------------------------------------------------------------------
 
 
-@handles(aten.matmul.default, aten.mm.default)
+@handles(aten.matmul.default, aten.mm.default, emits=T.MatmulOp)
 def _matmul(e: Emitter, a: dict[str, Any], out: TensorType) -> SSAValue:
     return e.emit(T.MatmulOp(e.tensor(a["input"]), e.tensor(a.get("other", a.get("mat2")))))
 
 
-@handles(aten.bmm.default)
+@handles(aten.bmm.default, emits=T.BmmOp)
 def _bmm(e: Emitter, a: dict[str, Any], out: TensorType) -> SSAValue:
     return e.emit(T.BmmOp(e.tensor(a["input"]), e.tensor(a["mat2"])))
 
 
-@handles(aten.linear.default)
+@handles(aten.linear.default, emits=T.LinearOp)
 def _linear(e: Emitter, a: dict[str, Any], out: TensorType) -> SSAValue:
     x, w = e.tensor(a["input"]), e.tensor(a["weight"])
     return e.emit(T.LinearOp(x, w, _optional(e, a["bias"])))
 
 
-@handles(aten.addmm.default)
+@handles(aten.addmm.default, emits=(T.MatmulOp, T.MulOp, T.AddOp))
 def _addmm(e: Emitter, a: dict[str, Any], out: TensorType) -> SSAValue:
     """`beta * input + alpha * (mat1 @ mat2)`."""
     bias = e.tensor(a["input"])
@@ -105,13 +111,13 @@ def _addmm(e: Emitter, a: dict[str, Any], out: TensorType) -> SSAValue:
 # --- layout ------------------------------------------------------------------------------------
 
 
-@handles(aten.t.default)
+@handles(aten.t.default, emits=T.TransposeOp)
 def _t(e: Emitter, a: dict[str, Any], out: TensorType) -> SSAValue:
     x = e.tensor(a["input"])
     return x if rank_of(x) < 2 else e.emit(T.TransposeOp(x, 0, 1))
 
 
-@handles(aten.transpose.int)
+@handles(aten.transpose.int, emits=T.TransposeOp)
 def _transpose(e: Emitter, a: dict[str, Any], out: TensorType) -> SSAValue:
     x = e.tensor(a["input"])
     return e.emit(
@@ -119,7 +125,7 @@ def _transpose(e: Emitter, a: dict[str, Any], out: TensorType) -> SSAValue:
     )
 
 
-@handles(aten.permute.default)
+@handles(aten.permute.default, emits=T.PermuteOp)
 def _permute(e: Emitter, a: dict[str, Any], out: TensorType) -> SSAValue:
     x = e.tensor(a["input"])
     return e.emit(T.PermuteOp(x, [norm_dim(d, rank_of(x)) for d in a["dims"]]))
@@ -133,25 +139,26 @@ def _permute(e: Emitter, a: dict[str, Any], out: TensorType) -> SSAValue:
     aten.squeeze.dim,
     aten.squeeze.dims,
     aten.squeeze.default,
+    emits=T.ReshapeOp,
 )
 def _reshape(e: Emitter, a: dict[str, Any], out: TensorType) -> SSAValue:
     x = e.tensor(a["input"])
     return x if x.type == out else e.emit(T.ReshapeOp(x, out.get_shape()))
 
 
-@handles(aten.expand.default)
+@handles(aten.expand.default, emits=T.ExpandOp)
 def _expand(e: Emitter, a: dict[str, Any], out: TensorType) -> SSAValue:
     x = e.tensor(a["input"])
     return x if x.type == out else e.emit(T.ExpandOp(x, out.get_shape()))
 
 
-@handles(aten.unsqueeze.default)
+@handles(aten.unsqueeze.default, emits=T.UnsqueezeOp)
 def _unsqueeze(e: Emitter, a: dict[str, Any], out: TensorType) -> SSAValue:
     x = e.tensor(a["input"])
     return e.emit(T.UnsqueezeOp(x, norm_dim(a["dim"], rank_of(x) + 1)))
 
 
-@handles(aten.slice.Tensor)
+@handles(aten.slice.Tensor, emits=T.SliceOp)
 def _slice(e: Emitter, a: dict[str, Any], out: TensorType) -> SSAValue:
     x = e.tensor(a["input"])
     assert isinstance(x.type, TensorType)
@@ -164,7 +171,7 @@ def _slice(e: Emitter, a: dict[str, Any], out: TensorType) -> SSAValue:
     return e.emit(T.SliceOp(x, dim, start, end, step))
 
 
-@handles(aten.select.int)
+@handles(aten.select.int, emits=(T.SliceOp, T.ReshapeOp))
 def _select(e: Emitter, a: dict[str, Any], out: TensorType) -> SSAValue:
     x = e.tensor(a["input"])
     assert isinstance(x.type, TensorType)
@@ -174,7 +181,7 @@ def _select(e: Emitter, a: dict[str, Any], out: TensorType) -> SSAValue:
     return e.emit(T.ReshapeOp(sliced, out.get_shape()))
 
 
-@handles(aten.cat.default)
+@handles(aten.cat.default, emits=T.CatOp)
 def _cat(e: Emitter, a: dict[str, Any], out: TensorType) -> SSAValue:
     xs = [e.cast(e.tensor(t), out.element_type) for t in a["tensors"]]  # cat promotes
     return e.emit(T.CatOp(xs, norm_dim(a["dim"], rank_of(xs[0]))))
@@ -183,7 +190,7 @@ def _cat(e: Emitter, a: dict[str, Any], out: TensorType) -> SSAValue:
 # --- prefix sums and differences ---------------------------------------------------------------
 
 
-@handles(aten.cumsum.default)
+@handles(aten.cumsum.default, emits=T.CumsumOp)
 def _cumsum(e: Emitter, a: dict[str, Any], out: TensorType) -> SSAValue:
     x = e.tensor(a["input"])
     if a.get("dtype") is not None:
@@ -191,7 +198,7 @@ def _cumsum(e: Emitter, a: dict[str, Any], out: TensorType) -> SSAValue:
     return e.cast(e.emit(T.CumsumOp(x, norm_dim(a["dim"], rank_of(x)))), out.element_type)
 
 
-@handles(aten.diff.default)
+@handles(aten.diff.default, emits=(T.CatOp, T.SliceOp, T.SubOp))
 def _diff(e: Emitter, a: dict[str, Any], out: TensorType) -> SSAValue:
     """`diff(x) = y[1:] - y[:-1]` along `dim`, with `y = cat(prepend, x, append)`."""
     x = e.tensor(a["input"])
@@ -212,12 +219,12 @@ def _diff(e: Emitter, a: dict[str, Any], out: TensorType) -> SSAValue:
 # --- gathers and attention ---------------------------------------------------------------------
 
 
-@handles(aten.embedding.default)
+@handles(aten.embedding.default, emits=T.EmbeddingOp)
 def _embedding(e: Emitter, a: dict[str, Any], out: TensorType) -> SSAValue:
     return e.emit(T.EmbeddingOp(e.tensor(a["weight"]), e.tensor(a["indices"])))
 
 
-@handles(aten.index.Tensor)
+@handles(aten.index.Tensor, emits=T.IndexOp)
 def _index(e: Emitter, a: dict[str, Any], out: TensorType) -> SSAValue:
     indices = list(a["indices"])
     while indices and indices[-1] is None:
@@ -230,7 +237,7 @@ def _index(e: Emitter, a: dict[str, Any], out: TensorType) -> SSAValue:
     return e.emit(T.IndexOp(e.tensor(a["input"]), values))
 
 
-@handles(aten.scaled_dot_product_attention.default)
+@handles(aten.scaled_dot_product_attention.default, emits=T.ScaledDotProductAttentionOp)
 def _sdpa(e: Emitter, a: dict[str, Any], out: TensorType) -> SSAValue:
     if a["dropout_p"]:
         raise AtenImportError("scaled_dot_product_attention with dropout_p > 0")

@@ -8,9 +8,14 @@
 - `attention`: scaled_dot_product_attention;
 - `layout`: transpose, permute, reshape, unsqueeze, expand, slice, cat;
 - `gather`: embedding, index.
+
+`lowered_op_types()` says which torch ops have a pattern (`tests/test_op_registry.py`
+compares it with the dialect).
 """
 
 from __future__ import annotations
+
+from xdsl.ir import Operation
 
 from deplodock.passes.torch_to_tensor import (
     attention,
@@ -32,3 +37,8 @@ ALL_PATTERNS: tuple[TorchLowering, ...] = (
     *layout.PATTERNS,
     *gather.PATTERNS,
 )
+
+
+def lowered_op_types() -> frozenset[type[Operation]]:
+    """The torch ops `convert-torch-to-tensor` decomposes: one pattern's `op_type` each."""
+    return frozenset(pattern.op_type for pattern in ALL_PATTERNS)

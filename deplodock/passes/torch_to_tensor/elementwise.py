@@ -5,7 +5,8 @@ shape with index maps, then a scalar body. Ops differ only in that body, so they
 tables (op -> body, op -> body builder for ops with properties) rather than a class each.
 A splat-constant operand is folded into the body as an `arith.constant`, so `x * 0.5` is a
 one-input elementwise. Activations are written out in scalar `arith`/`math` (relu =
-max(x, 0), sigmoid = 1 / (1 + exp(-x)), gelu with erf or tanh, ...). Integer tensors use the
+max(x, 0), sigmoid = 1 / (1 + exp(-x)), gelu with erf or tanh, clamp and hardswish with
+compare-and-select, ...). Integer tensors use the
 integer `arith` ops. Comparisons are `arith.cmpf`/`cmpi` producing `i1`, logical ops
 `andi`/`ori`/`xori` on `i1`, `where` an `arith.select`, casts the `arith` conversion ops, and
 `arange` a zero-input elementwise over the coordinate `tensor.index 0`.
@@ -70,6 +71,23 @@ def _silu(s: ScalarBuilder, x: SSAValue) -> SSAValue:
     return s.div(x, s.add(1.0, s.exp(s.neg(x))))
 
 
+def _clamp(s: ScalarBuilder, x: SSAValue, low: float | None, high: float | None) -> SSAValue:
+    """`min(max(x, low), high)` as compare-and-select: `x < low ? low : x`, then
+    `y > high ? high : y`. A NaN `x` fails both (ordered) comparisons and comes through,
+    as in PyTorch, whatever the target's `fmax` does with NaN (CUDA's drops it); `low > high`
+    gives `high`. A NaN bound makes every element NaN, as in PyTorch."""
+    if any(bound is not None and math.isnan(bound) for bound in (low, high)):
+        return s.const(math.nan)
+    y = x if low is None else s.select(s.cmp("lt", x, low), low, x)
+    return y if high is None else s.select(s.cmp("gt", y, high), high, y)
+
+
+def _hardswish(s: ScalarBuilder, x: SSAValue) -> SSAValue:
+    """hardswish(x) = x * relu6(x + 3) / 6, in PyTorch's order of operations (relu6 is the
+    clamp to [0, 6])."""
+    return s.div(s.mul(x, _clamp(s, s.add(x, 3.0), 0.0, 6.0)), 6.0)
+
+
 def _compare(name: str) -> ScalarFn:
     """One `arith.cmpf` / `arith.cmpi` (`COMPARISONS` has the predicates)."""
 
@@ -97,7 +115,9 @@ BODIES: dict[type[Operation], ScalarFn] = {
     t.RsqrtOp: ScalarBuilder.rsqrt,
     t.AbsOp: ScalarBuilder.abs,
     t.TanhOp: ScalarBuilder.tanh,
+    t.ErfOp: ScalarBuilder.erf,
     t.ReluOp: _relu,
+    t.HardswishOp: _hardswish,
     t.SigmoidOp: _sigmoid,
     t.SiluOp: _silu,
     t.CosOp: ScalarBuilder.cos,
@@ -143,6 +163,12 @@ def _gelu(op: t.GeluOp) -> ScalarFn:
     return body
 
 
+def _clamp_body(op: t.ClampOp) -> ScalarFn:
+    """The clamp to the op's bounds (either may be absent)."""
+    low, high = (None if b is None else b.value.data for b in (op.min, op.max))
+    return lambda s, x: _clamp(s, x, low, high)
+
+
 def _pow(op: t.PowOp) -> ScalarFn:
     """Small integer exponents as repeated mulf, 0.5 as sqrt, -0.5 as rsqrt, -1 as a
     reciprocal, anything else `math.powf`."""
@@ -186,6 +212,7 @@ def _arange(op: t.ArangeOp) -> ScalarFn:
 BODY_BUILDERS: dict[type[Operation], BodyOf] = {
     t.ConstantOp: _constant,
     t.GeluOp: _gelu,
+    t.ClampOp: _clamp_body,
     t.PowOp: _pow,
     t.ArangeOp: _arange,
 }

@@ -133,3 +133,27 @@ func.func @f(%a: tensor<4x8xf64>) -> tensor<4x8xf64> {
   func.return %r : tensor<4x8xf64>
 }
 // CHECK: torch.neg: element type f64 is not supported
+
+// -----
+
+func.func @f(%a: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  %r = torch.clamp %a : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  func.return %r : tensor<4x8xf32>
+}
+// CHECK: torch.clamp: needs a min or a max bound (or both)
+
+// -----
+
+func.func @f(%a: tensor<4xi64>) -> tensor<4xi64> {
+  %r = torch.clamp %a {max = 2.500000e+00 : f64} : (tensor<4xi64>) -> tensor<4xi64>
+  func.return %r : tensor<4xi64>
+}
+// CHECK: torch.clamp: bounds of an i64 tensor must be integers
+
+// -----
+
+func.func @f(%a: tensor<4xi32>) -> tensor<4xi32> {
+  %r = torch.erf %a : (tensor<4xi32>) -> tensor<4xi32>
+  func.return %r : tensor<4xi32>
+}
+// CHECK: torch.erf: needs a float tensor, got i32

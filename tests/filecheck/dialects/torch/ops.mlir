@@ -22,6 +22,11 @@ func.func @forward(%x: tensor<4x8xf32>, %b: tensor<8xf32>, %w: tensor<16x8xf32>,
   %silu = torch.silu %x : (tensor<4x8xf32>) -> tensor<4x8xf32>
   %gelu = torch.gelu %x {approximate = "tanh"} : (tensor<4x8xf32>) -> tensor<4x8xf32>
   %pow = torch.pow %x {exponent = 2.000000e+00 : f64} : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  %erf = torch.erf %h : (tensor<4x8xf16>) -> tensor<4x8xf16>
+  %hsw = torch.hardswish %x : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  %clamp = torch.clamp %x {min = -5.000000e-01 : f64, max = 5.000000e-01 : f64} : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  %clamp_min = torch.clamp %x {min = 0.000000e+00 : f64} : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  %clamp_max = torch.clamp %h {max = 6.000000e+00 : f64} : (tensor<4x8xf16>) -> tensor<4x8xf16>
   %sum = torch.sum %x {dims = array<i64: 1>, keepdim = false} : (tensor<4x8xf32>) -> tensor<4xf32>
   %mean = torch.mean %x {dims = array<i64: 0, 1>, keepdim = true} : (tensor<4x8xf32>) -> tensor<1x1xf32>
   %amax = torch.amax %x {dims = array<i64: 0>, keepdim = false} : (tensor<4x8xf32>) -> tensor<8xf32>
@@ -69,6 +74,11 @@ func.func @forward(%x: tensor<4x8xf32>, %b: tensor<8xf32>, %w: tensor<16x8xf32>,
 // CHECK-NEXT: %silu = torch.silu %x : (tensor<4x8xf32>) -> tensor<4x8xf32>
 // CHECK-NEXT: %gelu = torch.gelu %x {approximate = "tanh"} : (tensor<4x8xf32>) -> tensor<4x8xf32>
 // CHECK-NEXT: %pow = torch.pow %x {exponent = 2.000000e+00 : f64} : (tensor<4x8xf32>) -> tensor<4x8xf32>
+// CHECK-NEXT: %erf = torch.erf %h : (tensor<4x8xf16>) -> tensor<4x8xf16>
+// CHECK-NEXT: %hsw = torch.hardswish %x : (tensor<4x8xf32>) -> tensor<4x8xf32>
+// CHECK-NEXT: %clamp = torch.clamp %x {min = -5.000000e-01 : f64, max = 5.000000e-01 : f64} : (tensor<4x8xf32>) -> tensor<4x8xf32>
+// CHECK-NEXT: %clamp_min = torch.clamp %x {min = 0.000000e+00 : f64} : (tensor<4x8xf32>) -> tensor<4x8xf32>
+// CHECK-NEXT: %clamp_max = torch.clamp %h {max = 6.000000e+00 : f64} : (tensor<4x8xf16>) -> tensor<4x8xf16>
 // CHECK-NEXT: %sum = torch.sum %x {dims = array<i64: 1>, keepdim = false} : (tensor<4x8xf32>) -> tensor<4xf32>
 // CHECK-NEXT: %mean = torch.mean %x {dims = array<i64: 0, 1>, keepdim = true} : (tensor<4x8xf32>) -> tensor<1x1xf32>
 // CHECK-NEXT: %amax = torch.amax %x {dims = array<i64: 0>, keepdim = false} : (tensor<4x8xf32>) -> tensor<8xf32>
