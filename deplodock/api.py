@@ -50,7 +50,7 @@ class Device:
 
 
 class CpuExecutor:
-    """Interprets the program on numpy arrays (`interpreters.run_module`), at any stage."""
+    """Interprets the program on numpy arrays at any stage (`cpu_runner.run_on_cpu`)."""
 
     def __init__(self, program: Program, constants: dict[str, torch.Tensor]):
         self.module = program.module
@@ -59,11 +59,11 @@ class CpuExecutor:
     def __call__(
         self, inputs: Sequence[torch.Tensor], state: Mapping[str, torch.Tensor]
     ) -> list[torch.Tensor]:
+        from deplodock.backend.cpu_runner import run_on_cpu
         from deplodock.frontend.weights import bind_arguments
-        from deplodock.interpreters import run_module
 
         arguments = bind_arguments(self.module, inputs, state, self.constants)
-        outputs = run_module(self.module, arguments)
+        outputs = run_on_cpu(self.module, arguments)
         return [torch.from_numpy(np.ascontiguousarray(out)) for out in outputs]
 
 

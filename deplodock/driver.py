@@ -22,10 +22,11 @@ from xdsl.ir import Operation
 from xdsl.parser import Parser
 from xdsl.printer import Printer
 
+from deplodock.backend.cpu_runner import run_on_cpu
 from deplodock.dialects import make_context
 from deplodock.frontend.capture import to_numpy
 from deplodock.frontend.expression import randomize_parameters
-from deplodock.interpreters import forward_function, run_module
+from deplodock.interpreters import forward_function
 from deplodock.passes.pipelines import STAGES, lower, stage_of
 
 if TYPE_CHECKING:
@@ -335,7 +336,7 @@ def run_and_compare(program: Program, seed: int = 0, tolerance: float | None = N
         tolerance = program.tolerance if program.tolerance is not None else 1e-5
     arguments, expected = arguments_and_reference(program, seed)
     start = time.perf_counter()
-    actual = run_module(program.module, arguments)
+    actual = run_on_cpu(program.module, arguments)
     seconds = time.perf_counter() - start
     errors = [max_relative_error(a, e) for a, e in zip(actual, expected, strict=True)]
     return RunReport(program.stage, errors, tolerance, seconds)

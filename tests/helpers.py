@@ -1,6 +1,6 @@
 """What many tests need: parse IR text, run `@forward` on any level, measure the error.
 
-Tests run programs through `deplodock.interpreters.run_module`, the same entry point the
+Tests run programs through `deplodock.backend.cpu_runner.run_on_cpu`, the same entry point the
 CLI uses, so a test exercises exactly the interpreter a user gets.
 """
 
@@ -13,9 +13,10 @@ import torch
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.parser import Parser
 
+from deplodock.backend.cpu_runner import run_on_cpu
 from deplodock.dialects import make_context
 from deplodock.driver import max_relative_error
-from deplodock.interpreters import forward_function, run_module
+from deplodock.interpreters import forward_function
 
 __all__ = ["parse", "random_inputs", "rel_err", "run", "tiny_llama"]
 
@@ -33,7 +34,7 @@ def run(module: ModuleOp | str, *inputs: np.ndarray) -> list[np.ndarray]:
     """Runs `@forward` of `module` (or of the IR text) on copies of `inputs`."""
     if isinstance(module, str):
         module = parse(module)
-    return run_module(module, inputs)
+    return run_on_cpu(module, inputs)
 
 
 def random_inputs(module: ModuleOp, seed: int) -> list[np.ndarray]:

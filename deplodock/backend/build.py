@@ -14,7 +14,6 @@ import dataclasses
 import hashlib
 import json
 import os
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,6 +21,7 @@ from pathlib import Path
 from xdsl.dialects.builtin import ModuleOp
 
 from deplodock.backend import nvcc
+from deplodock.backend.cuda_source import kernels_text
 from deplodock.backend.nvcc import KernelResources, NvccError
 from deplodock.dialects import cuda
 from deplodock.files import cache_root, write_atomic
@@ -29,7 +29,6 @@ from deplodock.files import cache_root, write_atomic
 #: Flags of every build (`-Xptxas -v` is always added by `nvcc.compile_cubin`).
 DEFAULT_FLAGS: tuple[str, ...] = ("-O3", "-lineinfo")
 CACHE_ENV = "DEPLODOCK_CUBIN_CACHE"
-_INCLUDE = re.compile(r"\s*#\s*include\b")
 
 
 @dataclass
@@ -117,21 +116,11 @@ def kernel_ops(module: ModuleOp) -> list[cuda.KernelOp]:
 
 
 def kernels_source(module: ModuleOp) -> str:
-    """One translation unit with every `cuda.kernel` of the module (includes first, once)."""
+    """One translation unit with every `cuda.kernel` of the module (headers first, once)."""
     kernels = kernel_ops(module)
     if not kernels:
         raise ValueError("the module has no cuda.kernel: lower it to the cuda stage first")
-    headers: list[str] = []
-    bodies: list[str] = []
-    for k in kernels:
-        for line in k.source.data.rstrip("\n").splitlines():
-            if _INCLUDE.match(line):
-                if line not in headers:
-                    headers.append(line)
-            else:
-                bodies.append(line)
-        bodies.append("")
-    return "\n".join([*headers, "", *bodies])
+    return kernels_text(kernels, banner=False)
 
 
 def build_module(

@@ -43,13 +43,11 @@ from xdsl.ir import Block, BlockArgument, Operation, SSAValue
 from deplodock.dialects import kernel
 from deplodock.dialects.element_types import byte_size
 from deplodock.dialects.hardware import is_shared
-from deplodock.interpreters.arith import _BINARY, _CMPI
-from deplodock.interpreters.arith import CAST_OPS as _CASTS
+from deplodock.dialects.scalar_ops import NOT_FLOPS
+from deplodock.interpreters.arith import BINARY_OPS, CMPI_PREDICATES
 
 #: Above this many lane-iterations a loop with iv-dependent control is approximated.
 MAX_WALK = 1 << 26
-
-_NOT_FLOPS = (arith.ConstantOp, arith.SelectOp, *_CASTS, arith.BitcastOp, arith.CmpfOp)
 
 
 class _Unknown:
@@ -109,7 +107,7 @@ def buffer_bytes(t: MemRefType) -> int:
 
 
 def _is_flop(op: Operation) -> bool:
-    if op.dialect_name() not in ("arith", "math") or isinstance(op, _NOT_FLOPS):
+    if op.dialect_name() not in ("arith", "math") or isinstance(op, NOT_FLOPS):
         return False
     return len(op.results) == 1 and isinstance(op.results[0].type, AnyFloat)
 
@@ -165,11 +163,11 @@ class _Counter:
         args = [self.lookup(v) for v in op.operands]
         if any(a is UNKNOWN for a in args):
             return UNKNOWN
-        if type(op) in _BINARY and not isinstance(op.results[0].type, AnyFloat):
-            return np.asarray(_BINARY[type(op)](*args))
+        if type(op) in BINARY_OPS and not isinstance(op.results[0].type, AnyFloat):
+            return np.asarray(BINARY_OPS[type(op)](*args))
         if isinstance(op, arith.CmpiOp):
             predicate = arith.CMPI_COMPARISON_OPERATIONS[op.predicate.value.data]
-            return np.asarray(_CMPI[predicate](*args))
+            return np.asarray(CMPI_PREDICATES[predicate](*args))
         if isinstance(op, arith.SelectOp) and not isinstance(op.result.type, AnyFloat):
             return np.where(*args)
         if isinstance(op, arith.IndexCastOp | arith.ExtSIOp | arith.ExtUIOp):

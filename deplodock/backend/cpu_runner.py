@@ -2,9 +2,13 @@
 
 This is how the `cuda` level executes without a GPU (docs/ir.md, "Interpreter semantics"):
 the very source that nvcc would compile runs with one fiber per CUDA thread (see the
-header), so a printer bug shows up as a numerical mismatch on any machine. Compiled shared
-objects are cached by content (source, header, compiler, flags) under
-`$XDG_CACHE_HOME/deplodock/cpu-simt`, so a test suite compiles each kernel once.
+header), so a printer bug shows up as a numerical mismatch on any machine. The source is
+CUDA C as nvcc takes it (its `#include <cuda_fp16.h>` and the like resolve to empty stubs,
+as the emulation header defines what they declare); the caller names the kernels, which it
+knows from the IR.
+Compiled shared objects are cached by content (source, header, compiler, flags) under
+`$XDG_CACHE_HOME/deplodock/cpu-simt`, so a test suite compiles each kernel once. The C++
+compiler is `g++`, or `$DEPLODOCK_CXX` (read when a kernel is compiled).
 """
 
 from __future__ import annotations
@@ -13,36 +17,33 @@ import ctypes
 import functools
 import hashlib
 import os
-import re
 import subprocess
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
+from xdsl.dialects.builtin import ModuleOp
 
 from deplodock.files import cache_root
 
 HEADER_PATH = Path(__file__).with_name("cpu_simt.h")
-CXX = os.environ.get("DEPLODOCK_CXX", "g++")
+#: Empty `cuda_runtime.h`, `cuda_fp16.h`, `cuda_bf16.h`: a kernel may include them, and
+#: `cpu_simt.h` (which the translation unit starts with) defines what they declare.
+STUB_INCLUDES = Path(__file__).with_name("cuda_stubs")
 CXX_FLAGS = ("-O1", "-std=c++20", "-shared", "-fPIC", "-pthread")
-#: Host threads per launch (each runs whole blocks); default: all cores.
-WORKERS_ENV = "DEPLODOCK_SIMT_WORKERS"
-
-_KERNEL_RE = re.compile(
-    r"__global__\s+void\s+(?:__launch_bounds__\s*\([^)]*\)\s+)?([A-Za-z_]\w*)\s*\("
-)
-# GPU-only headers: their content is provided by cpu_simt.h.
-_CUDA_INCLUDE_RE = re.compile(r"^[ \t]*#[ \t]*include[ \t]*[<\"]cuda\w*\.h[>\"].*$", re.MULTILINE)
+#: The documented override of the C++ compiler (like `CXX` for make).
+CXX_ENV = "DEPLODOCK_CXX"
 
 
 class CpuCompileError(RuntimeError):
     """g++ rejected the emulated translation unit; the message holds its diagnostics."""
 
 
-def kernel_names(source: str) -> list[str]:
-    """The names of the `__global__` functions defined in `source`, in order."""
-    return _KERNEL_RE.findall(source)
+def cxx() -> str:
+    """The C++ compiler: `$DEPLODOCK_CXX`, else `g++`."""
+    return os.environ.get(CXX_ENV) or "g++"
 
 
 def cache_dir() -> Path:
@@ -50,31 +51,31 @@ def cache_dir() -> Path:
 
 
 @functools.cache
-def compiler_version() -> str:
-    out = subprocess.run([CXX, "--version"], capture_output=True, text=True, check=True)
-    return out.stdout.splitlines()[0] if out.stdout else CXX
+def compiler_version(compiler: str) -> str:
+    out = subprocess.run([compiler, "--version"], capture_output=True, text=True, check=True)
+    return out.stdout.splitlines()[0] if out.stdout else compiler
 
 
-def translation_unit(source: str) -> str:
-    """The emulation header, the kernel source, and one `launch_<name>` per kernel."""
-    names = kernel_names(source)
+def translation_unit(source: str, names: Sequence[str]) -> str:
+    """The emulation header, the kernel source, and one `launch_<name>` per named kernel."""
     if not names:
-        raise ValueError("no __global__ function found in the CUDA source")
-    body = _CUDA_INCLUDE_RE.sub("", source)
+        raise ValueError("no kernel to launch: name the __global__ functions of the source")
     wrappers = "\n".join(
-        f'extern "C" int launch_{n}(void** args, int grid, int block) '
-        f"{{ return deplodock_simt::launch(&{n}, args, grid, block); }}"
+        f'extern "C" int launch_{n}(void** args, int grid, int block, int workers) '
+        f"{{ return deplodock_simt::launch(&{n}, args, grid, block, workers); }}"
         for n in names
     )
     header = HEADER_PATH.read_text().replace("#pragma once", "", 1)
-    return f'{header}\n#line 1 "kernel.cu"\n{body}\n\n{wrappers}\n'
+    return f'{header}\n#line 1 "kernel.cu"\n{source}\n\n{wrappers}\n'
 
 
-def compile_source(source: str) -> Path:
-    """Compile (or find in the cache) the shared object that runs `source` on the CPU."""
-    tu = translation_unit(source)
+def compile_source(source: str, names: Sequence[str]) -> Path:
+    """Compile (or find in the cache) the shared object that runs the kernels `names` of
+    `source` on the CPU."""
+    tu = translation_unit(source, names)
+    compiler = cxx()
     key = hashlib.sha256(
-        "\0".join((compiler_version(), " ".join(CXX_FLAGS), tu)).encode()
+        "\0".join((compiler_version(compiler), " ".join(CXX_FLAGS), tu)).encode()
     ).hexdigest()
     out_dir = cache_dir()
     so_path = out_dir / f"{key}.so"
@@ -86,7 +87,9 @@ def compile_source(source: str) -> Path:
         cpp.write_text(tu)
         tmp_so = Path(tmp) / "kernel.so"
         proc = subprocess.run(
-            [CXX, *CXX_FLAGS, "-o", str(tmp_so), str(cpp)], capture_output=True, text=True
+            [compiler, *CXX_FLAGS, f"-I{STUB_INCLUDES}", "-o", str(tmp_so), str(cpp)],
+            capture_output=True,
+            text=True,
         )
         if proc.returncode != 0:
             lines = [ln for ln in proc.stderr.splitlines() if "error" in ln]
@@ -99,30 +102,56 @@ def compile_source(source: str) -> Path:
 _LOADED: dict[Path, ctypes.CDLL] = {}
 
 
-def load(source: str) -> ctypes.CDLL:
-    path = compile_source(source)
+def launcher(library: ctypes.CDLL, name: str) -> Any:
+    """`launch_<name>` of a loaded library, typed for ctypes."""
+    fn = getattr(library, f"launch_{name}")
+    fn.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_int, ctypes.c_int, ctypes.c_int]
+    fn.restype = ctypes.c_int
+    return fn
+
+
+def load(source: str, names: Sequence[str]) -> ctypes.CDLL:
+    """The loaded library whose `launch_<name>(void** args, int grid, int block, int
+    workers)` runs each kernel of `names`."""
+    path = compile_source(source, names)
     if path not in _LOADED:
         _LOADED[path] = ctypes.CDLL(str(path))
     return _LOADED[path]
 
 
-def run_kernel(source: str, name: str, args: Sequence[np.ndarray], grid: int, block: int) -> None:
+def run_kernel(
+    source: str,
+    name: str,
+    args: Sequence[np.ndarray],
+    grid: int,
+    block: int,
+    workers: int = 0,
+) -> None:
     """Launch kernel `name` of `source` over `grid` blocks of `block` threads, in place.
 
     `args` are C-contiguous numpy arrays, passed as device pointers in order (a 0-d array
     also serves a scalar parameter: the emulation reads the value behind the pointer).
+    `workers` host threads run the blocks (0: one per core).
     """
-    if name not in kernel_names(source):
-        raise ValueError(f"kernel '{name}' is not defined in the CUDA source")
     for i, a in enumerate(args):
         if not isinstance(a, np.ndarray) or not a.flags.c_contiguous:
             raise TypeError(f"argument {i} of '{name}' must be a C-contiguous numpy array")
-    fn = getattr(load(source), f"launch_{name}")
-    fn.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_int, ctypes.c_int]
-    fn.restype = ctypes.c_int
+    fn = launcher(load(source, [name]), name)
     ptrs = (ctypes.c_void_p * max(len(args), 1))(*[a.ctypes.data for a in args])
-    rc = fn(ptrs, grid, block)
+    rc = fn(ptrs, grid, block, workers)
     if rc == 1:
-        raise ValueError(f"bad launch configuration for '{name}': grid {grid}, block {block}")
+        raise ValueError(
+            f"bad launch configuration for '{name}': grid {grid}, block {block}, workers {workers}"
+        )
     if rc != 0:
         raise RuntimeError(f"'{name}': could not allocate the stacks of {block} CPU fibers")
+
+
+def run_on_cpu(
+    module: ModuleOp, inputs: Sequence[np.ndarray], function: str = "forward"
+) -> list[np.ndarray]:
+    """Runs a program at any level on the CPU: the interpreters, with `cuda.launch` running
+    the kernel's CUDA C through this emulation."""
+    from deplodock.interpreters import run_module
+
+    return run_module(module, inputs, function, cuda_runner=run_kernel)

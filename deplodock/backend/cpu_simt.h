@@ -470,12 +470,12 @@ inline void* worker_main(void* raw) {
   return nullptr;
 }
 
-// Run kernel `fn` over `grid` blocks of `block` threads (0 on success).
+// Run kernel `fn` over `grid` blocks of `block` threads on `workers` host threads (0: one
+// per core); 0 on success.
 template <class... P>
-inline int launch(void (*fn)(P...), void** args, int grid, int block) {
-  if (grid < 1 || block < 1 || block > 1024) return 1;
-  const char* env = std::getenv("DEPLODOCK_SIMT_WORKERS");
-  int workers = env ? std::atoi(env) : (int)std::thread::hardware_concurrency();
+inline int launch(void (*fn)(P...), void** args, int grid, int block, int workers) {
+  if (grid < 1 || block < 1 || block > 1024 || workers < 0) return 1;
+  if (workers == 0) workers = (int)std::thread::hardware_concurrency();
   workers = std::max(1, std::min(grid, workers));
   Launch<P...> L{fn, args, grid, block, workers};
   std::vector<WorkerArgs> wargs(workers);

@@ -8,11 +8,13 @@ and executed (nvcc on a GPU, or the CPU SIMT emulation).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from xdsl.dialects.builtin import (
     I64,
     ArrayAttr,
+    BoolAttr,
     FlatSymbolRefAttrConstr,
     IntegerAttr,
     MemRefType,
@@ -40,13 +42,21 @@ from xdsl.utils.exceptions import VerifyException
 
 from deplodock.dialects.hardware import MAX_THREADS_PER_BLOCK
 
+_HEADER = re.compile(r"[A-Za-z_][\w/.-]*\.h")
+
 
 @irdl_op_definition
 class KernelOp(IRDLOperation):
-    """One compiled-to-be kernel: `cuda.kernel @k grid G block T smem S args [...] source "..."`.
+    """One compiled-to-be kernel with everything the host side needs as properties:
+
+        cuda.kernel @k grid G block T smem S args [types] readonly [true, false, ...]
+            includes ["cuda_bf16.h"] source "extern \"C\" __global__ void k(...) {...}"
 
     `smem` is the *dynamic* shared memory in bytes (static `__shared__` arrays live in the
-    source). `args` are the memref types of the kernel parameters, in launch order.
+    source). `args` are the memref types of the kernel parameters, in launch order;
+    `readonly[i]` says the kernel never writes argument `i` (its parameter is `const T*`);
+    `includes` are the headers the source needs (the translation unit includes each once).
+    The printer pass sets them all, so nothing downstream reads them back out of the C.
     """
 
     name = "cuda.kernel"
@@ -56,12 +66,15 @@ class KernelOp(IRDLOperation):
     block = prop_def(IntegerAttr[I64])
     smem = prop_def(IntegerAttr[I64])
     args = prop_def(ArrayAttr[Attribute])
+    readonly = prop_def(ArrayAttr[BoolAttr])
+    includes = prop_def(ArrayAttr[StringAttr])
     source = prop_def(StringAttr)
 
     traits = traits_def(SymbolOpInterface())
 
     assembly_format = (
-        "$sym_name `grid` $grid `block` $block `smem` $smem `args` $args `source` $source attr-dict"
+        "$sym_name `grid` $grid `block` $block `smem` $smem `args` $args "
+        "`readonly` $readonly `includes` $includes `source` $source attr-dict"
     )
 
     def __init__(
@@ -72,7 +85,10 @@ class KernelOp(IRDLOperation):
         smem: int,
         args: Sequence[MemRefType],
         source: str,
+        readonly: Sequence[bool] | None = None,
+        includes: Sequence[str] = (),
     ):
+        flags = [False] * len(args) if readonly is None else list(readonly)
         super().__init__(
             properties={
                 "sym_name": StringAttr(name),
@@ -80,6 +96,8 @@ class KernelOp(IRDLOperation):
                 "block": IntegerAttr(block, 64),
                 "smem": IntegerAttr(smem, 64),
                 "args": ArrayAttr(args),
+                "readonly": ArrayAttr([BoolAttr.from_bool(f) for f in flags]),
+                "includes": ArrayAttr([StringAttr(h) for h in includes]),
                 "source": StringAttr(source),
             }
         )
@@ -88,18 +106,36 @@ class KernelOp(IRDLOperation):
     def arg_types(self) -> tuple[MemRefType, ...]:
         return tuple(t for t in self.args.data if isinstance(t, MemRefType))
 
+    @property
+    def readonly_args(self) -> tuple[bool, ...]:
+        return tuple(bool(v.value.data) for v in self.readonly.data)
+
+    @property
+    def header_names(self) -> tuple[str, ...]:
+        return tuple(h.data for h in self.includes.data)
+
     def verify_(self) -> None:
         name = f"cuda.kernel @{self.sym_name.data}"
         if self.grid.value.data < 1:
             raise VerifyException(f"{name}: grid must be >= 1, got {self.grid.value.data}")
         block = self.block.value.data
         if not 1 <= block <= MAX_THREADS_PER_BLOCK:
-            raise VerifyException(f"{name}: block must be in [1, 1024], got {block}")
+            raise VerifyException(
+                f"{name}: block must be in [1, {MAX_THREADS_PER_BLOCK}], got {block}"
+            )
         if self.smem.value.data < 0:
             raise VerifyException(f"{name}: smem must be >= 0, got {self.smem.value.data}")
         for i, t in enumerate(self.args.data):
             if not isinstance(t, MemRefType):
                 raise VerifyException(f"{name}: argument {i} must be a memref type, got {t}")
+        if len(self.readonly.data) != len(self.args.data):
+            raise VerifyException(
+                f"{name}: readonly has {len(self.readonly.data)} entries for "
+                f"{len(self.args.data)} arguments"
+            )
+        for header in self.header_names:
+            if not _HEADER.fullmatch(header):
+                raise VerifyException(f"{name}: '{header}' is not a header file name")
         if not self.source.data.strip():
             raise VerifyException(f"{name}: source must not be empty")
 

@@ -19,32 +19,34 @@ from xdsl.interpreters.func import FuncFunctions
 from deplodock.dialects.element_types import numpy_dtype
 from deplodock.dialects.queries import forward_function
 from deplodock.interpreters.arith import ArithMathFunctions
+from deplodock.interpreters.cuda import CudaFunctions, KernelRunner
 
-#: (module, class) of each dialect's interpreter functions, lowest level last.
+#: (module, class) of each dialect's interpreter functions above the cuda level.
 DIALECT_FUNCTIONS: tuple[tuple[str, str], ...] = (
     ("deplodock.interpreters.torch", "TorchFunctions"),
     ("deplodock.interpreters.tensor", "TensorFunctions"),
     ("deplodock.interpreters.loop", "LoopFunctions"),
     ("deplodock.interpreters.tile", "TileFunctions"),
     ("deplodock.interpreters.kernel", "KernelFunctions"),
-    ("deplodock.interpreters.cuda", "CudaFunctions"),
 )
 
 
-def _dialect_functions() -> list[InterpreterFunctions]:
+def _dialect_functions(cuda_runner: KernelRunner | None) -> list[InterpreterFunctions]:
     functions: list[InterpreterFunctions] = []
     for module_name, class_name in DIALECT_FUNCTIONS:
         functions_class = getattr(import_module(module_name), class_name)
         functions.append(functions_class())
+    functions.append(CudaFunctions(cuda_runner))
     return functions
 
 
-def make_interpreter(module: ModuleOp) -> Interpreter:
-    """An interpreter for `module` that knows every deplodock dialect."""
+def make_interpreter(module: ModuleOp, cuda_runner: KernelRunner | None = None) -> Interpreter:
+    """An interpreter for `module` that knows every deplodock dialect; `cuda.launch` runs
+    the kernel's C with `cuda_runner` (see `interpreters/cuda.py`)."""
     interpreter = Interpreter(module)
     interpreter.register_implementations(FuncFunctions())
     interpreter.register_implementations(ArithMathFunctions())
-    for functions in _dialect_functions():
+    for functions in _dialect_functions(cuda_runner):
         interpreter.register_implementations(functions)
     return interpreter
 
@@ -63,9 +65,16 @@ def _as_argument(value: np.ndarray, arg_type: object, position: int) -> np.ndarr
 
 
 def run_module(
-    module: ModuleOp, inputs: Sequence[np.ndarray], function: str = "forward"
+    module: ModuleOp,
+    inputs: Sequence[np.ndarray],
+    function: str = "forward",
+    cuda_runner: KernelRunner | None = None,
 ) -> list[np.ndarray]:
-    """Runs `@function` of `module` on `inputs` (in argument order) and returns its results."""
+    """Runs `@function` of `module` on `inputs` (in argument order) and returns its results.
+
+    A cuda-level module needs `cuda_runner`; `backend.cpu_runner.run_on_cpu` passes the
+    CPU emulation of CUDA C.
+    """
     func = forward_function(module, function)
     arg_types = func.function_type.inputs.data
     if len(inputs) != len(arg_types):
@@ -74,5 +83,5 @@ def run_module(
         _as_argument(value, arg_type, i)
         for i, (value, arg_type) in enumerate(zip(inputs, arg_types, strict=True))
     )
-    results = make_interpreter(module).call_op(function, args)
+    results = make_interpreter(module, cuda_runner).call_op(function, args)
     return [np.asarray(result) for result in results]

@@ -22,6 +22,7 @@ from xdsl.dialects.builtin import FloatAttr, IntegerAttr
 from xdsl.interpreter import Interpreter, InterpreterFunctions, PythonValues, impl, register_impls
 from xdsl.ir import Operation
 
+from deplodock.dialects.scalar_ops import CAST_OPS
 from deplodock.interpreters.values import round_to_type
 
 NumpyFn = Callable[..., Any]
@@ -66,7 +67,9 @@ def _minimumf(a: Any, b: Any) -> Any:
     return np.minimum(a, b)
 
 
-_BINARY: dict[type[Operation], NumpyFn] = {
+#: numpy implementations of the two-operand ops (also how `backend/cost.py` evaluates index
+#: arithmetic).
+BINARY_OPS: dict[type[Operation], NumpyFn] = {
     arith.AddfOp: np.add,
     arith.SubfOp: np.subtract,
     arith.MulfOp: np.multiply,
@@ -100,7 +103,7 @@ _BINARY: dict[type[Operation], NumpyFn] = {
     math.CopySignOp: np.copysign,
 }
 
-_UNARY: dict[type[Operation], NumpyFn] = {
+UNARY_OPS: dict[type[Operation], NumpyFn] = {
     arith.NegfOp: np.negative,
     math.AbsFOp: np.abs,
     math.AbsIOp: np.abs,
@@ -125,22 +128,8 @@ _UNARY: dict[type[Operation], NumpyFn] = {
     math.TruncOp: np.trunc,
 }
 
-#: The casts: the result is the operand rounded to the result type (also what the CUDA
-#: printer and the cost model treat as casts).
-CAST_OPS: tuple[type[Operation], ...] = (
-    arith.IndexCastOp,
-    arith.SIToFPOp,
-    arith.UIToFPOp,
-    arith.FPToSIOp,
-    arith.FPToUIOp,
-    arith.ExtFOp,
-    arith.TruncFOp,
-    arith.ExtSIOp,
-    arith.ExtUIOp,
-    arith.TruncIOp,
-)
-
-_CMPI: dict[str, NumpyFn] = {
+#: `arith.cmpi` predicate -> numpy comparison.
+CMPI_PREDICATES: dict[str, NumpyFn] = {
     "eq": np.equal,
     "ne": np.not_equal,
     "slt": np.less,
@@ -192,7 +181,7 @@ def _cmpi_impl(
     _: InterpreterFunctions, __: Interpreter, op: arith.CmpiOp, args: PythonValues
 ) -> PythonValues:
     predicate = arith.CMPI_COMPARISON_OPERATIONS[op.predicate.value.data]
-    return (np.asarray(_CMPI[predicate](*args)),)
+    return (np.asarray(CMPI_PREDICATES[predicate](*args)),)
 
 
 def _cmpf_impl(
@@ -234,7 +223,7 @@ def _build_functions() -> type[InterpreterFunctions]:
         "run_select": impl(arith.SelectOp)(_select_impl),
         "run_fma": impl(math.FmaOp)(_fma_impl),
     }
-    for op_type, fn in (_BINARY | _UNARY).items():
+    for op_type, fn in (BINARY_OPS | UNARY_OPS).items():
         methods[f"run_{op_type.__name__}"] = impl(op_type)(_elementwise_impl(fn))
     for op_type in CAST_OPS:
         methods[f"run_{op_type.__name__}"] = impl(op_type)(_cast_impl)

@@ -1,13 +1,17 @@
-"""Interpreter functions of the `cuda` dialect: run the emitted CUDA C on the CPU.
+"""Interpreter functions of the `cuda` dialect: run the emitted CUDA C itself.
 
-`cuda.launch` compiles the kernel's own source with the SIMT emulation header
-(`deplodock/backend/cpu_runner.py`: one host thread per CUDA thread, `__syncthreads` as a
-barrier) and calls it on the numpy buffers, in place. So this level checks the printer's
-output itself, not a model of it. bf16 buffers are float32 arrays in the interpreters; they
-are packed to 16-bit storage for the launch and unpacked after.
+A `cuda.kernel` is C source, so interpreting `cuda.launch` means compiling and running that
+source, which is a service of the backend, not of the interpreters: the caller hands
+`CudaFunctions` a `KernelRunner` (`backend/cpu_runner.run_kernel` compiles the source for
+the CPU against an emulation header in which each block's CUDA threads are fibers, and
+runs it; `backend.cpu_runner.run_on_cpu` wires it in). This level therefore checks the
+printer's output itself, not a model of it. bf16 buffers are float32 arrays in the
+interpreters; they are packed to 16-bit storage for the launch and unpacked after.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable, Sequence
 
 import numpy as np
 from xdsl.dialects.builtin import BFloat16Type, MemRefType
@@ -20,10 +24,13 @@ from xdsl.interpreter import (
 )
 from xdsl.utils.exceptions import InterpretationError
 
-from deplodock.backend import cpu_runner
 from deplodock.dialects import cuda
+from deplodock.dialects.element_types import numpy_dtype
 from deplodock.interpreters.common import alloc_impl, lookup_kernel
-from deplodock.interpreters.values import numpy_dtype
+
+#: Runs kernel `name` of CUDA C `source` over `grid` blocks of `block` threads on the given
+#: C-contiguous buffers, in place: `(source, name, buffers, grid, block) -> None`.
+KernelRunner = Callable[[str, str, Sequence[np.ndarray], int, int], None]
 
 
 def _to_bf16_bits(a: np.ndarray) -> np.ndarray:
@@ -47,11 +54,21 @@ def _device_view(array: np.ndarray, t: MemRefType) -> np.ndarray:
 
 @register_impls
 class CudaFunctions(InterpreterFunctions):
+    """`cuda.alloc` and `cuda.launch`; the launch runs the kernel's C with `runner`."""
+
+    def __init__(self, runner: KernelRunner | None = None):
+        self.runner = runner
+
     run_alloc = alloc_impl(cuda.AllocOp)
 
     @impl(cuda.LaunchOp)
     def run_launch(self, interpreter: Interpreter, op: cuda.LaunchOp, args: PythonValues):
         kernel = lookup_kernel(op, op.callee, cuda.KernelOp)
+        if self.runner is None:
+            raise InterpretationError(
+                f"cuda.launch {op.callee}: no runner for CUDA C was given (run cuda-level "
+                "programs with deplodock.backend.cpu_runner.run_on_cpu)"
+            )
         types = [a.type for a in op.args]
         views = []
         for i, (array, t) in enumerate(zip(args, types, strict=True)):
@@ -63,7 +80,7 @@ class CudaFunctions(InterpreterFunctions):
                     f"expected {tuple(t.get_shape())}"
                 )
             views.append(_device_view(array, t))
-        cpu_runner.run_kernel(
+        self.runner(
             kernel.source.data,
             kernel.sym_name.data,
             views,

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from deplodock.backend import cpu_runner
-from deplodock.backend.cpu_runner import CpuCompileError, kernel_names, run_kernel
+from deplodock.backend.cpu_runner import CpuCompileError, run_kernel
 
 RNG = np.random.default_rng(0)
 
@@ -80,11 +80,6 @@ def rel_err(out: np.ndarray, ref: np.ndarray) -> float:
     return float(np.max(np.abs(out - ref)) / np.max(np.abs(ref)))
 
 
-def test_kernel_names() -> None:
-    assert kernel_names(REDUCTION) == ["rms_norm"]
-    assert kernel_names(MISC) == ["early_exit", "shuffles", "half_axpy"]
-
-
 def test_elementwise() -> None:
     x = RNG.standard_normal(1000).astype(np.float32)
     w = RNG.standard_normal(10).astype(np.float32)
@@ -148,10 +143,10 @@ def test_half_storage_rounds_like_numpy() -> None:
 def test_compiled_objects_are_cached_by_content(tmp_path, monkeypatch) -> None:
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     src = 'extern "C" __global__ void one(float* y) { y[threadIdx.x] = 1.0f; }'
-    first = cpu_runner.compile_source(src)
+    first = cpu_runner.compile_source(src, ["one"])
     assert first.parent == tmp_path / "deplodock" / "cpu-simt"
     mtime = first.stat().st_mtime_ns
-    assert cpu_runner.compile_source(src) == first
+    assert cpu_runner.compile_source(src, ["one"]) == first
     assert first.stat().st_mtime_ns == mtime  # not rebuilt
     y = np.zeros(32, np.float32)
     run_kernel(src, "one", [y], grid=1, block=32)
@@ -160,13 +155,28 @@ def test_compiled_objects_are_cached_by_content(tmp_path, monkeypatch) -> None:
 
 def test_errors_are_clear() -> None:
     with pytest.raises(CpuCompileError, match=r"g\+\+ failed.*error"):
-        cpu_runner.compile_source('extern "C" __global__ void bad(float* y) { y[0] = nope; }')
-    with pytest.raises(ValueError, match="'missing' is not defined"):
+        cpu_runner.compile_source(
+            'extern "C" __global__ void bad(float* y) { y[0] = nope; }', ["bad"]
+        )
+    with pytest.raises(CpuCompileError, match=r"missing. was not declared"):
         run_kernel(REDUCTION, "missing", [], grid=1, block=32)
     with pytest.raises(TypeError, match="C-contiguous"):
         run_kernel(MISC, "shuffles", [np.zeros((8, 8), np.float32).T], grid=1, block=32)
     with pytest.raises(ValueError, match="bad launch configuration"):
         run_kernel(MISC, "shuffles", [np.zeros(8, np.float32)], grid=1, block=2048)
+    with pytest.raises(ValueError, match="workers -1"):
+        run_kernel(MISC, "shuffles", [np.zeros(8, np.float32)], grid=1, block=32, workers=-1)
+
+
+@pytest.mark.parametrize("workers", [1, 3, 0])
+def test_any_number_of_host_threads_computes_the_same(workers: int) -> None:
+    x = RNG.standard_normal((6, 512)).astype(np.float32)
+    w = RNG.standard_normal(512).astype(np.float32)
+    y = np.full((6, 512), np.nan, np.float32)
+    run_kernel(REDUCTION, "rms_norm", [x, w, y], grid=6, block=256, workers=workers)
+    xd = x.astype(np.float64)
+    ref = xd / np.sqrt((xd * xd).mean(axis=1, keepdims=True) + 1e-6) * w
+    assert rel_err(y, ref) <= 1e-5
 
 
 def test_large_grid() -> None:

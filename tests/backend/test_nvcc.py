@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from xdsl.parser import Parser
 
-from deplodock.backend.cuda_source import module_to_cuda_source
+from deplodock.backend.cuda_source import kernels_text, module_to_cuda_source
 from deplodock.backend.nvcc import (
     NvccError,
     compile_cubin,
@@ -61,7 +61,7 @@ def test_every_printed_kernel_compiles_without_spills() -> None:
     kernels = [k for f in sorted(INPUTS.glob("*.mlir")) for k in cuda_kernels(f.name)]
     names = [k.sym_name.data for k in kernels]
     assert len(set(names)) == len(names) >= 7
-    result = compile_cubin("\n".join(k.source.data for k in kernels), arch="sm_90")
+    result = compile_cubin(kernels_text(kernels), arch="sm_90")
     assert result.cubin
     assert set(result.kernels) == set(names)
     for name, res in result.kernels.items():

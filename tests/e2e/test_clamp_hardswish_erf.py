@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 import torch
 
+from deplodock.backend.cpu_runner import run_on_cpu
 from deplodock.driver import float64_outputs, max_relative_error
-from deplodock.interpreters import run_module
 from deplodock.passes.pipelines import STAGES
 from tests.e2e.test_ops_all_levels import TOLERANCE, captured, lowered
 
@@ -65,7 +65,7 @@ def test_nan_propagates_like_pytorch(name: str, stage: str) -> None:
     (expected,) = (
         t.numpy() for t in float64_outputs(program.torch_module, [torch.from_numpy(inputs[0])])
     )
-    (actual,) = run_module(lowered(name, stage), inputs)
+    (actual,) = run_on_cpu(lowered(name, stage), inputs)
     nan = np.isnan(expected)
     assert nan.any(), "the reference has no NaN: the check would be vacuous"
     np.testing.assert_array_equal(np.isnan(actual), nan, err_msg=f"{name} at {stage}: NaNs")

@@ -24,6 +24,7 @@ from transformers.models.qwen2.modeling_qwen2 import (
 )
 from xdsl.dialects.builtin import ModuleOp
 
+from deplodock.backend.cpu_runner import run_on_cpu
 from deplodock.backend.nvcc import compile_cubin, nvcc_available
 from deplodock.dialects import cuda
 from deplodock.driver import (
@@ -34,7 +35,6 @@ from deplodock.driver import (
     reference_outputs,
 )
 from deplodock.frontend.capture import capture
-from deplodock.interpreters import run_module
 from deplodock.passes.pipelines import STAGES
 from tests.e2e.test_ops_all_levels import (
     captured_expression,
@@ -116,7 +116,7 @@ BF16_TOLERANCE = 1e-2
 
 
 def _check(module: ModuleOp, arguments, expected, tolerance: float, what: str) -> None:
-    actual = run_module(module, arguments)
+    actual = run_on_cpu(module, arguments)
     assert len(actual) == len(expected)
     for index, (out, ref) in enumerate(zip(actual, expected, strict=True)):
         if not np.issubdtype(ref.dtype, np.floating):  # integers and bools: exactly

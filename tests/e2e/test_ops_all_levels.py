@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 from xdsl.dialects.builtin import ModuleOp
 
+from deplodock.backend.cpu_runner import run_on_cpu
 from deplodock.driver import (
     Program,
     forward_arguments,
@@ -23,7 +24,6 @@ from deplodock.driver import (
     randomize_parameters,
     reference_outputs,
 )
-from deplodock.interpreters import run_module
 from deplodock.passes.pipelines import STAGES
 
 OPS: dict[str, str] = {
@@ -125,7 +125,7 @@ def lowered(name: str, stage: str) -> ModuleOp:
 @pytest.mark.parametrize("name", list(OPS))
 def test_op_matches_pytorch_at_every_level(name: str, stage: str) -> None:
     _, arguments, expected = captured(name)
-    actual = run_module(lowered(name, stage), arguments)
+    actual = run_on_cpu(lowered(name, stage), arguments)
     assert len(actual) == len(expected)
     for index, (out, ref) in enumerate(zip(actual, expected, strict=True)):
         error = max_relative_error(out, ref)

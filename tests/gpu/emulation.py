@@ -14,7 +14,7 @@ import ctypes
 from xdsl.dialects.builtin import ModuleOp
 
 from deplodock.backend import cpu_runner
-from deplodock.backend.build import Build, kernels_source
+from deplodock.backend.build import Build, kernel_ops, kernels_source
 from deplodock.backend.device import DeviceInfo
 from deplodock.backend.runtime import CudaProgram, Driver
 
@@ -25,9 +25,7 @@ class EmulatedError(RuntimeError):
 
 class EmulatedFunction:
     def __init__(self, lib: ctypes.CDLL, name: str, fail: bool = False):
-        self.fn = getattr(lib, f"launch_{name}")
-        self.fn.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_int, ctypes.c_int]
-        self.fn.restype = ctypes.c_int
+        self.fn = cpu_runner.launcher(lib, name)
         self.fail = fail
         self.calls: list[tuple[tuple[int, ...], tuple[int, ...], int]] = []
 
@@ -42,16 +40,16 @@ class EmulatedFunction:
         if self.fail:
             raise EmulatedError("an illegal memory access was encountered")
         args = (ctypes.c_void_p * len(pointers))(*pointers)
-        if self.fn(args, grid[0], block[0]) != 0:
+        if self.fn(args, grid[0], block[0], 0) != 0:
             raise EmulatedError("bad launch configuration")
 
 
 class EmulatedModule:
     """What `pycuda.driver.module_from_buffer(cubin)` returns, for the CPU emulation."""
 
-    def __init__(self, source: str, failing: tuple[str, ...] = ()):
-        self.lib = cpu_runner.load(source)
-        self.names = cpu_runner.kernel_names(source)
+    def __init__(self, source: str, names: list[str], failing: tuple[str, ...] = ()):
+        self.lib = cpu_runner.load(source, names)
+        self.names = names
         self.failing = failing
         self.functions: dict[str, EmulatedFunction] = {}
 
@@ -70,4 +68,11 @@ FAKE_DEVICE = DeviceInfo(0, "Emulated GPU", (9, 0), 132, 50 * 2**20, 80 * 2**30,
 def emulated_load(module: ModuleOp, device: DeviceInfo) -> CudaProgram:
     """`CudaProgram.load` on the emulation: the same source, run on CPU tensors."""
     build = Build(b"", device.arch, (), "none", "key")
-    return CudaProgram(module, build, EmulatedModule(kernels_source(module)), DRIVER, "cpu")
+    return CudaProgram(module, build, emulated_module(module), DRIVER, "cpu")
+
+
+def emulated_module(module: ModuleOp, failing: tuple[str, ...] = ()) -> EmulatedModule:
+    """The cuda-level `module`'s kernels, built for the emulation as one library."""
+    kernels = kernel_ops(module)
+    names = [k.sym_name.data for k in kernels]
+    return EmulatedModule(kernels_source(module), names, failing)

@@ -103,6 +103,7 @@ def test_a_faulting_kernel_is_named(tmp_path: Path) -> None:
                r"float* __restrict__ y) {\0A  y[threadIdx.x * 400000000LL] = x[0];\0A}\0A")
         text = f"""builtin.module {{
           cuda.kernel @wild grid 1 block 32 smem 0 args [memref<4xf32>, memref<4xf32>]
+          readonly [true, false] includes []
               source "{src}"
           func.func @forward(%x: memref<4xf32>) -> memref<4xf32> {{
             %y = cuda.alloc : memref<4xf32>

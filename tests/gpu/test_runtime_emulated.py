@@ -16,7 +16,7 @@ import torch
 from xdsl.parser import Parser
 
 from deplodock.backend.benchmark import format_bench_table, run_interleaved, torch_contenders
-from deplodock.backend.build import Build, kernels_source
+from deplodock.backend.build import Build
 from deplodock.backend.cuda_run import (
     check_on_cuda,
     device_arguments,
@@ -31,17 +31,16 @@ from deplodock.backend.runtime import CudaProgram, KernelLaunchError
 from deplodock.dialects import make_context
 from deplodock.driver import float64_outputs, lower_program, program_from_expression
 from deplodock.frontend.expression import randomize_parameters
-from tests.gpu.emulation import DRIVER, FAKE_DEVICE, EmulatedModule, emulated_load
+from tests.gpu.emulation import DRIVER, FAKE_DEVICE, emulated_load, emulated_module
 
 
 def emulated(code: str, failing: tuple[str, ...] = (), seed: int = 0):
     program = program_from_expression(code, seed=seed)
     tolerance = tolerance_for(program.module)
     lower_program(program, "cuda")
-    source = kernels_source(program.module)
     build = Build(b"", "cpu-simt", (), "none", "key")
     compiled = CudaProgram(
-        program.module, build, EmulatedModule(source, failing), DRIVER, device="cpu"
+        program.module, build, emulated_module(program.module, failing), DRIVER, device="cpu"
     )
     randomize_parameters(program.torch_module, seed)
     inputs, arguments = device_arguments(program, "cpu")
@@ -97,6 +96,7 @@ HALF_SOURCE = (  # MLIR-escaped: \22 is a quote, \0A a newline
 HALF_WRITER = f"""
 builtin.module {{
   cuda.kernel @half grid 1 block 32 smem 0 args [memref<64xf32>, memref<64xf32>]
+      readonly [true, false] includes []
       source "{HALF_SOURCE}"
   func.func @forward(%x: memref<64xf32>) -> memref<64xf32> {{
     %y = cuda.alloc : memref<64xf32>
@@ -111,9 +111,7 @@ def half_writer(failing: tuple[str, ...] = ()) -> CudaProgram:
     module = Parser(make_context(), HALF_WRITER).parse_module()
     module.verify()
     build = Build(b"", "cpu-simt", (), "none", "key")
-    return CudaProgram(
-        module, build, EmulatedModule(kernels_source(module), failing), DRIVER, "cpu"
-    )
+    return CudaProgram(module, build, emulated_module(module, failing), DRIVER, "cpu")
 
 
 def test_poisoned_outputs_expose_unwritten_elements() -> None:

@@ -17,8 +17,8 @@ import pytest
 import torch
 from xdsl.dialects.builtin import ModuleOp
 
+from deplodock.backend.cpu_runner import run_on_cpu
 from deplodock.dialects import cuda, make_context
-from deplodock.interpreters import run_module
 from deplodock.passes.convert_kernel_to_cuda import ConvertKernelToCudaPass
 from tests.helpers import parse, rel_err
 
@@ -41,7 +41,7 @@ def to_cuda(module: ModuleOp) -> ModuleOp:
 
 def both_levels(name: str, inputs: list[np.ndarray]) -> tuple[list, list]:
     module = load(name)
-    return run_module(module, inputs), run_module(to_cuda(module), inputs)
+    return run_on_cpu(module, inputs), run_on_cpu(to_cuda(module), inputs)
 
 
 def check(outs: list[np.ndarray], ref: np.ndarray, tol: float = 1e-5) -> None:
@@ -110,7 +110,7 @@ def test_launch_checks_buffer_shapes() -> None:
     module = to_cuda(load("rms_norm.mlir"))
     x = RNG.standard_normal((1, 8, 512)).astype(np.float32)
     with pytest.raises(ValueError, match="expected shape"):
-        run_module(module, [x[:, :4], np.ones(512, np.float32)])
+        run_on_cpu(module, [x[:, :4], np.ones(512, np.float32)])
 
 
 FIRST = r"""extern "C" __global__ void first(const float* x, float* y) {
@@ -123,8 +123,10 @@ SECOND = r"""extern "C" __global__ void second(const float* y, float* z) {
 T = "memref<64xf32>"
 HAND_WRITTEN = f"""
 builtin.module {{
-  cuda.kernel @first grid 1 block 64 smem 0 args [{T}, {T}] source {json.dumps(FIRST)}
-  cuda.kernel @second grid 2 block 32 smem 0 args [{T}, {T}] source {json.dumps(SECOND)}
+  cuda.kernel @first grid 1 block 64 smem 0 args [{T}, {T}]
+    readonly [true, false] includes [] source {json.dumps(FIRST)}
+  cuda.kernel @second grid 2 block 32 smem 0 args [{T}, {T}]
+    readonly [true, false] includes [] source {json.dumps(SECOND)}
   func.func @forward(%x: {T}) -> ({T}, {T}) {{
     %y = cuda.alloc : {T}
     %z = cuda.alloc : {T}
@@ -139,7 +141,7 @@ builtin.module {{
 def test_hand_written_cuda_module_and_nan_filled_allocs() -> None:
     module = parse(HAND_WRITTEN)
     x = RNG.standard_normal(64).astype(np.float32)
-    y, z = run_module(module, [x])
+    y, z = run_on_cpu(module, [x])
     np.testing.assert_array_equal(y[:60], x[:60] + 1)
     assert np.isnan(y[60:]).all() and np.isnan(z[60:]).all()  # never written: still NaN
     np.testing.assert_array_equal(z[:60], 2 * (x[:60] + 1))

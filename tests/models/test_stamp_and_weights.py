@@ -12,6 +12,7 @@ import torch.nn.functional as F
 from safetensors.torch import save_file
 from torch import nn
 
+from deplodock.backend.cpu_runner import run_on_cpu
 from deplodock.driver import Program, kernel_counts, lower_program, max_relative_error
 from deplodock.frontend.capture import (
     compress_paths,
@@ -21,7 +22,6 @@ from deplodock.frontend.capture import (
 )
 from deplodock.frontend.expression import randomize_parameters
 from deplodock.frontend.weights import WeightError, bind_arguments, load_safetensors
-from deplodock.interpreters import run_module
 
 
 class Block(nn.Module):
@@ -61,7 +61,7 @@ def test_stamped_stack_matches_pytorch(stage: str) -> None:
     assert program.segments == (5, 3)  # prologue, 3 layers sharing one module, epilogue
     launches, kernels = kernel_counts(program.module)
     assert launches > kernels
-    (out,) = run_module(program.module, arguments)
+    (out,) = run_on_cpu(program.module, arguments)
     with torch.no_grad():
         expected = model.double()(x.double()).numpy()
     assert max_relative_error(out, expected) <= 1e-5
@@ -135,5 +135,5 @@ def test_capture_inlines_grad_mode_regions_and_drops_unused_state() -> None:
     assert "torch.relu" in ops and "torch.mul" in ops
     assert "unused" not in str(module)
     x = torch.randn(3)
-    (out,) = run_module(module, [x.numpy()])
+    (out,) = run_on_cpu(module, [x.numpy()])
     assert max_relative_error(out, (torch.relu(x + 1) * 2 - 1).numpy()) <= 1e-6

@@ -34,8 +34,8 @@ builtin.module {
 }
 
 // CHECK:      builtin.module {
-// CHECK-NEXT:   cuda.kernel @scale grid 4 block 64 smem 0 args [memref<4x64xf32>, memref<4x64xf32>] source "extern \22C\22 __global__ void __launch_bounds__(64) scale(const float* __restrict__ x, float* __restrict__ y) {\0A  const int t = threadIdx.x;\0A  const int b = blockIdx.x;\0A  const float v = x[b * 64 + t];\0A  y[b * 64 + t] = v * 2.0f;\0A}\0A"
-// CHECK-NEXT:   cuda.kernel @add grid 1 block 256 smem 0 args [memref<4x64xf32>, memref<4x64xf32>, memref<4x64xf32>] source "{{.*}}"
+// CHECK-NEXT:   cuda.kernel @scale grid 4 block 64 smem 0 args [memref<4x64xf32>, memref<4x64xf32>] readonly [true, false] includes [] source "extern \22C\22 __global__ void __launch_bounds__(64) scale(const float* __restrict__ x, float* __restrict__ y) {\0A  const int t = threadIdx.x;\0A  const int b = blockIdx.x;\0A  const float v = x[b * 64 + t];\0A  y[b * 64 + t] = v * 2.0f;\0A}\0A"
+// CHECK-NEXT:   cuda.kernel @add grid 1 block 256 smem 0 args [memref<4x64xf32>, memref<4x64xf32>, memref<4x64xf32>] readonly [true, true, false] includes [] source "{{.*}}"
 // CHECK-NEXT:   func.func @forward(%x: memref<4x64xf32> {deplodock.input = "x"}) -> memref<4x64xf32> {
 // CHECK-NEXT:     %y = cuda.alloc : memref<4x64xf32>
 // CHECK-NEXT:     %z = cuda.alloc : memref<4x64xf32>

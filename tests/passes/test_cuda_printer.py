@@ -16,7 +16,10 @@ from xdsl.dialects.builtin import Float32Type, ModuleOp
 from xdsl.parser import Parser
 from xdsl.utils.exceptions import PassFailedException
 
-from deplodock.backend.cuda_exprs import (
+from deplodock.backend.cpu_runner import run_on_cpu
+from deplodock.dialects import kernel, make_context
+from deplodock.passes.convert_kernel_to_cuda import ConvertKernelToCudaPass
+from deplodock.passes.kernel_to_cuda.exprs import (
     ADD,
     MUL,
     binary,
@@ -25,10 +28,7 @@ from deplodock.backend.cuda_exprs import (
     linear_index,
     name,
 )
-from deplodock.backend.cuda_printer import print_kernel
-from deplodock.dialects import kernel, make_context
-from deplodock.interpreters import run_module
-from deplodock.passes.convert_kernel_to_cuda import ConvertKernelToCudaPass
+from deplodock.passes.kernel_to_cuda.printer import print_kernel
 
 RNG = np.random.default_rng(2)
 
@@ -103,7 +103,8 @@ kernel.func @names(%in: memref<4xf32>, %out: memref<4xf32>, %acc: memref<4xf32>)
 
 
 def test_signature_names_and_qualifiers() -> None:
-    src = print_kernel(first_kernel(parse(NAMES)))
+    printed = print_kernel(first_kernel(parse(NAMES)))
+    src = printed.source
     head = src.splitlines()[0]
     assert head == (
         'extern "C" __global__ void __launch_bounds__(32) names(const float* __restrict__ in, '
@@ -114,7 +115,8 @@ def test_signature_names_and_qualifiers() -> None:
     assert "const float exp_1 = expf(float_1);" in src
     assert "const float v0 = exp_1 + exp_1;" in src
     assert "out[t] = v0 * v0;" in src  # the single-use product is inlined into its store
-    assert "#include" not in src
+    assert "#include" not in src and printed.includes == []
+    assert printed.readonly == [True, False, False]  # what the host passes as `const T*`
 
 
 def test_64bit_indices_for_huge_buffers() -> None:
@@ -131,7 +133,7 @@ kernel.func @big(%x: memref<65536x65536xf32>) grid 1 block 32 {
 }"""
             )
         )
-    )
+    ).source
     assert "const long long t = threadIdx.x;" in src
     assert "x[b * 65536 + t] = 1.0f;" in src
 
@@ -190,7 +192,7 @@ def test_cmpf_predicates_with_nan() -> None:
     pairs += [(float(a), float(b)) for a, b in RNG.integers(-2, 3, (26, 2))]
     x = np.array([p[0] for p in pairs], np.float32)
     z = np.array([p[1] for p in pairs], np.float32)
-    (y,) = run_module(lower(parse(cmpf_module())), [x, z])
+    (y,) = run_on_cpu(lower(parse(cmpf_module())), [x, z])
     for row, (a, b) in zip(y, pairs, strict=True):
         unordered = math.isnan(a) or math.isnan(b)
         ordered = {
@@ -251,7 +253,7 @@ builtin.module {{
 def test_signed_integer_division_semantics() -> None:
     a = RNG.integers(-20, 21, 64)
     b = RNG.choice([-7, -3, -2, -1, 1, 2, 3, 5], 64)
-    (y,) = run_module(lower(parse(int_module())), [a.astype(np.float32), b.astype(np.float32)])
+    (y,) = run_on_cpu(lower(parse(int_module())), [a.astype(np.float32), b.astype(np.float32)])
     trunc = [int(p / q) for p, q in zip(a, b, strict=True)]
     expect = np.stack(
         [

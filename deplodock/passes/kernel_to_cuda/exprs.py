@@ -3,7 +3,7 @@
 An `Expr` is C text plus the precedence of its top operator, so operands are parenthesized
 only where C needs it (float arithmetic keeps its IR association: `a + (b + c)` stays).
 Integer constants fold (`0 * 2048 + k` prints as `k`), which keeps linearized indices short.
-Which expression each `arith`/`math` op becomes is `cuda_arith`'s business.
+Which expression each `arith`/`math` op becomes is `scalar.py`'s business.
 """
 
 from __future__ import annotations
@@ -12,15 +12,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from xdsl.dialects.builtin import (
-    BFloat16Type,
-    Float16Type,
-    Float32Type,
-    Float64Type,
-    IndexType,
-    IntegerType,
-)
+from xdsl.dialects.builtin import Float16Type, Float32Type, Float64Type, IndexType
 from xdsl.ir import Attribute
+
+from deplodock.dialects.element_types import UnsupportedElementType, element_info, is_narrow_float
 
 # C operator precedence (higher binds tighter).
 PRIMARY, UNARY, MUL, ADD, SHIFT, REL, EQ, BAND, BXOR, BOR, LAND, LOR, COND = (
@@ -80,33 +75,20 @@ def compare(op: str, a: Expr, b: Expr) -> Expr:
 # ---- types ------------------------------------------------------------------------------
 
 
-def is_narrow_float(t: Attribute) -> bool:
-    return isinstance(t, Float16Type | BFloat16Type)
-
-
 def c_type(t: Attribute, index_type: str = "int") -> str:
-    match t:
-        case Float32Type():
-            return "float"
-        case Float64Type():
-            return "double"
-        case Float16Type():
-            return "__half"
-        case BFloat16Type():
-            return "__nv_bfloat16"
-        case IndexType():
-            return index_type
-        case IntegerType(width=w) if w.data == 1:
-            return "bool"
-        case IntegerType(width=w) if w.data in (8, 16, 32, 64):
-            return {8: "signed char", 16: "short", 32: "int", 64: "long long"}[w.data]
-        case _:
-            raise PrinterError(f"no CUDA C type for {t}")
+    """The C type of a scalar: an `index` is the kernel's index type (`int`, or `long long`
+    when some extent needs 64 bits), every other type its element-type table row."""
+    if isinstance(t, IndexType):
+        return index_type
+    return element_c_type(t)
 
 
 def element_c_type(t: Attribute) -> str:
-    """C type of a buffer element: `index` buffers hold 64-bit integers (numpy int64)."""
-    return "long long" if isinstance(t, IndexType) else c_type(t)
+    """C type of a buffer element (`index` buffers hold 64-bit integers, as numpy int64)."""
+    try:
+        return element_info(t).c_type
+    except UnsupportedElementType:
+        raise PrinterError(f"no CUDA C type for {t}") from None
 
 
 def int_literal(v: int) -> Expr:

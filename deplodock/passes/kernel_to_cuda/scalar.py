@@ -1,9 +1,9 @@
 """C expressions for `arith` and `math` ops: the op -> expression half of the CUDA printer.
 
-Each op becomes one `Expr` (see `cuda_exprs`) over its operands' expressions. f16 and bf16 are
+Each op becomes one `Expr` (see `exprs.py`) over its operands' expressions. f16 and bf16 are
 storage types: an op on them computes in `float` and rounds the result back, one rounding
-per IR op as in the interpreters. The casts and comparison predicates are the interpreters'
-own tables, so the printer and the interpreter agree on which ops they cover.
+per IR op as in the interpreters. The casts are `dialects/scalar_ops.py`'s and the comparison
+predicates xDSL's own tables, so the printer and the interpreters agree on what they cover.
 """
 
 from __future__ import annotations
@@ -23,7 +23,9 @@ from xdsl.dialects.builtin import (
 )
 from xdsl.ir import Attribute, Operation, SSAValue
 
-from deplodock.backend.cuda_exprs import (
+from deplodock.dialects.element_types import is_narrow_float
+from deplodock.dialects.scalar_ops import CAST_OPS
+from deplodock.passes.kernel_to_cuda.exprs import (
     ADD,
     BAND,
     BOR,
@@ -46,13 +48,11 @@ from deplodock.backend.cuda_exprs import (
     float_literal,
     from_float,
     int_literal,
-    is_narrow_float,
     mul,
     paren,
     select,
     unary,
 )
-from deplodock.interpreters.arith import CAST_OPS
 
 
 def constant(op: arith.ConstantOp) -> Expr:

@@ -12,13 +12,17 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 from xdsl.dialects import arith
 from xdsl.dialects.builtin import MemRefType
 from xdsl.ir import Attribute, Block, BlockArgument, Operation, SSAValue
 
-from deplodock.backend.cuda_arith import C_FUNCTION_NAMES, ScalarContext, scalar_expr
-from deplodock.backend.cuda_exprs import (
+from deplodock.dialects import kernel
+from deplodock.dialects.element_types import ELEMENT_TYPES
+from deplodock.dialects.hardware import FULL_WARP_MASK
+from deplodock.dialects.queries import unique_name, written_buffers
+from deplodock.passes.kernel_to_cuda.exprs import (
     Expr,
     PrinterError,
     c_type,
@@ -26,7 +30,7 @@ from deplodock.backend.cuda_exprs import (
     linear_index,
     name,
 )
-from deplodock.dialects import kernel
+from deplodock.passes.kernel_to_cuda.scalar import C_FUNCTION_NAMES, ScalarContext, scalar_expr
 
 INDENT = "  "
 # A pure expression longer than this gets a variable even when it has a single use.
@@ -53,21 +57,6 @@ def _elements(t: MemRefType) -> int:
     return math.prod(t.get_shape())
 
 
-def unique_name(base: str, used: set[str]) -> str:
-    """`base`, else `base_1`, `base_2`, ...: the first one not in `used` (which takes it)."""
-    candidate, n = base, 1
-    while candidate in used:
-        candidate = f"{base}_{n}"
-        n += 1
-    used.add(candidate)
-    return candidate
-
-
-def stored_buffers(func: kernel.FuncOp) -> set[SSAValue]:
-    """The buffers the kernel writes: their pointers cannot be `const`."""
-    return {op.memref for op in func.walk() if isinstance(op, kernel.StoreOp)}
-
-
 def needs_64bit_index(func: kernel.FuncOp) -> bool:
     """Whether an index may exceed `int` (any buffer or loop extent beyond 2^31 - 1)."""
     extents = [_elements(a.type) for a in func.body.block.args if isinstance(a.type, MemRefType)]
@@ -87,14 +76,26 @@ def _element_types(func: kernel.FuncOp) -> Iterable[Attribute]:
 
 
 def includes(func: kernel.FuncOp) -> list[str]:
-    """`cuda_fp16.h` / `cuda_bf16.h` when the kernel touches those types, else nothing."""
-    types = {type(t).__name__ for t in _element_types(func)}
-    out = []
-    if "Float16Type" in types:
-        out.append("#include <cuda_fp16.h>")
-    if "BFloat16Type" in types:
-        out.append("#include <cuda_bf16.h>")
-    return out
+    """The CUDA headers the kernel's element types need (`cuda_fp16.h`, `cuda_bf16.h`), in
+    the order f16 then bf16."""
+    headers = set()
+    for t in _element_types(func):
+        if t in ELEMENT_TYPES and (header := ELEMENT_TYPES[t].include) is not None:
+            headers.add(header)
+    order = [info.include for info in ELEMENT_TYPES.values() if info.include is not None]
+    return [h for h in order if h in headers]
+
+
+@dataclass(frozen=True)
+class PrintedKernel:
+    """One kernel's CUDA C and the facts about it the host code needs."""
+
+    #: The `extern "C" __global__` function, without `#include` lines.
+    source: str
+    #: The headers it needs (`cuda_bf16.h`), each included once per translation unit.
+    includes: list[str]
+    #: Per argument: True when the kernel never stores to it (a `const T*` parameter).
+    readonly: list[bool]
 
 
 class KernelPrinter:
@@ -186,9 +187,9 @@ class KernelPrinter:
 
     # ---- printing ------------------------------------------------------------------------
 
-    def print_kernel(self) -> str:
+    def print_kernel(self) -> PrintedKernel:
         func = self.func
-        stored = stored_buffers(func)
+        stored = written_buffers(func)
         params = []
         for arg in func.body.block.args:
             assert isinstance(arg.type, MemRefType)
@@ -201,7 +202,9 @@ class KernelPrinter:
             f"{func.sym_name.data}({', '.join(params)}) {{"
         )
         self.print_block(func.body.block)
-        return "\n".join([*includes(func), head, *self.lines, "}"]) + "\n"
+        source = "\n".join([head, *self.lines, "}"]) + "\n"
+        readonly = [arg not in stored for arg in func.body.block.args]
+        return PrintedKernel(source, includes(func), readonly)
 
     def print_block(self, block: Block) -> None:
         for op in block.ops:
@@ -236,7 +239,8 @@ class KernelPrinter:
             case kernel.ShflXorOp():
                 v = self.operand(op.value).text
                 mask = op.mask.value.data
-                self.declare(op.result, name(f"__shfl_xor_sync(0xffffffffu, {v}, {mask})"))
+                full = f"{FULL_WARP_MASK:#x}u"
+                self.declare(op.result, name(f"__shfl_xor_sync({full}, {v}, {mask})"))
             case kernel.ForOp():
                 self.print_for(op)
             case kernel.IfOp():
@@ -301,6 +305,6 @@ class KernelPrinter:
             self.line(f"{var} = {e.text};")
 
 
-def print_kernel(func: kernel.FuncOp) -> str:
-    """The complete CUDA C source of one kernel (with the fp16/bf16 includes it needs)."""
+def print_kernel(func: kernel.FuncOp) -> PrintedKernel:
+    """The CUDA C of one kernel, its headers and which arguments it only reads."""
     return KernelPrinter(func).print_kernel()

@@ -1,0 +1,2 @@
+// cuda_bf16.h for the CPU emulation: what it declares, cpu_simt.h defines (included first).
+#pragma once

@@ -1,0 +1,2 @@
+// cuda_fp16.h for the CPU emulation: what it declares, cpu_simt.h defines (included first).
+#pragma once
