@@ -53,9 +53,9 @@ def run_case(name: str, dtype: str, warmup: int, iters: int, seed: int = 0) -> R
     import torch
 
     from deplodock.backend import benchmark as B
-    from deplodock.backend.cuda_run import bench_on_cuda, check_on_cuda, prepare_on_cuda
     from deplodock.backend.device import require_cuda
     from deplodock.driver import program_from_expression
+    from deplodock.driver.cuda import bench_on_cuda, check_on_cuda, prepare_on_cuda
 
     (case,) = [c for c in all_cases() if c.name == name]
     row = base_row(case, dtype)

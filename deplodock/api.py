@@ -87,7 +87,7 @@ class CudaExecutor:
         constants: dict[str, torch.Tensor],
         device: torch.device,
     ):
-        from deplodock.backend.runtime import torch_dtype
+        from deplodock.dialects.element_types import torch_dtype
         from deplodock.frontend.weights import param_names
 
         self.compiled = compiled

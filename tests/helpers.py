@@ -15,8 +15,8 @@ from xdsl.parser import Parser
 
 from deplodock.backend.cpu_runner import run_on_cpu
 from deplodock.dialects import make_context
+from deplodock.dialects.queries import forward_function
 from deplodock.driver import max_relative_error
-from deplodock.interpreters import forward_function
 
 __all__ = ["parse", "random_inputs", "rel_err", "run", "tiny_llama"]
 

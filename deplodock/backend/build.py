@@ -13,7 +13,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,7 +27,6 @@ from deplodock.files import cache_root, write_atomic
 
 #: Flags of every build (`-Xptxas -v` is always added by `nvcc.compile_cubin`).
 DEFAULT_FLAGS: tuple[str, ...] = ("-O3", "-lineinfo")
-CACHE_ENV = "DEPLODOCK_CUBIN_CACHE"
 
 
 @dataclass
@@ -46,9 +44,7 @@ class Build:
 
 
 def cache_dir() -> Path:
-    """`$DEPLODOCK_CUBIN_CACHE`, else `$XDG_CACHE_HOME/deplodock/cubin` (~/.cache by default)."""
-    if explicit := os.environ.get(CACHE_ENV):
-        return Path(explicit)
+    """`$XDG_CACHE_HOME/deplodock/cubin` (`~/.cache` by default)."""
     return cache_root() / "cubin"
 
 

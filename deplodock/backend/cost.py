@@ -24,7 +24,6 @@ What is counted:
 
 from __future__ import annotations
 
-import math as pymath
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
@@ -41,7 +40,7 @@ from xdsl.dialects.builtin import (
 from xdsl.ir import Block, BlockArgument, Operation, SSAValue
 
 from deplodock.dialects import kernel
-from deplodock.dialects.element_types import byte_size
+from deplodock.dialects.element_types import buffer_bytes, byte_size
 from deplodock.dialects.hardware import is_shared
 from deplodock.dialects.scalar_ops import NOT_FLOPS
 from deplodock.interpreters.arith import BINARY_OPS, CMPI_PREDICATES
@@ -99,11 +98,6 @@ class _Counts:
             self.loaded[buf] += n
         for buf, n in other.stored.items():
             self.stored[buf] += n
-
-
-def buffer_bytes(t: MemRefType) -> int:
-    """Bytes of a static buffer (also what the host code `cudaMalloc`s and copies)."""
-    return pymath.prod(t.get_shape()) * byte_size(t.element_type)
 
 
 def _is_flop(op: Operation) -> bool:

@@ -21,8 +21,8 @@ from xdsl.ir import BlockArgument, SSAValue
 from xdsl.utils.exceptions import DiagnosticException
 from xdsl.utils.target import Target
 
-from deplodock.backend.cost import buffer_bytes
 from deplodock.dialects import cuda
+from deplodock.dialects.element_types import buffer_bytes
 from deplodock.dialects.queries import find_function, unique_name
 from deplodock.passes.kernel_to_cuda.exprs import element_c_type
 from deplodock.passes.kernel_to_cuda.printer import RESERVED_NAMES

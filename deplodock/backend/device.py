@@ -15,7 +15,6 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import json
-import os
 import shutil
 import subprocess
 from collections.abc import Callable
@@ -24,8 +23,6 @@ from pathlib import Path
 from typing import Any
 
 from deplodock.files import cache_root, write_atomic
-
-CEILINGS_ENV = "DEPLODOCK_CEILINGS"
 
 
 class NoCudaDevice(RuntimeError):
@@ -58,7 +55,7 @@ def cuda_unavailable_reason() -> str | None:
     """Why the GPU paths cannot run here (None when they can): torch, device, pycuda, nvcc."""
     import torch
 
-    from deplodock.backend.nvcc import NVCC, nvcc_available
+    from deplodock.backend.nvcc import nvcc_available, nvcc_command
 
     if torch.version.cuda is None:
         return f"torch {torch.__version__} was built without CUDA"
@@ -69,7 +66,7 @@ def cuda_unavailable_reason() -> str | None:
     except ImportError as error:
         return f"pycuda is not importable ({error}); install the gpu extra: pip install -e '.[gpu]'"
     if not nvcc_available():
-        return f"{NVCC} is not on PATH"
+        return f"{nvcc_command()} is not on PATH"
     return None
 
 
@@ -136,8 +133,7 @@ class Ceilings:
 
 
 def ceilings_path() -> Path:
-    if explicit := os.environ.get(CEILINGS_ENV):
-        return Path(explicit)
+    """Where measured ceilings are kept: `$XDG_CACHE_HOME/deplodock/ceilings.json`."""
     return cache_root() / "ceilings.json"
 
 

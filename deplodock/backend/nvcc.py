@@ -22,7 +22,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-NVCC = os.environ.get("DEPLODOCK_NVCC", "nvcc")
+#: The documented override of the nvcc path (read each time nvcc is looked up).
+NVCC_ENV = "DEPLODOCK_NVCC"
+
+
+def nvcc_command() -> str:
+    """The nvcc to run: `$DEPLODOCK_NVCC`, else `nvcc` on PATH."""
+    return os.environ.get(NVCC_ENV) or "nvcc"
 
 
 class NvccError(RuntimeError):
@@ -52,7 +58,7 @@ class CompileResult:
 
 
 def nvcc_available() -> bool:
-    return shutil.which(NVCC) is not None
+    return shutil.which(nvcc_command()) is not None
 
 
 @functools.cache
@@ -67,8 +73,8 @@ def _version_of(nvcc: str) -> str:
 def nvcc_version() -> str:
     """The build line of `nvcc --version` (part of every cache key); NvccError without nvcc."""
     if not nvcc_available():
-        raise NvccError(f"{NVCC} not found on PATH")
-    return _version_of(shutil.which(NVCC) or NVCC)
+        raise NvccError(f"{nvcc_command()} not found on PATH")
+    return _version_of(shutil.which(nvcc_command()) or nvcc_command())
 
 
 def nvcc_release(version: str) -> str:
@@ -133,12 +139,12 @@ def compile_cubin(
 ) -> CompileResult:
     """`nvcc -arch=<arch> -cubin -Xptxas -v` on `source`; raises NvccError on failure."""
     if not nvcc_available():
-        raise NvccError(f"{NVCC} not found on PATH")
+        raise NvccError(f"{nvcc_command()} not found on PATH")
     with tempfile.TemporaryDirectory(prefix="deplodock-nvcc-") as tmp:
         cu = Path(tmp) / "kernels.cu"
         cubin = Path(tmp) / "kernels.cubin"
         cu.write_text(source)
-        cmd = [NVCC, f"-arch={arch}", "-cubin", "-Xptxas", "-v", *extra_flags]
+        cmd = [nvcc_command(), f"-arch={arch}", "-cubin", "-Xptxas", "-v", *extra_flags]
         proc = subprocess.run(
             [*cmd, "-o", str(cubin), str(cu)], capture_output=True, text=True, cwd=tmp
         )

@@ -21,12 +21,6 @@ from typing import Any
 
 from xdsl.dialects import func
 from xdsl.dialects.builtin import (
-    BFloat16Type,
-    Float16Type,
-    Float32Type,
-    Float64Type,
-    IndexType,
-    IntegerType,
     MemRefType,
     ModuleOp,
 )
@@ -35,36 +29,13 @@ from xdsl.ir import Attribute, SSAValue
 from deplodock.backend.build import Build, build_module, kernel_ops
 from deplodock.backend.device import DeviceInfo
 from deplodock.dialects import cuda
-from deplodock.interpreters import forward_function
-
-#: Static shared memory per block without opting in; above it a kernel needs the attribute.
-DEFAULT_SMEM_LIMIT = 48 * 1024
+from deplodock.dialects.element_types import torch_dtype
+from deplodock.dialects.hardware import MAX_STATIC_SHARED_BYTES
+from deplodock.dialects.queries import forward_function
 
 
 class KernelLaunchError(RuntimeError):
     """A kernel failed to launch or faulted; the message names it."""
-
-
-def torch_dtype(element_type: Attribute) -> Any:
-    """The torch dtype whose storage matches the CUDA C element type of a buffer."""
-    import torch
-
-    match element_type:
-        case Float32Type():
-            return torch.float32
-        case Float16Type():
-            return torch.float16
-        case BFloat16Type():
-            return torch.bfloat16
-        case Float64Type():
-            return torch.float64
-        case IndexType():
-            return torch.int64
-        case IntegerType(width=width) if width.data == 1:
-            return torch.bool
-        case IntegerType(width=width) if width.data in (8, 16, 32, 64):
-            return getattr(torch, f"int{width.data}")
-    raise TypeError(f"no torch dtype for buffer element type {element_type}")
 
 
 def poison_(tensor: Any) -> Any:
@@ -208,7 +179,7 @@ class CudaProgram:
         try:
             function = self.cuda_module.get_function(name)
             smem = kernel.smem.value.data
-            if smem > DEFAULT_SMEM_LIMIT:
+            if smem > MAX_STATIC_SHARED_BYTES:  # past it a kernel must opt in
                 function.set_attribute(self.driver.smem_attribute, smem)
             return function.prepare("P" * len(kernel.arg_types))
         except self.driver.error as error:

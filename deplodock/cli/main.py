@@ -202,8 +202,8 @@ def run_run(args: argparse.Namespace) -> int:
 
 def run_run_cuda(args: argparse.Namespace) -> int:
     """`run --device cuda`: the whole program is built for the GPU (`--ir` does not apply)."""
-    from deplodock.backend.cuda_run import run_on_cuda
     from deplodock.backend.device import require_cuda
+    from deplodock.driver.cuda import run_on_cuda
 
     require_cuda()  # fail fast, before lowering: "no CUDA device: <why>"
     program = load_source(args, seed=args.seed)

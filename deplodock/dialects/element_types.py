@@ -14,6 +14,7 @@ GPU stores it as `__nv_bfloat16` (16 bits) and torch as `torch.bfloat16`.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,6 +26,8 @@ from xdsl.dialects.builtin import (
     Float64Type,
     IndexType,
     IntegerType,
+    MemRefType,
+    TensorType,
     bf16,
     f16,
     f32,
@@ -125,9 +128,29 @@ def byte_size(element_type: Attribute) -> int:
     return element_info(element_type).bytes
 
 
+def buffer_bytes(shaped_type: MemRefType | TensorType) -> int:
+    """Bytes of a static buffer: what the host `cudaMalloc`s and copies, what a shared array
+    takes of the block's budget, what a kernel moves when it reads a buffer once."""
+    return math.prod(shaped_type.get_shape()) * byte_size(shaped_type.get_element_type())
+
+
 def is_narrow_float(element_type: Attribute) -> bool:
     """f16 and bf16: arithmetic on them computes in f32 and rounds the result back."""
     return isinstance(element_type, Float16Type | BFloat16Type)
+
+
+def round_to_type(value: object, element_type: Attribute) -> object:
+    """A computed value as `element_type` holds it, in its numpy dtype (bf16: float32
+    rounded to bf16), so every level rounds the way the GPU stores."""
+    dtype = numpy_dtype(element_type)
+    array = np.asarray(value)
+    if array.dtype != dtype:
+        array = array.astype(dtype)
+    if isinstance(element_type, BFloat16Type):  # no numpy bf16: round through torch
+        import torch
+
+        array = torch.from_numpy(np.ascontiguousarray(array)).to(torch.bfloat16).float().numpy()
+    return array if array.ndim else array[()]
 
 
 def accumulator_type(element_type: Attribute) -> Attribute:

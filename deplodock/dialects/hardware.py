@@ -9,12 +9,8 @@ are not here: they belong to the performance model's device tables.
 
 from __future__ import annotations
 
-import math
-
 from xdsl.dialects.builtin import IntegerAttr, MemRefType
 from xdsl.ir import Attribute
-
-from deplodock.dialects.element_types import byte_size
 
 SHARED_MEMORY_SPACE = 3
 MAX_THREADS_PER_BLOCK = 1024
@@ -51,8 +47,3 @@ def is_shared(memref_type: Attribute) -> bool:
 def shared_memref(element_type: Attribute, shape: list[int]) -> MemRefType:
     """The type of a static `__shared__` array of `shape`."""
     return MemRefType(element_type, shape, memory_space=IntegerAttr(SHARED_MEMORY_SPACE, 64))
-
-
-def shared_bytes(memref_type: MemRefType) -> int:
-    """Bytes of one static shared array."""
-    return math.prod(memref_type.get_shape()) * byte_size(memref_type.element_type)

@@ -48,17 +48,8 @@ from xdsl.traits import (
 )
 from xdsl.utils.exceptions import VerifyException
 
-from deplodock.dialects.common import (
-    AllocOpBase,
-    DynamicForOpBase,
-    KernelOpBase,
-    LaunchOpBase,
-    LoadOpBase,
-    ReturnOpBase,
-    StoreOpBase,
-    YieldOpBase,
-)
-from deplodock.dialects.element_types import UnsupportedElementType
+from deplodock.dialects import common
+from deplodock.dialects.element_types import UnsupportedElementType, buffer_bytes
 from deplodock.dialects.hardware import (
     MAX_STATIC_SHARED_BYTES,
     MAX_THREADS_PER_BLOCK,
@@ -66,7 +57,6 @@ from deplodock.dialects.hardware import (
     WARP_SIZE,
     is_shared,
     is_valid_block_size,
-    shared_bytes,
 )
 
 # --------------------------------------------------------------------------------------------
@@ -74,7 +64,7 @@ from deplodock.dialects.hardware import (
 
 
 @irdl_op_definition
-class ReturnOp(ReturnOpBase):
+class ReturnOp(common.ReturnOpBase):
     """`kernel.return`: end of a kernel body (kernels write their output buffers)."""
 
     name = "kernel.return"
@@ -82,7 +72,7 @@ class ReturnOp(ReturnOpBase):
 
 
 @irdl_op_definition
-class FuncOp(KernelOpBase):
+class FuncOp(common.KernelOpBase):
     """`kernel.func @k(%a: memref<...>, ...) grid G block T { ... }`: one `__global__`.
 
     The launch configuration is part of the kernel (1-D grid of `G` blocks of `T` threads), so
@@ -124,7 +114,7 @@ class FuncOp(KernelOpBase):
         if self.grid_size <= 0:
             raise VerifyException(f"{where}: grid must be positive, got {self.grid_size}")
         try:
-            total = sum(shared_bytes(op.result.type) for op in self.shared_allocs())
+            total = sum(buffer_bytes(op.result.type) for op in self.shared_allocs())
         except UnsupportedElementType as error:
             raise VerifyException(f"{where}: shared array of {error}") from None
         if total > MAX_STATIC_SHARED_BYTES:
@@ -216,7 +206,7 @@ def depends_on_thread_id(value: SSAValue) -> bool:
         seen.add(current)
         if isinstance(current, BlockArgument):
             owner = current.block.parent_op()
-            if isinstance(owner, DynamicForOpBase):
+            if isinstance(owner, common.DynamicForOpBase):
                 work.append(owner.operands[current.index])  # [lb, *inits] match [iv, *carried]
             continue
         if isinstance(current.owner, ThreadIdOp):
@@ -278,7 +268,7 @@ class ShflXorOp(IRDLOperation):
 
 
 @irdl_op_definition
-class YieldOp(YieldOpBase):
+class YieldOp(common.YieldOpBase):
     """`kernel.yield %a : f32`: next iter_args of a `kernel.for`; empty (elided) in `kernel.if`."""
 
     name = "kernel.yield"
@@ -286,7 +276,7 @@ class YieldOp(YieldOpBase):
 
 
 @irdl_op_definition
-class ForOp(DynamicForOpBase):
+class ForOp(common.DynamicForOpBase):
     """`kernel.for %iv = %lb to UB [step S] [iter_args(...)] { ... }`: a per-thread loop.
 
     The start is dynamic (the thread id for a cooperative strided loop, `b * T + t` for a
@@ -338,21 +328,21 @@ class IfOp(IRDLOperation):
 
 
 @irdl_op_definition
-class LoadOp(LoadOpBase):
+class LoadOp(common.LoadOpBase):
     """`%v = kernel.load %buf[%i, ...] : memref<...>` (global, or shared: `memref<..., 3>`)."""
 
     name = "kernel.load"
 
 
 @irdl_op_definition
-class StoreOp(StoreOpBase):
+class StoreOp(common.StoreOpBase):
     """`kernel.store %v, %buf[%i, ...] : memref<...>` (global, or shared: `memref<..., 3>`)."""
 
     name = "kernel.store"
 
 
 @irdl_op_definition
-class AllocOp(AllocOpBase):
+class AllocOp(common.AllocOpBase):
     """`%b = kernel.alloc : memref<...>`: a global buffer allocated by the host."""
 
     name = "kernel.alloc"
@@ -363,7 +353,7 @@ class AllocOp(AllocOpBase):
 
 
 @irdl_op_definition
-class LaunchOp(LaunchOpBase):
+class LaunchOp(common.LaunchOpBase):
     """`kernel.launch @k(%a, ...) : (types) -> ()`: runs `kernel.func @k` on the buffers."""
 
     name = "kernel.launch"

@@ -13,20 +13,11 @@ from xdsl.ir import Dialect
 from xdsl.irdl import irdl_op_definition, lazy_traits_def
 from xdsl.traits import HasParent, SingleBlockImplicitTerminator
 
-from deplodock.dialects.common import (
-    AllocOpBase,
-    KernelOpBase,
-    LaunchOpBase,
-    LoadOpBase,
-    ReturnOpBase,
-    StaticForOpBase,
-    StoreOpBase,
-    YieldOpBase,
-)
+from deplodock.dialects import common
 
 
 @irdl_op_definition
-class YieldOp(YieldOpBase):
+class YieldOp(common.YieldOpBase):
     """`loop.yield %a : f32`: the loop-carried values of the next iteration."""
 
     name = "loop.yield"
@@ -34,7 +25,7 @@ class YieldOp(YieldOpBase):
 
 
 @irdl_op_definition
-class ForOp(StaticForOpBase):
+class ForOp(common.StaticForOpBase):
     """`loop.for %i = 0 to 32 [step S] [iter_args(%a = %init) -> (f32)] { ... }`."""
 
     name = "loop.for"
@@ -42,21 +33,21 @@ class ForOp(StaticForOpBase):
 
 
 @irdl_op_definition
-class LoadOp(LoadOpBase):
+class LoadOp(common.LoadOpBase):
     """`%v = loop.load %buf[%i, %j] : memref<4x8xf32>`."""
 
     name = "loop.load"
 
 
 @irdl_op_definition
-class StoreOp(StoreOpBase):
+class StoreOp(common.StoreOpBase):
     """`loop.store %v, %buf[%i, %j] : memref<4x8xf32>`."""
 
     name = "loop.store"
 
 
 @irdl_op_definition
-class ReturnOp(ReturnOpBase):
+class ReturnOp(common.ReturnOpBase):
     """`loop.return`: end of a kernel body."""
 
     name = "loop.return"
@@ -64,7 +55,7 @@ class ReturnOp(ReturnOpBase):
 
 
 @irdl_op_definition
-class KernelOp(KernelOpBase):
+class KernelOp(common.KernelOpBase):
     """`loop.kernel @k(%a: memref<...>, ...) { ... loop.return }`."""
 
     name = "loop.kernel"
@@ -72,14 +63,14 @@ class KernelOp(KernelOpBase):
 
 
 @irdl_op_definition
-class AllocOp(AllocOpBase):
+class AllocOp(common.AllocOpBase):
     """`%b = loop.alloc : memref<4x8xf32>` (host)."""
 
     name = "loop.alloc"
 
 
 @irdl_op_definition
-class LaunchOp(LaunchOpBase):
+class LaunchOp(common.LaunchOpBase):
     """`loop.launch @k(%a, %b) : (memref<...>, memref<...>) -> ()` (host)."""
 
     name = "loop.launch"

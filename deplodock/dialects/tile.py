@@ -46,22 +46,13 @@ from xdsl.traits import (
 )
 from xdsl.utils.exceptions import VerifyException
 
-from deplodock.dialects.common import (
-    AllocOpBase,
-    DynamicForOpBase,
-    KernelOpBase,
-    LaunchOpBase,
-    LoadOpBase,
-    ReturnOpBase,
-    StoreOpBase,
-    YieldOpBase,
-)
+from deplodock.dialects import common
 from deplodock.dialects.hardware import MAX_THREADS_PER_BLOCK, WARP_SIZE, is_valid_block_size
 from deplodock.dialects.reduce_kind import ReduceKind, ReduceKindAttr
 
 
 @irdl_op_definition
-class ReturnOp(ReturnOpBase):
+class ReturnOp(common.ReturnOpBase):
     """`tile.return`: end of a kernel body."""
 
     name = "tile.return"
@@ -69,7 +60,7 @@ class ReturnOp(ReturnOpBase):
 
 
 @irdl_op_definition
-class KernelOp(KernelOpBase):
+class KernelOp(common.KernelOpBase):
     """`tile.kernel @k(%a: memref<...>, ...) [attributes {schedule = {...}}] { ... }`.
 
     `schedule` is an optional dictionary of the knobs the scheduling passes decided or are
@@ -171,7 +162,7 @@ class ThreadsOp(ParallelRegionOpBase):
 
 
 @irdl_op_definition
-class YieldOp(YieldOpBase):
+class YieldOp(common.YieldOpBase):
     """`tile.yield %a : f32`: the loop-carried values of the next iteration."""
 
     name = "tile.yield"
@@ -179,7 +170,7 @@ class YieldOp(YieldOpBase):
 
 
 @irdl_op_definition
-class ForOp(DynamicForOpBase):
+class ForOp(common.DynamicForOpBase):
     """`tile.for %iv = %lb to UB [step S] [iter_args(...) -> (...)] { ... }`: per thread.
 
     `%lb` is an `index` value that may differ per thread (thread id, `b * T + t`, or a
@@ -221,14 +212,14 @@ class CombineOp(IRDLOperation):
 
 
 @irdl_op_definition
-class LoadOp(LoadOpBase):
+class LoadOp(common.LoadOpBase):
     """`%v = tile.load %buf[%i, ...] : memref<...>`: one element per thread."""
 
     name = "tile.load"
 
 
 @irdl_op_definition
-class StoreOp(StoreOpBase):
+class StoreOp(common.StoreOpBase):
     """`tile.store %v, %buf[%i, ...] : memref<...>`: one element per thread.
 
     A store that is not inside a thread-strided loop is executed by every thread with the
@@ -239,14 +230,14 @@ class StoreOp(StoreOpBase):
 
 
 @irdl_op_definition
-class AllocOp(AllocOpBase):
+class AllocOp(common.AllocOpBase):
     """`%b = tile.alloc : memref<...>` (host)."""
 
     name = "tile.alloc"
 
 
 @irdl_op_definition
-class LaunchOp(LaunchOpBase):
+class LaunchOp(common.LaunchOpBase):
     """`tile.launch @k(%a, ...) : (types) -> ()` (host): runs a `tile.kernel` in place."""
 
     name = "tile.launch"

@@ -18,9 +18,9 @@ import numpy as np
 import torch
 from xdsl.dialects.builtin import MemRefType, ModuleOp, StringAttr, TensorType
 
+from deplodock.dialects.element_types import numpy_dtype, round_to_type
+from deplodock.dialects.queries import forward_function
 from deplodock.frontend.capture import to_numpy
-from deplodock.interpreters import forward_function
-from deplodock.interpreters.values import numpy_dtype, round_to_type
 
 INDEX_FILE = "model.safetensors.index.json"
 SINGLE_FILE = "model.safetensors"

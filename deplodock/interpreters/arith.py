@@ -22,8 +22,8 @@ from xdsl.dialects.builtin import FloatAttr, IntegerAttr
 from xdsl.interpreter import Interpreter, InterpreterFunctions, PythonValues, impl, register_impls
 from xdsl.ir import Operation
 
+from deplodock.dialects.element_types import round_to_type
 from deplodock.dialects.scalar_ops import CAST_OPS
-from deplodock.interpreters.values import round_to_type
 
 NumpyFn = Callable[..., Any]
 

@@ -23,7 +23,7 @@ from xdsl.interpreter import (
 )
 from xdsl.utils.exceptions import InterpretationError
 
-from deplodock.dialects.element_types import is_narrow_float, numpy_dtype
+from deplodock.dialects.element_types import is_narrow_float, numpy_dtype, round_to_type
 from deplodock.dialects.tensor import (
     ElementwiseOp,
     GatherOp,
@@ -34,7 +34,6 @@ from deplodock.dialects.tensor import (
 )
 from deplodock.interpreters.affine import eval_affine_map
 from deplodock.interpreters.common import terminator_impl
-from deplodock.interpreters.values import round_to_type
 
 
 def as_tensor(value: Any, tensor_type: TensorType) -> np.ndarray:

@@ -19,7 +19,7 @@ from xdsl.interpreter import Interpreter, InterpreterFunctions, PythonValues, im
 from xdsl.ir import Operation
 
 from deplodock.dialects import torch as T
-from deplodock.interpreters.values import numpy_dtype, round_to_type
+from deplodock.dialects.element_types import numpy_dtype, round_to_type
 
 
 def _wide(x: Any) -> np.ndarray:

@@ -9,24 +9,9 @@ rounded to bf16 after every op.
 from __future__ import annotations
 
 import numpy as np
-import torch
-from xdsl.dialects.builtin import BFloat16Type, MemRefType, TensorType
-from xdsl.ir import Attribute
+from xdsl.dialects.builtin import MemRefType, TensorType
 
 from deplodock.dialects.element_types import numpy_dtype
-
-__all__ = ["empty_buffer", "numpy_dtype", "round_to_type"]
-
-
-def round_to_type(value: object, element_type: Attribute) -> object:
-    """Casts a computed value to what `element_type` can hold (bf16 included)."""
-    dtype = numpy_dtype(element_type)
-    array = np.asarray(value)
-    if array.dtype != dtype:
-        array = array.astype(dtype)
-    if isinstance(element_type, BFloat16Type):
-        array = torch.from_numpy(np.ascontiguousarray(array)).to(torch.bfloat16).float().numpy()
-    return array if array.ndim else array[()]
 
 
 def empty_buffer(shaped_type: MemRefType | TensorType) -> np.ndarray:

@@ -34,13 +34,8 @@ from xdsl.dialects import arith
 from xdsl.dialects.builtin import DictionaryAttr, ModuleOp
 from xdsl.ir import Block, Operation, SSAValue
 from xdsl.passes import ModulePass
-from xdsl.pattern_rewriter import (
-    GreedyRewritePatternApplier,
-    PatternRewriter,
-    PatternRewriteWalker,
-    RewritePattern,
-    op_type_rewrite_pattern,
-)
+from xdsl.pattern_rewriter import PatternRewriteWalker
+from xdsl.rewriter import Rewriter
 from xdsl.utils.exceptions import PassFailedException
 
 from deplodock.dialects import loop, tile
@@ -127,12 +122,6 @@ def unscheduled_kernel(kernel: loop.KernelOp) -> tile.KernelOp:
     return new
 
 
-class KernelToTile(RewritePattern):
-    @op_type_rewrite_pattern
-    def match_and_rewrite(self, op: loop.KernelOp, rewriter: PatternRewriter) -> None:
-        rewriter.replace(op, unscheduled_kernel(op))
-
-
 @dataclass(frozen=True)
 class ConvertLoopToTilePass(ModulePass):
     """Converts every `loop` op to `tile`, scheduling nothing (see the module docstring)."""
@@ -140,7 +129,9 @@ class ConvertLoopToTilePass(ModulePass):
     name = "convert-loop-to-tile"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        patterns = [KernelToTile(), LowerHostOps("loop", tile.AllocOp, tile.LaunchOp)]
-        PatternRewriteWalker(GreedyRewritePatternApplier(patterns)).rewrite_module(op)
+        for kernel in [k for k in op.ops if isinstance(k, loop.KernelOp)]:
+            Rewriter.replace_op(kernel, unscheduled_kernel(kernel))
+        host_ops = LowerHostOps("loop", tile.AllocOp, tile.LaunchOp)
+        PatternRewriteWalker(host_ops, apply_recursively=False).rewrite_module(op)
         if left := next((o for o in op.walk() if o.dialect_name() == "loop"), None):
             raise PassFailedException(f"convert-loop-to-tile: {left.name} left after the pass")

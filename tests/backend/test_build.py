@@ -69,7 +69,7 @@ def calls(log: Path) -> int:
 @pytest.fixture
 def fake_nvcc(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     script, log = make_fake_nvcc(tmp_path / "v1", "12.8")
-    monkeypatch.setattr(nvcc, "NVCC", str(script))
+    monkeypatch.setenv("DEPLODOCK_NVCC", str(script))
     return log
 
 
@@ -103,9 +103,9 @@ def test_nvcc_version_is_part_of_the_key(tmp_path: Path, monkeypatch: pytest.Mon
     cache = tmp_path / "cache"
     old, old_log = make_fake_nvcc(tmp_path / "old", "12.8")
     new, new_log = make_fake_nvcc(tmp_path / "new", "13.0")
-    monkeypatch.setattr(nvcc, "NVCC", str(old))
+    monkeypatch.setenv("DEPLODOCK_NVCC", str(old))
     a = build_cubin(SOURCE, "sm_90", directory=cache)
-    monkeypatch.setattr(nvcc, "NVCC", str(new))
+    monkeypatch.setenv("DEPLODOCK_NVCC", str(new))
     b = build_cubin(SOURCE, "sm_90", directory=cache)
     assert a.key != b.key and not b.cached
     assert calls(old_log) == calls(new_log) == 1

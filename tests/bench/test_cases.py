@@ -17,9 +17,9 @@ from bench.cases import QWEN, TINYLLAMA, all_cases, find_cases
 from deplodock.backend import nvcc
 from deplodock.backend.build import build_module
 from deplodock.backend.cost import program_costs
+from deplodock.dialects.queries import forward_function
 from deplodock.driver import lower_program, program_from_expression
 from deplodock.frontend.expression import parse_expression
-from deplodock.interpreters import forward_function
 
 CASES = all_cases()
 

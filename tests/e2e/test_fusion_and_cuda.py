@@ -10,6 +10,7 @@ from __future__ import annotations
 import pytest
 from xdsl.dialects.builtin import MemRefType
 
+from deplodock.backend.cuda_source import kernels_text
 from deplodock.backend.nvcc import compile_cubin, nvcc_available
 from deplodock.dialects import cuda, kernel, loop
 from tests.e2e.test_ops_all_levels import OPS, lowered
@@ -53,7 +54,7 @@ def test_matmul_broadcast_product_is_never_a_buffer() -> None:
 def test_emitted_cuda_compiles_for_sm90_without_spills(name: str) -> None:
     module = lowered(name, "cuda")
     for kernel_op in (op for op in module.ops if isinstance(op, cuda.KernelOp)):
-        result = compile_cubin(kernel_op.source.data, arch="sm_90")
+        result = compile_cubin(kernels_text([kernel_op]), arch="sm_90")
         assert kernel_op.sym_name.data in result.kernels, result.log
         for kernel_name, resources in result.kernels.items():
             assert not resources.spills, f"{name}: kernel {kernel_name} spills: {resources}"

@@ -25,16 +25,17 @@ from transformers.models.qwen2.modeling_qwen2 import (
 from xdsl.dialects.builtin import ModuleOp
 
 from deplodock.backend.cpu_runner import run_on_cpu
+from deplodock.backend.cuda_source import kernels_text
 from deplodock.backend.nvcc import compile_cubin, nvcc_available
 from deplodock.dialects import cuda
 from deplodock.driver import (
     Program,
     forward_arguments,
     max_relative_error,
-    randomize_parameters,
     reference_outputs,
 )
 from deplodock.frontend.capture import capture
+from deplodock.frontend.expression import randomize_parameters
 from deplodock.passes.pipelines import STAGES
 from tests.e2e.test_ops_all_levels import (
     captured_expression,
@@ -265,5 +266,5 @@ def test_emitted_cuda_compiles_for_sm90(name: str) -> None:
     else:
         module = lowered_expression(EXPRESSIONS.get(name) or BF16_EXPRESSIONS[name], "cuda")
     for kernel_op in (op for op in module.ops if isinstance(op, cuda.KernelOp)):
-        result = compile_cubin(kernel_op.source.data, arch="sm_90")
+        result = compile_cubin(kernels_text([kernel_op]), arch="sm_90")
         assert kernel_op.sym_name.data in result.kernels, result.log

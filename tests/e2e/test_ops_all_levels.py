@@ -21,9 +21,9 @@ from deplodock.driver import (
     lower_program,
     max_relative_error,
     program_from_expression,
-    randomize_parameters,
     reference_outputs,
 )
+from deplodock.frontend.expression import randomize_parameters
 from deplodock.passes.pipelines import STAGES
 
 OPS: dict[str, str] = {

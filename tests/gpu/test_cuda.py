@@ -72,10 +72,10 @@ def test_the_issue_softmax_example(capsys) -> None:
 def test_zero_copy_exchange_and_poisoning() -> None:
     import torch
 
-    from deplodock.backend.cuda_run import device_arguments, relative_error
     from deplodock.backend.device import require_cuda
     from deplodock.backend.runtime import CudaProgram
     from deplodock.driver import lower_program, program_from_expression
+    from deplodock.driver.cuda import device_arguments, relative_error
 
     device = require_cuda()
     program = program_from_expression("torch.randn(4, 300) * 2.0")
@@ -127,12 +127,12 @@ def test_a_faulting_kernel_is_named(tmp_path: Path) -> None:
 def test_ceilings_are_measured_and_cached(tmp_path: Path, monkeypatch) -> None:
     from deplodock.backend.device import load_ceilings, measure_ceilings, require_cuda
 
-    monkeypatch.setenv("DEPLODOCK_CEILINGS", str(tmp_path / "ceilings.json"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     name = require_cuda().name
     ceilings = load_ceilings(name, lambda: measure_ceilings(runs=3))
     assert 100 < ceilings.copy_gbps < 20_000
     assert 1_000 < ceilings.fp32_gflops < ceilings.bf16_gflops
-    assert name in json.loads((tmp_path / "ceilings.json").read_text())
+    assert name in json.loads((tmp_path / "deplodock" / "ceilings.json").read_text())
 
 
 def test_suite_on_two_cases(tmp_path: Path) -> None:

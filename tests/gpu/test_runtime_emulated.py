@@ -17,7 +17,12 @@ from xdsl.parser import Parser
 
 from deplodock.backend.benchmark import format_bench_table, run_interleaved, torch_contenders
 from deplodock.backend.build import Build
-from deplodock.backend.cuda_run import (
+from deplodock.backend.device import Ceilings
+from deplodock.backend.profile import format_profile_table, kernel_profiles
+from deplodock.backend.runtime import CudaProgram, KernelLaunchError
+from deplodock.dialects import make_context
+from deplodock.driver import float64_outputs, lower_program, program_from_expression
+from deplodock.driver.cuda import (
     check_on_cuda,
     device_arguments,
     prepare_on_cuda,
@@ -25,11 +30,6 @@ from deplodock.backend.cuda_run import (
     relative_error,
     tolerance_for,
 )
-from deplodock.backend.device import Ceilings
-from deplodock.backend.profile import format_profile_table, kernel_profiles
-from deplodock.backend.runtime import CudaProgram, KernelLaunchError
-from deplodock.dialects import make_context
-from deplodock.driver import float64_outputs, lower_program, program_from_expression
 from deplodock.frontend.expression import randomize_parameters
 from tests.gpu.emulation import DRIVER, FAKE_DEVICE, emulated_load, emulated_module
 

@@ -145,3 +145,24 @@ def test_hand_written_cuda_module_and_nan_filled_allocs() -> None:
     np.testing.assert_array_equal(y[:60], x[:60] + 1)
     assert np.isnan(y[60:]).all() and np.isnan(z[60:]).all()  # never written: still NaN
     np.testing.assert_array_equal(z[:60], 2 * (x[:60] + 1))
+
+
+def test_the_cuda_level_needs_a_runner_of_cuda_c() -> None:
+    """Running C is the backend's service: the interpreters alone say so in one line."""
+    from xdsl.utils.exceptions import InterpretationError
+
+    from deplodock.interpreters import run_module
+
+    module = to_cuda(load("rms_norm.mlir"))
+    x = RNG.standard_normal((1, 8, 512)).astype(np.float32)
+    with pytest.raises(InterpretationError, match="no runner for CUDA C was given"):
+        run_module(module, [x, np.ones(512, np.float32)])
+    calls: list[tuple[str, int, int]] = []
+    run_module(
+        module,
+        [x, np.ones(512, np.float32)],
+        cuda_runner=lambda source, name, args, grid, block: calls.append((name, grid, block)),
+    )
+    assert [name for name, _, _ in calls] == [
+        k.sym_name.data for k in module.ops if isinstance(k, cuda.KernelOp)
+    ]

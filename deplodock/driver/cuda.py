@@ -19,10 +19,10 @@ import numpy as np
 from xdsl.dialects.builtin import BFloat16Type, Float16Type, ModuleOp
 
 from deplodock.backend.cost import KernelCost
-from deplodock.backend.runtime import torch_dtype
+from deplodock.dialects.element_types import torch_dtype
+from deplodock.dialects.queries import forward_function
 from deplodock.driver import RunReport, float64_outputs, lower_program, max_relative_error
 from deplodock.frontend.capture import to_numpy
-from deplodock.interpreters import forward_function
 
 MATMUL_OPS = frozenset({"torch.matmul", "torch.linear", "torch.bmm"})
 

@@ -1,5 +1,7 @@
 """What the `compile` and `run` commands do, as functions the tests and the docs call too.
 
+`run --device cuda` (build, run on the GPU, bench, profile) is `driver/cuda.py`.
+
 A `Program` is a module plus, when it came from PyTorch, the `nn.Module` and example inputs
 that define its meaning. Lowering, printing and checking against PyTorch all start from it.
 """
@@ -15,21 +17,18 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Operation
 from xdsl.parser import Parser
 from xdsl.printer import Printer
 
-from deplodock.backend.cpu_runner import run_on_cpu
 from deplodock.dialects import make_context
-from deplodock.frontend.capture import to_numpy
-from deplodock.frontend.expression import randomize_parameters
-from deplodock.interpreters import forward_function
+from deplodock.dialects.queries import forward_function
 from deplodock.passes.pipelines import STAGES, lower, stage_of
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # torch is imported where a program comes from PyTorch, not for .mlir
+    import torch
     from torch.export import ExportedProgram
 
 
@@ -259,6 +258,8 @@ def reference_outputs(program: Program) -> list[np.ndarray]:
     """PyTorch's outputs computed in float64: the reference every stage is compared with."""
     assert program.torch_module is not None
     outputs = float64_outputs(program.torch_module, program.example_inputs)
+    from deplodock.frontend.capture import to_numpy
+
     return [to_numpy(output) for output in outputs]
 
 
@@ -268,6 +269,8 @@ def float64_outputs(module: torch.nn.Module, inputs: Sequence[torch.Tensor]) -> 
     The module's floating tensors are switched to float64 for the call and then restored
     (a deepcopy would not do: the generated expression wrapper closes over itself).
     """
+    import torch
+
     tensors = [t for t in [*module.parameters(), *module.buffers()] if t.is_floating_point()]
     originals = [t.data for t in tensors]
     wide = [x.double() if x.is_floating_point() else x for x in inputs]
@@ -326,6 +329,8 @@ def arguments_and_reference(
         return program.reference(seed)
     if program.torch_module is None:
         raise ValueError("run needs a PyTorch source (-c EXPR or a model) to compare against")
+    from deplodock.frontend.expression import randomize_parameters
+
     randomize_parameters(program.torch_module, seed)
     return forward_arguments(program), reference_outputs(program)
 
@@ -336,6 +341,8 @@ def run_and_compare(program: Program, seed: int = 0, tolerance: float | None = N
         tolerance = program.tolerance if program.tolerance is not None else 1e-5
     arguments, expected = arguments_and_reference(program, seed)
     start = time.perf_counter()
+    from deplodock.backend.cpu_runner import run_on_cpu  # not loaded by `compile`
+
     actual = run_on_cpu(program.module, arguments)
     seconds = time.perf_counter() - start
     errors = [max_relative_error(a, e) for a, e in zip(actual, expected, strict=True)]
