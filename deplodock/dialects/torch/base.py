@@ -35,6 +35,8 @@ from xdsl.irdl import (
 from xdsl.traits import Pure
 from xdsl.utils.exceptions import VerifyException
 
+from deplodock.dialects.queries import shape_of
+
 Shape = tuple[int, ...]
 Types = Sequence["TensorType | Sequence[TensorType] | None"]
 Props = Mapping[str, Attribute]
@@ -88,11 +90,6 @@ def is_supported_element_type(t: Attribute) -> bool:
     return is_float(t) or is_integer(t)
 
 
-def element_type(t: TensorType | Sequence[TensorType] | None) -> Attribute:
-    assert isinstance(t, TensorType)
-    return t.element_type
-
-
 def broadcast_shapes(op: str, a: Sequence[int], b: Sequence[int]) -> Shape:
     """numpy/PyTorch broadcasting of two shapes (trailing dims aligned, 1 stretches)."""
     out: list[int] = []
@@ -115,11 +112,6 @@ def matmul_shape(op: str, a: Sequence[int], b: Sequence[int]) -> Shape:
         fail(op, f"inner dimensions {a2[-1]} and {b2[-2]} differ")
     batch = broadcast_shapes(op, a2[:-2], b2[:-2])
     return (*batch, *a2[-2:-1][len(a) == 1 :], *b2[-1:][len(b) == 1 :])
-
-
-def shape_of(t: TensorType | Sequence[TensorType] | None) -> Shape:
-    assert isinstance(t, TensorType)
-    return tuple(t.get_shape())
 
 
 def like(t: TensorType | Sequence[TensorType] | None, shape: Sequence[int]) -> TensorType:

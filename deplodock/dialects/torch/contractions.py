@@ -8,19 +8,18 @@ from xdsl.dialects.builtin import BoolAttr, Float64Type, FloatAttr, TensorType, 
 from xdsl.ir import SSAValue
 from xdsl.irdl import irdl_op_definition, operand_def, opt_operand_def, prop_def
 
+from deplodock.dialects.queries import element_type_of, shape_of
 from deplodock.dialects.torch.base import (
     BinaryOp,
     Props,
     TorchOp,
     Types,
     broadcast_shapes,
-    element_type,
     fail,
     fmt,
     int_prop,
     like,
     matmul_shape,
-    shape_of,
 )
 
 
@@ -117,8 +116,8 @@ class ScaledDotProductAttentionOp(TorchOp):
     @classmethod
     def infer(cls, types: Types, props: Props) -> TensorType:
         q, k, v = (shape_of(t) for t in types[:3])
-        elt = element_type(types[0])
-        if element_type(types[1]) != elt or element_type(types[2]) != elt:
+        elt = element_type_of(types[0])
+        if element_type_of(types[1]) != elt or element_type_of(types[2]) != elt:
             fail(cls.name, "query, key and value must have the same element type")
         if not len(q) == len(k) == len(v) >= 2:
             fail(cls.name, f"query, key, value need one rank >= 2: {fmt(q)}, {fmt(k)}, {fmt(v)}")
@@ -129,7 +128,7 @@ class ScaledDotProductAttentionOp(TorchOp):
             fail(cls.name, f"batch dims of {fmt(q)} and {fmt(k)} differ")
         out = (*q[:-1], v[-1])
         if types[3] is not None:
-            m, m_elt = shape_of(types[3]), element_type(types[3])
+            m, m_elt = shape_of(types[3]), element_type_of(types[3])
             if m_elt not in (i1, elt):
                 fail(cls.name, f"attn_mask must be i1 or {elt}, got {m_elt}")
             scores = (*q[:-1], k[-2])

@@ -16,6 +16,7 @@ from xdsl.dialects.builtin import Float64Type, FloatAttr, StringAttr, TensorType
 from xdsl.ir import Attribute, SSAValue
 from xdsl.irdl import IRDLOperation, irdl_op_definition, operand_def, opt_prop_def, prop_def
 
+from deplodock.dialects.queries import element_type_of, shape_of
 from deplodock.dialects.torch.base import (
     BinaryOp,
     Props,
@@ -23,12 +24,10 @@ from deplodock.dialects.torch.base import (
     Types,
     UnaryOp,
     broadcast_shapes,
-    element_type,
     fail,
     fmt,
     is_float,
     is_supported_element_type,
-    shape_of,
 )
 
 
@@ -149,8 +148,8 @@ class FloatUnaryOp(UnaryOp):
 
     @classmethod
     def infer(cls, types: Types, props: Props) -> TensorType:
-        if not is_float(element_type(types[0])):
-            fail(cls.name, f"needs a float tensor, got {element_type(types[0])}")
+        if not is_float(element_type_of(types[0])):
+            fail(cls.name, f"needs a float tensor, got {element_type_of(types[0])}")
         return super().infer(types, props)
 
 
@@ -192,7 +191,7 @@ class ClampOp(UnaryOp):
         bounds = [b for b in (props.get("min"), props.get("max")) if isinstance(b, FloatAttr)]
         if not bounds:
             fail(cls.name, "needs a min or a max bound (or both)")
-        elt = element_type(types[0])
+        elt = element_type_of(types[0])
         if elt == i1:
             fail(cls.name, "bool tensors cannot be clamped")
         if not is_float(elt) and not all(float(b.value.data).is_integer() for b in bounds):
@@ -267,8 +266,8 @@ class LogicalBinaryOp(CompareOp):
 
     @classmethod
     def infer(cls, types: Types, props: Props) -> TensorType:
-        if element_type(types[0]) != i1:
-            fail(cls.name, f"operands must be i1, got {element_type(types[0])}")
+        if element_type_of(types[0]) != i1:
+            fail(cls.name, f"operands must be i1, got {element_type_of(types[0])}")
         return super().infer(types, props)
 
 
@@ -288,8 +287,8 @@ class LogicalNotOp(UnaryOp):
 
     @classmethod
     def infer(cls, types: Types, props: Props) -> TensorType:
-        if element_type(types[0]) != i1:
-            fail(cls.name, f"operand must be i1, got {element_type(types[0])}")
+        if element_type_of(types[0]) != i1:
+            fail(cls.name, f"operand must be i1, got {element_type_of(types[0])}")
         return super().infer(types, props)
 
 
@@ -308,13 +307,13 @@ class WhereOp(TorchOp):
 
     @classmethod
     def infer(cls, types: Types, props: Props) -> TensorType:
-        if element_type(types[0]) != i1:
-            fail(cls.name, f"condition must be i1, got {element_type(types[0])}")
-        if element_type(types[1]) != element_type(types[2]):
+        if element_type_of(types[0]) != i1:
+            fail(cls.name, f"condition must be i1, got {element_type_of(types[0])}")
+        if element_type_of(types[1]) != element_type_of(types[2]):
             fail(cls.name, "input and other must have the same element type")
         shape = broadcast_shapes(cls.name, shape_of(types[0]), shape_of(types[1]))
         shape = broadcast_shapes(cls.name, shape, shape_of(types[2]))
-        return TensorType(element_type(types[1]), shape)
+        return TensorType(element_type_of(types[1]), shape)
 
 
 # --- element type changes and generated sequences -----------------------------------------

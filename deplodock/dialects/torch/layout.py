@@ -12,6 +12,7 @@ from xdsl.dialects.builtin import I64, DenseArrayBase, IntegerAttr, TensorType, 
 from xdsl.ir import SSAValue
 from xdsl.irdl import irdl_op_definition, operand_def, prop_def, var_operand_def
 
+from deplodock.dialects.queries import element_type_of, shape_of
 from deplodock.dialects.torch.base import (
     DimOp,
     Props,
@@ -23,14 +24,12 @@ from deplodock.dialects.torch.base import (
     array_attr,
     broadcast_shapes,
     check_dim,
-    element_type,
     fail,
     fmt,
     i64_attr,
     int_prop,
     ints_prop,
     like,
-    shape_of,
 )
 
 
@@ -161,8 +160,8 @@ class CatOp(TorchOp):
 
 def _check_indices(op: str, types: Sequence[TensorType | Sequence[TensorType] | None]) -> None:
     for t in types:
-        if element_type(t) not in (i64, i32):  # type: ignore[arg-type]
-            fail(op, f"indices must be i64 or i32, got {element_type(t)}")  # type: ignore[arg-type]
+        if element_type_of(t) not in (i64, i32):  # type: ignore[arg-type]
+            fail(op, f"indices must be i64 or i32, got {element_type_of(t)}")  # type: ignore[arg-type]
 
 
 @irdl_op_definition

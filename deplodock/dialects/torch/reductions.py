@@ -23,6 +23,7 @@ from xdsl.irdl import (
 from xdsl.parser import Parser
 from xdsl.printer import Printer
 
+from deplodock.dialects.queries import element_type_of, shape_of
 from deplodock.dialects.torch.base import (
     DimOp,
     Props,
@@ -33,13 +34,11 @@ from deplodock.dialects.torch.base import (
     Types,
     array_attr,
     check_dim,
-    element_type,
     fail,
     fmt,
     int_prop,
     ints_prop,
     is_integer,
-    shape_of,
 )
 
 
@@ -176,7 +175,7 @@ class CumsumOp(DimOp):
 
     @classmethod
     def infer(cls, types: Types, props: Props) -> TensorType:
-        shape, elt = shape_of(types[0]), element_type(types[0])
+        shape, elt = shape_of(types[0]), element_type_of(types[0])
         check_dim(cls.name, "dim", int_prop(props, "dim"), len(shape))
         return TensorType(i64 if is_integer(elt) else elt, shape)
 
