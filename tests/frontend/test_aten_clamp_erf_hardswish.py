@@ -11,7 +11,6 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-from torch import nn
 from xdsl.builder import Builder
 from xdsl.dialects.builtin import TensorType, f16, f32
 from xdsl.ir import Block
@@ -20,15 +19,7 @@ from xdsl.rewriter import InsertPoint
 from deplodock.dialects import torch as T
 from deplodock.frontend.aten import Emitter, Registration, handled_op_types
 from deplodock.frontend.capture import UnsupportedOpError, capture, capture_program, to_numpy
-
-
-class Fn(nn.Module):
-    def __init__(self, fn):
-        super().__init__()
-        self.fn = fn
-
-    def forward(self, *xs):
-        return self.fn(*xs)
+from tests.frontend.capturing import Fn, capture_and_compare
 
 
 def _randn(*shape: int, scale: float = 1.0) -> torch.Tensor:
@@ -67,16 +58,8 @@ CASES = {
 @pytest.mark.parametrize("name", list(CASES))
 def test_op_imports_and_matches_pytorch(name, run_torch, rel_err):
     fn, inputs, expected_ops = CASES[name]
-    ir, params = capture_program(Fn(fn), inputs)
+    ir = capture_and_compare(fn, inputs, run_torch, rel_err, tolerance=1e-6)
     assert _torch_ops(ir) == expected_ops
-    (out,) = run_torch(ir, [to_numpy(x) for x in inputs] + params)
-    with torch.no_grad():
-        ref = fn(*(x.double() if x.is_floating_point() else x for x in inputs))
-    if ref.is_floating_point():
-        assert rel_err(out, to_numpy(ref)) <= 1e-6
-    else:
-        assert out.dtype == ref.numpy().dtype
-        np.testing.assert_array_equal(out, ref.numpy())
 
 
 def test_clamp_bounds_are_properties():

@@ -6,22 +6,12 @@ interpreter against PyTorch in float64 (integers and bools must match exactly).
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-from torch import nn
 
-from deplodock.frontend.capture import UnsupportedOpError, capture, capture_program, to_numpy
-
-
-class Fn(nn.Module):
-    def __init__(self, fn):
-        super().__init__()
-        self.fn = fn
-
-    def forward(self, *xs):
-        return self.fn(*xs)
+from deplodock.frontend.capture import UnsupportedOpError, capture
+from tests.frontend.capturing import Fn, capture_and_compare
 
 
 def _gen(seed: int) -> torch.Generator:
@@ -42,17 +32,7 @@ def _ops(ir) -> set[str]:
 
 def _check(fn, inputs, run_torch, rel_err) -> set[str]:
     """Capture `fn`, compare its torch-level run with PyTorch; returns the torch ops used."""
-    module = Fn(fn)
-    ir, params = capture_program(module, inputs)
-    (out,) = run_torch(ir, [to_numpy(x) for x in inputs] + params)
-    with torch.no_grad():
-        ref = fn(*(x.double() if x.is_floating_point() else x for x in inputs))
-    if ref.is_floating_point():
-        assert rel_err(out, to_numpy(ref)) <= 1e-5
-    else:
-        assert out.dtype == ref.numpy().dtype
-        np.testing.assert_array_equal(out, ref.numpy())
-    return _ops(ir)
+    return _ops(capture_and_compare(fn, inputs, run_torch, rel_err))
 
 
 CASES = {

@@ -14,17 +14,7 @@ from deplodock.frontend.capture import (
     to_numpy,
 )
 from deplodock.frontend.expression import randomize_parameters
-
-
-class Fn(nn.Module):
-    """Wraps a function of the inputs as a module (no parameters)."""
-
-    def __init__(self, fn):
-        super().__init__()
-        self.fn = fn
-
-    def forward(self, *xs):
-        return self.fn(*xs)
+from tests.frontend.capturing import Fn
 
 
 def _ops(module) -> list[str]:
