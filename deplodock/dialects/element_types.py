@@ -22,8 +22,6 @@ import numpy as np
 from xdsl.dialects.builtin import (
     BFloat16Type,
     Float16Type,
-    Float32Type,
-    Float64Type,
     IndexType,
     IntegerType,
     MemRefType,
@@ -62,11 +60,6 @@ class ElementTypeInfo:
     #: The CUDA header that declares the C type, if it is not built in.
     include: str | None = None
 
-    @property
-    def is_narrow_float(self) -> bool:
-        """f16 and bf16: storage types whose arithmetic runs in float and rounds back."""
-        return self.name in ("f16", "bf16")
-
 
 def _integer(width: int, c_type: str) -> ElementTypeInfo:
     numpy = "bool" if width == 1 else f"int{width}"
@@ -86,9 +79,6 @@ ELEMENT_TYPES: dict[Attribute, ElementTypeInfo] = {
     i32: _integer(32, "int"),
     i64: _integer(64, "long long"),
 }
-
-#: The float types, widest first (how a program's precision is named).
-FLOAT_TYPES = (Float64Type, Float32Type, Float16Type, BFloat16Type)
 
 
 def element_info(element_type: Attribute) -> ElementTypeInfo:
@@ -114,13 +104,6 @@ def torch_dtype(element_type: Attribute) -> Any:
     import torch
 
     return getattr(torch, element_info(element_type).torch)
-
-
-def element_type_of_torch(dtype: Any) -> Attribute | None:
-    """The element type of a torch dtype, or None when the table has no row for it."""
-    name = str(dtype).removeprefix("torch.")
-    rows = (t for t, info in ELEMENT_TYPES.items() if info.torch == name and info.name != "index")
-    return next(rows, None)
 
 
 def byte_size(element_type: Attribute) -> int:

@@ -20,7 +20,16 @@ from __future__ import annotations
 import re
 from collections.abc import Hashable, Iterable, Sequence
 
-from xdsl.dialects.builtin import MemRefType, ModuleOp, StringAttr, SymbolRefAttr, TensorType
+from xdsl.dialects import arith
+from xdsl.dialects.builtin import (
+    IndexType,
+    IntegerAttr,
+    MemRefType,
+    ModuleOp,
+    StringAttr,
+    SymbolRefAttr,
+    TensorType,
+)
 from xdsl.dialects.func import FuncOp
 from xdsl.ir import Attribute, Block, Operation, SSAValue
 from xdsl.traits import SymbolOpInterface
@@ -80,6 +89,18 @@ def memref_of(t: Attribute) -> Attribute:
     if isinstance(t, TensorType):
         return MemRefType(t.element_type, t.get_shape())
     return t
+
+
+def constant_index(value: SSAValue) -> int | None:
+    """The integer of an `arith.constant N : index` (None for any other value)."""
+    owner = value.owner
+    if (
+        isinstance(owner, arith.ConstantOp)
+        and isinstance(owner.value, IntegerAttr)
+        and isinstance(value.type, IndexType)
+    ):
+        return owner.value.value.data
+    return None
 
 
 # --- buffers a kernel touches --------------------------------------------------------------

@@ -18,6 +18,8 @@ from xdsl.dialects import arith
 from xdsl.dialects.builtin import FloatAttr, IndexType, IntegerAttr
 from xdsl.ir import Attribute, Block, Operation, SSAValue
 
+from deplodock.dialects.queries import constant_index
+
 
 def index_name(value: int) -> str:
     """`c256`, or `c_neg1` for a negative value: how an index constant is named."""
@@ -69,8 +71,5 @@ class ConstantPool:
 
     def index_value(self, value: SSAValue) -> int | None:
         """The integer of `value` if it is one of the pool's index constants."""
-        owner = value.owner
-        if isinstance(owner, arith.ConstantOp) and self._known.get(owner.value) is value:
-            if isinstance(owner.value, IntegerAttr) and isinstance(value.type, IndexType):
-                return owner.value.value.data
-        return None
+        known = isinstance(value.owner, arith.ConstantOp) and self._known.get(value.owner.value)
+        return constant_index(value) if known is value else None

@@ -75,7 +75,7 @@ def grid_stride(kernel: tile.KernelOp, threads_default: int, max_blocks_default:
         pool = ConstantPool.adopting(threads.body.block)
         at_first = schedule.IndexBuilder(InsertPoint.before(nests[0][0]), pool)
         start = at_first.addi(at_first.muli(kernel.grid.iv, count), threads.iv, name="start")
-        schedule.stride_free_nests(threads, nests, start, blocks * count)
+        schedule.stride_free_nests(threads, nests, start, blocks * count, pool)
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,7 @@ from xdsl.passes import ModulePass
 from deplodock.dialects import tile
 from deplodock.dialects.hardware import WARP_SIZE
 from deplodock.dialects.queries import written_buffers
+from deplodock.passes.constant_pool import ConstantPool
 from deplodock.passes.tile import schedule
 from deplodock.passes.tile.nests import free_chain, is_serial, loop_work, next_power_of_two
 
@@ -45,7 +46,8 @@ def loops_to_threads(kernel: tile.KernelOp, max_threads: int) -> None:
     schedule.set_count(threads, count)
     schedule.write_knob(kernel, "threads", count)
     nests = [free_chain(loop, written) for loop in loops if not loop.is_reduce]
-    schedule.stride_free_nests(threads, nests, threads.iv, count)
+    pool = ConstantPool.adopting(threads.body.block)
+    schedule.stride_free_nests(threads, nests, threads.iv, count, pool)
 
 
 @dataclass(frozen=True)

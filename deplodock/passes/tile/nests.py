@@ -20,19 +20,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from xdsl.dialects import arith
-from xdsl.dialects.builtin import IntegerAttr
 from xdsl.ir import Operation, SSAValue
 
 from deplodock.dialects import tile
+from deplodock.dialects.queries import constant_index
 from deplodock.dialects.reduce_kind import ReduceKind
-
-
-def constant_index(value: SSAValue) -> int | None:
-    """The integer of an `arith.constant N : index` (None for any other value)."""
-    owner = value.owner
-    if isinstance(owner, arith.ConstantOp) and isinstance(owner.value, IntegerAttr):
-        return owner.value.value.data
-    return None
 
 
 def is_serial(loop: tile.ForOp) -> bool:

@@ -179,11 +179,14 @@ def flatten_into(
 
 
 def stride_free_nests(
-    threads: tile.ThreadsOp, nests: Sequence[Sequence[tile.ForOp]], start: SSAValue, step: int
+    threads: tile.ThreadsOp,
+    nests: Sequence[Sequence[tile.ForOp]],
+    start: SSAValue,
+    step: int,
+    constants: ConstantPool,
 ) -> None:
     """Each free nest becomes `tile.for %lin = start to N step S` (`flatten_into`); the old
     nests and the constants only they used go away."""
-    constants = ConstantPool.adopting(threads.body.block)
     for nest in nests:
         flatten_into(nest, start, step, constants)
         Rewriter.erase_op(nest[0])
