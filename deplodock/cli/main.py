@@ -69,6 +69,12 @@ def build_parser() -> argparse.ArgumentParser:
     gpu.add_argument(
         "--profile", action="store_true", help="per-kernel time, GB/s, GFLOP/s, registers"
     )
+    gpu.add_argument(
+        "--model",
+        metavar="DEVICE",
+        help="with --profile: model the kernels on DEVICE (h100, a100, a6000, rtx5090) with the "
+        "GPU-free performance model instead of measuring; the default without a GPU is h100",
+    )
     gpu.add_argument("--warmup", type=int, default=10, help="untimed runs first (default: 10)")
     gpu.add_argument("--iters", type=int, default=50, help="timed runs, median (default: 50)")
     run_parser.set_defaults(handler=run_run)
@@ -187,6 +193,10 @@ def run_compile(args: argparse.Namespace) -> int:
 def run_run(args: argparse.Namespace) -> int:
     from deplodock.driver import lower_program, run_and_compare
 
+    if args.model is not None and not args.profile:
+        raise ValueError("--model DEVICE goes with --profile (a modeled profile)")
+    if args.profile and args.device != "cuda" and (args.model or not _cuda_usable()):
+        return run_profile_model(args)
     if args.device == "cuda" or (args.device is None and (args.bench or args.profile)):
         return run_run_cuda(args)
     if args.bench or args.profile:
@@ -198,6 +208,24 @@ def run_run(args: argparse.Namespace) -> int:
     if args.verbose:
         _report_timings(timings | {"run": report.seconds})
     return 0 if report.ok else 1
+
+
+def _cuda_usable() -> bool:
+    from deplodock.backend.device import cuda_unavailable_reason
+
+    return cuda_unavailable_reason() is None
+
+
+def run_profile_model(args: argparse.Namespace) -> int:
+    """`run --profile` on the performance model (`--model`, or no GPU here)."""
+    from deplodock.driver.model import profile_on_model
+
+    why = "" if args.model else "no CUDA device here: --profile shows the performance model"
+    program = load_source(args, seed=args.seed)
+    print(profile_on_model(program, args.model or "h100", why))
+    if args.verbose:
+        _report_timings(program.timings)
+    return 0
 
 
 def run_run_cuda(args: argparse.Namespace) -> int:

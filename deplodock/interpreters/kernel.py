@@ -68,6 +68,33 @@ def _active_indices(state: BlockState, indices: PythonValues) -> list[np.ndarray
     return [state.lanes.lanes(i).astype(np.int64)[mask] for i in indices]
 
 
+def load_shared(
+    state: BlockState, op: kernel.LoadOp, buf: SharedBuffer, indices: PythonValues
+) -> np.ndarray:
+    """The active lanes read `buf` (race-checked); inactive lanes get 0."""
+    mask = state.lanes.current_mask
+    values = buf.load(
+        _active_indices(state, indices), state.lanes.thread_ids[mask], state.epoch, op.name
+    )
+    result = np.zeros(state.lanes.num_threads, dtype=numpy_dtype(op.res.type))
+    result[mask] = values
+    return result
+
+
+def store_shared(
+    state: BlockState, op: kernel.StoreOp, buf: SharedBuffer, indices: PythonValues, value: Any
+) -> None:
+    """The active lanes write `value` to `buf` (race-checked)."""
+    mask = state.lanes.current_mask
+    buf.store(
+        _active_indices(state, indices),
+        state.lanes.lanes(value)[mask],
+        state.lanes.thread_ids[mask],
+        state.epoch,
+        op.name,
+    )
+
+
 @register_impls
 class KernelFunctions(InterpreterFunctions):
     """`@impl`s of the kernel ops; the running block's state lives on the interpreter
@@ -152,13 +179,7 @@ class KernelFunctions(InterpreterFunctions):
         state = _block(interpreter, op)
         if not isinstance(buf, SharedBuffer):
             return (state.lanes.gather(buf, indices, name=buffer_name(op.memref), op=op),)
-        mask = state.lanes.current_mask
-        values = buf.load(
-            _active_indices(state, indices), state.lanes.thread_ids[mask], state.epoch, op.name
-        )
-        result = np.zeros(state.lanes.num_threads, dtype=numpy_dtype(op.res.type))
-        result[mask] = values
-        return (result,)
+        return (load_shared(state, op, buf, indices),)
 
     @impl(kernel.StoreOp)
     def run_store(self, interpreter: Interpreter, op: kernel.StoreOp, args: PythonValues):
@@ -167,12 +188,5 @@ class KernelFunctions(InterpreterFunctions):
         if not isinstance(buf, SharedBuffer):
             state.lanes.scatter(buf, indices, value, name=buffer_name(op.memref), op=op)
             return ()
-        mask = state.lanes.current_mask
-        buf.store(
-            _active_indices(state, indices),
-            state.lanes.lanes(value)[mask],
-            state.lanes.thread_ids[mask],
-            state.epoch,
-            op.name,
-        )
+        store_shared(state, op, buf, indices, value)
         return ()

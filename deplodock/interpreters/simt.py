@@ -113,7 +113,7 @@ class LockstepState:
 
     # -- memory -----------------------------------------------------------------------------
 
-    def _flat_indices(
+    def flat_indices(
         self, buf: np.ndarray, indices: Sequence[Any], name: str, op: Operation | None
     ) -> np.ndarray:
         """Row-major offsets per lane; inactive lanes get 0, active ones are bounds-checked."""
@@ -145,7 +145,7 @@ class LockstepState:
         op: Operation | None = None,
     ) -> np.ndarray:
         """Each lane reads `buf[indices[lane]]`; inactive lanes read element 0 (harmless)."""
-        flat = self._flat_indices(buf, indices, name, op)
+        flat = self.flat_indices(buf, indices, name, op)
         return buf.reshape(-1)[flat]
 
     def scatter(
@@ -162,7 +162,7 @@ class LockstepState:
         Several active lanes may write the same element only with the same value (the
         uniform store every thread of a row executes); different values are a race.
         """
-        flat = self._flat_indices(buf, indices, name, op)
+        flat = self.flat_indices(buf, indices, name, op)
         mask = self.current_mask
         if not mask.any():
             return

@@ -1,0 +1,494 @@
+"""Counters from a trace: run a few blocks of a kernel and record what every warp issues.
+
+A `kernel.func` is run by the kernel-level interpreter for three representative blocks (the
+first, one in the middle, the last), every warp of each. For each op a warp executes with at
+least one active lane, `instructions.op_cost` says what it issues; for each memory access the
+tracer sees the active lanes' addresses and counts, per warp request:
+
+- global: sectors moved (`memory.global_sectors`), and the distinct sectors per buffer the
+  block touches (what reaches L2 when L1 keeps the block's data);
+- shared: wavefronts by the bank rules (`memory.shared_wavefronts`) and the conflict-free
+  minimum.
+
+Global buffers are *virtual* during a trace: a read-only zero-stride view of the right shape,
+so an lm_head weight of 2 GB costs nothing; loads return zeros (addresses never depend on
+them in our kernels, except an embedding's row index, for which row 0 is as good as any).
+Shared memory is real, with the race detector on.
+
+The whole grid is extrapolated by block class: the interior block stands for every block but
+the first and the last. `bytes_in_flight_per_warp` estimates memory-level parallelism: the
+global bytes a warp can have outstanding at once, i.e. the loads of one loop body (times
+nvcc's usual unroll of 4 for a loop without a pragma) or of a straight-line region.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from xdsl.dialects.builtin import MemRefType, ModuleOp
+from xdsl.interpreter import Interpreter, PythonValues, impl, register_impls
+from xdsl.ir import Operation, SSAValue
+
+from deplodock.dialects import kernel
+from deplodock.dialects.element_types import byte_size, numpy_dtype
+from deplodock.dialects.hardware import WARP_SIZE, is_shared
+from deplodock.dialects.queries import enclosing_module
+from deplodock.interpreters import make_interpreter
+from deplodock.interpreters.kernel import BlockState, KernelFunctions, load_shared, store_shared
+from deplodock.interpreters.shared_memory import SharedBuffer
+from deplodock.interpreters.simt import LockstepState, buffer_name
+from deplodock.perf import memory
+from deplodock.perf.instructions import CLASSES, Cost, fused_multiplies, op_cost
+
+#: A streaming loop longer than this is traced for this many iterations and scaled.
+SAMPLED_ITERATIONS = 16
+
+_SCALAR_COUNTERS = (
+    "global_load_requests",
+    "global_load_sectors",
+    "global_load_lines",
+    "global_store_requests",
+    "global_store_sectors",
+    "global_store_lines",
+    "shared_requests",
+    "shared_wavefronts",
+    "shared_ideal_wavefronts",
+)
+
+#: Loop unroll nvcc applies to a loop without a pragma (what puts several loads in flight).
+DEFAULT_UNROLL = 4
+
+
+@dataclass
+class BlockCounters:
+    """What one traced block issued (warp-instructions and memory requests)."""
+
+    block_id: int
+    instructions: Counter[str] = field(default_factory=Counter)
+    global_load_requests: int = 0
+    global_load_sectors: int = 0
+    global_load_lines: int = 0
+    global_store_requests: int = 0
+    global_store_sectors: int = 0
+    global_store_lines: int = 0
+    shared_requests: int = 0
+    shared_wavefronts: int = 0
+    shared_ideal_wavefronts: int = 0
+    #: Distinct bytes (whole sectors) the block reads / writes, per global buffer.
+    unique_load_bytes: dict[str, int] = field(default_factory=dict)
+    unique_store_bytes: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass
+class KernelCounters:
+    """A kernel's counters for the whole grid (extrapolated from the traced blocks)."""
+
+    name: str
+    grid: int
+    block: int
+    traced_blocks: list[BlockCounters]
+    weights: list[int]
+    buffer_bytes: dict[str, int]
+    bytes_in_flight_per_warp: float
+    shared_bytes: int
+    source: str = "trace"
+
+    def total(self, attribute: str) -> float:
+        return float(
+            sum(
+                w * getattr(b, attribute)
+                for b, w in zip(self.traced_blocks, self.weights, strict=True)
+            )
+        )
+
+    @property
+    def instructions(self) -> dict[str, float]:
+        """Warp-instructions of the whole grid by class."""
+        totals = {name: 0.0 for name in CLASSES}
+        for block, weight in zip(self.traced_blocks, self.weights, strict=True):
+            for name, count in block.instructions.items():
+                totals[name] += weight * count
+        return totals
+
+    @property
+    def sectors_per_load_request(self) -> float:
+        requests = self.total("global_load_requests")
+        return self.total("global_load_sectors") / requests if requests else 0.0
+
+    @property
+    def sectors_per_store_request(self) -> float:
+        requests = self.total("global_store_requests")
+        return self.total("global_store_sectors") / requests if requests else 0.0
+
+    @property
+    def bank_conflict_factor(self) -> float:
+        """Shared wavefronts over the conflict-free minimum (1.0: no conflicts)."""
+        ideal = self.total("shared_ideal_wavefronts")
+        return self.total("shared_wavefronts") / ideal if ideal else 1.0
+
+    def unique_bytes(self, kind: str) -> dict[str, float]:
+        """Per buffer: the sum over blocks of each block's distinct bytes (`load`/`store`)."""
+        totals: dict[str, float] = defaultdict(float)
+        for block, weight in zip(self.traced_blocks, self.weights, strict=True):
+            per_block = block.unique_load_bytes if kind == "load" else block.unique_store_bytes
+            for name, count in per_block.items():
+                totals[name] += weight * count
+        return dict(totals)
+
+    def footprint_bytes(self, kind: str) -> float:
+        """Distinct bytes over the grid, at most each buffer's size (compulsory traffic)."""
+        return sum(
+            min(total, self.buffer_bytes[name]) for name, total in self.unique_bytes(kind).items()
+        )
+
+
+def representative_blocks(grid: int) -> tuple[list[int], list[int]]:
+    """Block ids to trace and how many blocks each stands for."""
+    if grid <= 3:
+        return list(range(grid)), [1] * grid
+    return [0, grid // 2, grid - 1], [1, grid - 2, 1]
+
+
+def _region_of(op: Operation) -> Operation:
+    """The loop (or the kernel) whose one iteration issues `op`: `kernel.if` does not count."""
+    parent = op.parent_op()
+    while isinstance(parent, kernel.IfOp):
+        parent = parent.parent_op()
+    assert parent is not None
+    return parent
+
+
+class _Trace:
+    """The recording state of one kernel's trace (shared by the impls and the listener)."""
+
+    def __init__(self, fn: kernel.FuncOp):
+        self.fn = fn
+        self.fused = fused_multiplies(fn.walk())
+        self.costs: dict[Operation, Cost] = {}
+        self.block: BlockCounters | None = None
+        self.block_sectors: dict[str, list[np.ndarray]] = defaultdict(list)
+        self.block_store_sectors: dict[str, list[np.ndarray]] = defaultdict(list)
+        self.region_sectors: Counter[Operation] = Counter()
+        self.region_runs: Counter[Operation] = Counter()
+        self.trips: dict[Operation, int] = {}
+        self.extra_load_bytes: defaultdict[str, float] = defaultdict(float)
+        self.extra_store_bytes: defaultdict[str, float] = defaultdict(float)
+        self.names = _buffer_names(fn)
+
+    def name_of(self, value: SSAValue) -> str:
+        return self.names.get(value, buffer_name(value))
+
+    def cost(self, op: Operation) -> Cost:
+        if op not in self.costs:
+            self.costs[op] = op_cost(op, self.fused)
+        return self.costs[op]
+
+    @staticmethod
+    def active_warps(mask: np.ndarray) -> np.ndarray:
+        return np.flatnonzero(mask.reshape(-1, WARP_SIZE).any(axis=1))
+
+    def record_global(
+        self, op: Operation, name: str, flat: np.ndarray, mask: np.ndarray, width: int
+    ) -> None:
+        assert self.block is not None
+        store = isinstance(op, kernel.StoreOp)
+        lanes = np.flatnonzero(mask)
+        if lanes.size == 0:
+            return
+        addresses = flat[lanes] * width
+        warps, sectors = memory.sectors_by_warp(addresses, lanes // WARP_SIZE, width)
+        _, lines = memory.sectors_by_warp(addresses, lanes // WARP_SIZE, width, memory.LINE_BYTES)
+        touched = memory.distinct_sectors(addresses, width)
+        (self.block_store_sectors if store else self.block_sectors)[name].append(touched)
+        requests, sectors_total = len(warps), int(sectors.sum())
+        if store:
+            self.block.global_store_requests += requests
+            self.block.global_store_sectors += sectors_total
+            self.block.global_store_lines += int(lines.sum())
+            self.block.instructions["st_global"] += requests
+        else:
+            self.block.global_load_requests += requests
+            self.block.global_load_sectors += sectors_total
+            self.block.global_load_lines += int(lines.sum())
+            self.block.instructions["ld_global"] += requests
+            self.region_sectors[_region_of(op)] += sectors_total
+
+    def record_shared(self, op: Operation, flat: np.ndarray, mask: np.ndarray, width: int) -> None:
+        assert self.block is not None
+        addresses = flat * width
+        for warp in self.active_warps(mask):
+            lanes = slice(warp * WARP_SIZE, (warp + 1) * WARP_SIZE)
+            active = mask[lanes]
+            lane_ids = np.arange(WARP_SIZE)[active]
+            self.block.shared_wavefronts += memory.shared_wavefronts(
+                addresses[lanes][active], width, lane_ids
+            )
+            self.block.shared_ideal_wavefronts += memory.ideal_shared_wavefronts(
+                int(active.sum()), width
+            )
+            self.block.shared_requests += 1
+            self.block.instructions[
+                "st_shared" if isinstance(op, kernel.StoreOp) else "ld_shared"
+            ] += 1
+
+    def snapshot(self) -> tuple[Any, ...]:
+        """What `scale_since` needs to scale the counts a sampled loop adds."""
+        assert self.block is not None
+        return (
+            Counter(self.block.instructions),
+            {f: getattr(self.block, f) for f in _SCALAR_COUNTERS},
+            {name: len(arrays) for name, arrays in self.block_sectors.items()},
+            {name: len(arrays) for name, arrays in self.block_store_sectors.items()},
+            Counter(self.region_sectors),
+            Counter(self.region_runs),
+        )
+
+    def scale_since(self, snapshot: tuple[Any, ...], factor: float) -> None:
+        """Multiplies what was counted since `snapshot` by `factor` (a sampled loop)."""
+        assert self.block is not None
+        instructions, scalars, loads, stores, region_sectors, region_runs = snapshot
+        extra = factor - 1.0
+        for name, count in self.block.instructions.items():
+            self.block.instructions[name] = count + extra * (count - instructions.get(name, 0))
+        for name, before in scalars.items():
+            now = getattr(self.block, name)
+            setattr(self.block, name, now + extra * (now - before))
+        for counter, before_counter in (
+            (self.region_sectors, region_sectors),
+            (self.region_runs, region_runs),
+        ):
+            for key, count in counter.items():
+                counter[key] = count + extra * (count - before_counter.get(key, 0))
+        for arrays_by_name, before, target in (
+            (self.block_sectors, loads, self.extra_load_bytes),
+            (self.block_store_sectors, stores, self.extra_store_bytes),
+        ):
+            for name, arrays in arrays_by_name.items():
+                count = before.get(name, 0)
+                if len(arrays) == count:
+                    continue
+                added = np.unique(np.concatenate(arrays[count:]))
+                if count:  # sectors the block had touched before the loop are not new
+                    added = np.setdiff1d(added, np.concatenate(arrays[:count]))
+                target[name] += extra * len(added) * memory.SECTOR_BYTES
+
+    def finish_block(self) -> BlockCounters:
+        assert self.block is not None
+        block = self.block
+        for target, source in (
+            (block.unique_load_bytes, self.block_sectors),
+            (block.unique_store_bytes, self.block_store_sectors),
+        ):
+            for name, arrays in source.items():
+                target[name] = memory.SECTOR_BYTES * len(np.unique(np.concatenate(arrays)))
+        for target, extra in (
+            (block.unique_load_bytes, self.extra_load_bytes),
+            (block.unique_store_bytes, self.extra_store_bytes),
+        ):
+            for name, count in extra.items():
+                target[name] = round(target.get(name, 0) + count)
+        self.block_sectors.clear()
+        self.block_store_sectors.clear()
+        self.extra_load_bytes.clear()
+        self.extra_store_bytes.clear()
+        self.block = None
+        return block
+
+
+def _buffer_names(fn: kernel.FuncOp) -> dict[SSAValue, str]:
+    """A distinct name per kernel argument (`%x`, or `%x#2` when two share a name hint)."""
+    names: dict[SSAValue, str] = {}
+    for i, arg in enumerate(fn.body.block.args):
+        name = buffer_name(arg) if arg.name_hint else f"%arg{i}"
+        names[arg] = f"{name}#{i}" if name in names.values() else name
+    return names
+
+
+def _trace_of(interpreter: Interpreter) -> _Trace:
+    return interpreter.get_data(TraceFunctions, "trace", lambda: None)
+
+
+def _state(interpreter: Interpreter) -> BlockState:
+    return interpreter.get_data(KernelFunctions, "blocks", list)[-1]
+
+
+def _flat(state: LockstepState, buf: Any, indices: PythonValues, op: Operation) -> np.ndarray:
+    return state.flat_indices(buf, indices, buffer_name(op.memref), op)
+
+
+@register_impls
+class TraceFunctions(KernelFunctions):
+    """The kernel interpreter with global memory virtual and every access recorded."""
+
+    @impl(kernel.LoadOp)
+    def run_load(self, interpreter: Interpreter, op: kernel.LoadOp, args: PythonValues):
+        buf, *indices = args
+        state, trace = _state(interpreter), _trace_of(interpreter)
+        width = byte_size(op.memref.type.element_type)
+        if isinstance(buf, SharedBuffer):
+            flat = state.lanes.flat_indices(buf.data, indices, buf.name, op)
+            trace.record_shared(op, flat, state.lanes.current_mask, width)
+            return (load_shared(state, op, buf, indices),)
+        flat = _flat(state.lanes, buf, indices, op)
+        trace.record_global(op, trace.name_of(op.memref), flat, state.lanes.current_mask, width)
+        return (np.zeros(state.lanes.num_threads, dtype=numpy_dtype(op.res.type)),)
+
+    @impl(kernel.StoreOp)
+    def run_store(self, interpreter: Interpreter, op: kernel.StoreOp, args: PythonValues):
+        value, buf, *indices = args
+        state, trace = _state(interpreter), _trace_of(interpreter)
+        width = byte_size(op.memref.type.element_type)
+        if isinstance(buf, SharedBuffer):
+            flat = state.lanes.flat_indices(buf.data, indices, buf.name, op)
+            trace.record_shared(op, flat, state.lanes.current_mask, width)
+            store_shared(state, op, buf, indices, value)
+            return ()
+        flat = _flat(state.lanes, buf, indices, op)
+        trace.record_global(op, trace.name_of(op.memref), flat, state.lanes.current_mask, width)
+        return ()
+
+    @impl(kernel.ForOp)
+    def run_for(self, interpreter: Interpreter, op: kernel.ForOp, args: PythonValues):
+        """A long streaming loop runs `SAMPLED_ITERATIONS` per lane; its counts are scaled."""
+        lb, *inits = args
+        state, trace = _state(interpreter), _trace_of(interpreter)
+        lanes = state.lanes
+        lower = lanes.lanes(lb).astype(np.int64)
+        upper = op.upper
+        active = lanes.current_mask
+        trips = _trips(lower, upper, op.step_value) * active
+        sampled = trips.max(initial=0) > SAMPLED_ITERATIONS and _is_streaming(op)
+        if sampled:
+            upper = min(upper, int(lower[active].min()) + SAMPLED_ITERATIONS * op.step_value)
+            factor = trips.sum() / (_trips(lower, upper, op.step_value) * active).sum()
+            snapshot = trace.snapshot()
+
+        def body(iv: Any, carried: tuple[Any, ...]) -> PythonValues:
+            return interpreter.run_ssacfg_region(op.body, (iv, *carried), "kernel.for")
+
+        results = lanes.run_loop(lb, upper, op.step_value, inits, body)
+        if sampled:
+            trace.scale_since(snapshot, float(factor))
+        return results
+
+
+def _trips(lower: np.ndarray, upper: int, step: int) -> np.ndarray:
+    return np.maximum(0, -(-(upper - lower) // step))
+
+
+def _is_streaming(op: kernel.ForOp) -> bool:
+    """A loop whose iterations do the same thing: no shared memory, no barrier inside."""
+    return not any(
+        isinstance(inner, kernel.BarrierOp | kernel.SharedAllocOp)
+        or (isinstance(inner, kernel.LoadOp | kernel.StoreOp) and is_shared(inner.memref.type))
+        for inner in op.walk()
+    )
+
+
+class _InstructionListener(Interpreter.Listener):
+    """Counts each op's warp-instructions (warps with an active lane) and loop trips."""
+
+    def __init__(self, interpreter: Interpreter):
+        self.interpreter = interpreter
+
+    def will_interpret_op(self, op: Operation, args: PythonValues) -> None:
+        blocks = self.interpreter.get_data(KernelFunctions, "blocks", list)
+        trace = _trace_of(self.interpreter)
+        if not blocks or trace is None or trace.block is None:
+            return
+        lanes = blocks[-1].lanes
+        cost = trace.cost(op)
+        if not cost and not isinstance(op, kernel.ForOp):
+            return
+        warps = len(trace.active_warps(lanes.current_mask))
+        for name, count in cost.items():
+            trace.block.instructions[name] += count * warps
+        if isinstance(op, kernel.YieldOp):
+            trace.region_runs[op.parent_op()] += warps
+        elif isinstance(op, kernel.ForOp):
+            lower = lanes.lanes(args[0])[lanes.current_mask]
+            if lower.size:
+                trips = -(-(op.upper - int(lower.min())) // op.step_value)
+                trace.trips[op] = max(trace.trips.get(op, 0), trips)
+
+
+def _virtual_buffer(memref: MemRefType) -> np.ndarray:
+    """A read-only array of `memref`'s shape that occupies one element of memory."""
+    dtype = numpy_dtype(memref.element_type)
+    return np.broadcast_to(np.zeros((), dtype=dtype), tuple(memref.get_shape()))
+
+
+def _bytes_in_flight(trace: _Trace, unroll: int) -> float:
+    """Sector-weighted mean over regions of the load bytes one warp has outstanding."""
+    total_sectors = sum(trace.region_sectors.values())
+    if not total_sectors:
+        return 0.0
+    weighted = 0.0
+    for region, sectors in trace.region_sectors.items():
+        runs = trace.region_runs.get(region, 0)
+        per_run = sectors / runs if runs else sectors
+        depth = min(unroll, trace.trips.get(region, 1)) if isinstance(region, kernel.ForOp) else 1
+        weighted += sectors * per_run * memory.SECTOR_BYTES * depth
+    return weighted / total_sectors
+
+
+def trace_kernel(
+    fn: kernel.FuncOp, blocks: list[int] | None = None, unroll: int = DEFAULT_UNROLL
+) -> KernelCounters:
+    """Counters of `fn` from tracing `blocks` (default: `representative_blocks`)."""
+    module = enclosing_module(fn)
+    interpreter = make_interpreter(module if isinstance(module, ModuleOp) else ModuleOp([]))
+    interpreter.register_implementations(TraceFunctions(), override=True)
+    interpreter.listeners = (_InstructionListener(interpreter),)
+    trace = _Trace(fn)
+    interpreter.get_data(TraceFunctions, "trace", lambda: trace)
+    grid, threads = fn.grid_size, fn.block_size
+    ids, weights = representative_blocks(grid) if blocks is None else (blocks, [1] * len(blocks))
+    arguments = [_virtual_buffer(arg.type) for arg in fn.body.block.args]
+    stack: list[BlockState] = interpreter.get_data(KernelFunctions, "blocks", list)
+    traced = []
+    with np.errstate(all="ignore"):
+        for block_id in ids:
+            trace.block = BlockCounters(block_id)
+            trace.region_runs[fn] += threads // WARP_SIZE
+            state = BlockState(LockstepState(threads, block_id=block_id))
+            stack.append(state)
+            try:
+                interpreter.run_ssacfg_region(
+                    fn.body, tuple(arguments), f"trace @{fn.sym_name.data}"
+                )
+            finally:
+                stack.pop()
+            traced.append(trace.finish_block())
+    return KernelCounters(
+        name=fn.sym_name.data,
+        grid=grid,
+        block=threads,
+        traced_blocks=traced,
+        weights=weights,
+        buffer_bytes={
+            trace.name_of(arg): byte_size(arg.type.element_type) * _elements(arg.type)
+            for arg in fn.body.block.args
+        },
+        bytes_in_flight_per_warp=_bytes_in_flight(trace, unroll),
+        shared_bytes=_shared_bytes(fn),
+    )
+
+
+def _elements(memref: MemRefType) -> int:
+    count = 1
+    for size in memref.get_shape():
+        count *= size
+    return count
+
+
+def _shared_bytes(fn: kernel.FuncOp) -> int:
+    """Static shared memory of the kernel: the sum of its `kernel.shared_alloc`s."""
+    return sum(
+        byte_size(op.result.type.element_type) * _elements(op.result.type)
+        for op in fn.walk()
+        if isinstance(op, kernel.SharedAllocOp)
+    )
