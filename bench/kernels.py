@@ -3,6 +3,7 @@
     python -m bench.kernels --list                       # the 84 cases and their expressions
     python -m bench.kernels --dtype fp32 --out bench/results/
     python -m bench.kernels --dtype bf16 -k softmax -k rmsnorm --iters 20
+    python -m bench.kernels --model h100 --dtype fp32    # no GPU: the performance model
 
 Each case is built, checked against PyTorch (float64 reference, poisoned outputs) and, when
 correct, timed like `deplodock run --bench` (interleaved, CUDA events, L2 flushed, median).
@@ -125,6 +126,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         metavar="PATTERN",
         help="only the cases whose name contains PATTERN (repeatable)",
     )
+    parser.add_argument(
+        "--model",
+        metavar="DEVICE",
+        help="model the cases on DEVICE (h100, a100, a6000, rtx5090) with the performance "
+        "model instead of running them on a GPU (bench/modeled.py)",
+    )
     parser.add_argument("--warmup", type=int, default=10, help="untimed runs (default: 10)")
     parser.add_argument("--iters", type=int, default=50, help="timed runs (default: 50)")
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds per case")
@@ -198,6 +205,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         for case in cases:
             print(f"{case.name:<40} {case.expression(args.dtype)}")
         print(f"{len(cases)} cases")
+        return 0
+    if args.model:
+        from bench.modeled import run_modeled_suite
+        from deplodock.perf.devices import UnknownDevice, device_model
+
+        try:
+            device_model(args.model)
+        except UnknownDevice as error:
+            print(f"bench.kernels: error: {error}", file=sys.stderr)
+            return 1
+        run_modeled_suite(cases, args.dtype, args.model.lower(), args.out)
         return 0
     from deplodock.backend.device import cuda_unavailable_reason
 

@@ -31,6 +31,8 @@ class KernelProfile:
     block: int
     cost: KernelCost | None = None
     resources: KernelResources | None = None
+    #: The performance model's prediction for this kernel (us), printed beside the measurement.
+    modeled_us: float | None = None
 
     @property
     def gbps(self) -> float:
@@ -58,12 +60,24 @@ def kernel_profiles(
     times: Sequence[Sequence[float]],
     costs: dict[str, KernelCost],
     resources: dict[str, KernelResources],
+    modeled_us: dict[str, float] | None = None,
 ) -> list[KernelProfile]:
     """One row per launch `(name, grid, block)` with the median of its `times` (ms)."""
     rows = []
+    modeled_us = modeled_us or {}
     for (name, grid, block), samples in zip(launches, times, strict=True):
         median = statistics.median(samples) if samples else float("nan")
-        rows.append(KernelProfile(name, median, grid, block, costs.get(name), resources.get(name)))
+        rows.append(
+            KernelProfile(
+                name,
+                median,
+                grid,
+                block,
+                costs.get(name),
+                resources.get(name),
+                modeled_us.get(name),
+            )
+        )
     return rows
 
 
@@ -83,8 +97,10 @@ def format_profile_table(
     """The per-kernel table `--profile` prints, with a total line and the ceilings used."""
     flops_ceiling = ceilings.flops_for(dtype)
     total = sum(r.time_ms for r in rows)
+    modeled = any(r.modeled_us is not None for r in rows)
     head = (
-        f"  {'kernel':<28} {'time us':>9} {'share':>6} {'GB/s':>8} {'%BW':>5} "
+        f"  {'kernel':<28} {'time us':>9} {'model us' if modeled else '':>8} {'share':>6} "
+        f"{'GB/s':>8} {'%BW':>5} "
         f"{'GFLOP/s':>9} {'%FLOP':>6} {'regs':>5} {'smem B':>7} {'spill B':>8} "
         f"{'grid':>8} {'block':>5}"
     )
@@ -95,8 +111,9 @@ def format_profile_table(
         smem = str(res.shared_bytes) if res else "-"
         spill = str(res.spill_stores + res.spill_loads) if res else "-"
         exact = "" if r.cost is None or r.cost.exact else "~"
+        model = f"{r.modeled_us:.1f}" if r.modeled_us is not None else ""
         lines.append(
-            f"  {r.name[:28]:<28} {r.time_ms * 1e3:>9.1f} {_pct(r.time_ms, total):>6} "
+            f"  {r.name[:28]:<28} {r.time_ms * 1e3:>9.1f} {model:>8} {_pct(r.time_ms, total):>6} "
             f"{_num(r.gbps, exact):>8} {_pct(r.gbps, ceilings.copy_gbps):>5} "
             f"{_num(r.gflops, exact):>9} {_pct(r.gflops, flops_ceiling):>6} "
             f"{regs:>5} {smem:>7} {spill:>8} {r.grid:>8} {r.block:>5}"
@@ -106,6 +123,7 @@ def format_profile_table(
         f"  ceilings (measured {ceilings.measured or 'once'}): copy {ceilings.copy_gbps:.0f} "
         f"GB/s, {dtype} matmul {flops_ceiling:.0f} GFLOP/s; GB/s counts each buffer once, "
         "~ marks data-dependent counts"
+        + ("; model us: the performance model's prediction (modeled)" if modeled else "")
     )
     return "\n".join(lines)
 

@@ -195,7 +195,14 @@ def run_run(args: argparse.Namespace) -> int:
 
     if args.model is not None and not args.profile:
         raise ValueError("--model DEVICE goes with --profile (a modeled profile)")
-    if args.profile and args.device != "cuda" and (args.model or not _cuda_usable()):
+    if args.model is not None and args.bench:
+        raise ValueError("--bench measures on a GPU; --model DEVICE models without one")
+    if (
+        args.profile
+        and not args.bench
+        and args.device != "cuda"
+        and (args.model or not _cuda_usable())
+    ):
         return run_profile_model(args)
     if args.device == "cuda" or (args.device is None and (args.bench or args.profile)):
         return run_run_cuda(args)

@@ -102,6 +102,8 @@ class PreparedProgram:
     dtype: str
     costs: dict[str, KernelCost] = field(default_factory=dict)
     expected: list[Any] | None = None
+    #: The performance model's time per kernel (us), when `--profile` asked for it.
+    modeled_us: dict[str, float] = field(default_factory=dict)
 
 
 def prepare_on_cuda(
@@ -110,11 +112,14 @@ def prepare_on_cuda(
     seed: int = 0,
     load: Callable[[ModuleOp, Any], Any] | None = None,
     tensor_device: str = "cuda",
+    model: str | None = None,
 ) -> PreparedProgram:
     """Lower a torch-level `Program` to cuda (costs taken at the kernel level), build, load.
 
     `load(module, device)` defaults to `CudaProgram.load`; the tests pass a CPU emulation
-    (with `tensor_device="cpu"`) to run this whole path without a GPU.
+    (with `tensor_device="cpu"`) to run this whole path without a GPU. With `model` (a
+    device model key), each kernel's modeled time is kept too, so a measured profile can
+    print the model's prediction beside each measurement.
     """
     import torch
 
@@ -129,12 +134,16 @@ def prepare_on_cuda(
     tolerance = getattr(program, "tolerance", None) or tolerance
     lower_program(program, "kernel")
     costs = program_costs(program.module)
+    kernel_module = program.module.clone() if model else None
     lower_program(program, "cuda")
     compiled = (load or CudaProgram.load)(program.module, device)
+    modeled = modeled_times(kernel_module, model, compiled) if kernel_module and model else {}
     if model_reference is None:
         randomize_parameters(program.torch_module, seed)
         inputs, arguments = device_arguments(program, tensor_device)
-        return PreparedProgram(program, compiled, inputs, arguments, tolerance, dtype, costs)
+        return PreparedProgram(
+            program, compiled, inputs, arguments, tolerance, dtype, costs, modeled_us=modeled
+        )
     values, expected = model_reference(seed)  # a model: checkpoint (or seeded) weights
     arguments = [
         torch.from_numpy(np.ascontiguousarray(v)).to(tensor_device, torch_dtype(t.element_type))
@@ -142,8 +151,18 @@ def prepare_on_cuda(
     ]
     expected_tensors = [torch.from_numpy(np.asarray(e)) for e in expected]
     return PreparedProgram(
-        program, compiled, [], arguments, tolerance, dtype, costs, expected_tensors
+        program, compiled, [], arguments, tolerance, dtype, costs, expected_tensors, modeled
     )
+
+
+def modeled_times(kernel_module: ModuleOp, model: str, compiled: Any) -> dict[str, float]:
+    """Each kernel's modeled time (us) on device model `model`, with ptxas' registers."""
+    from deplodock.perf.devices import device_model
+    from deplodock.perf.profile import model_program
+
+    registers = {name: r.registers for name, r in compiled.build.kernels.items()}
+    estimate = model_program(kernel_module, device_model(model), registers)
+    return {e.name: e.time_us for e, _ in estimate.kernels}
 
 
 def check_on_cuda(prepared: PreparedProgram, device: Any) -> CheckReport:
@@ -199,7 +218,9 @@ def profile_on_cuda(
     compiled = prepared.compiled
     times = time_kernels(compiled, prepared.arguments, warmup, iters, L2Flusher(device.l2_bytes))
     launches = [(s.name, s.grid, s.block) for s in compiled.launches]
-    rows = kernel_profiles(launches, times, prepared.costs, compiled.build.kernels)
+    rows = kernel_profiles(
+        launches, times, prepared.costs, compiled.build.kernels, prepared.modeled_us
+    )
     return format_profile_table(rows, ceilings, prepared.dtype, device.name)
 
 
@@ -215,9 +236,11 @@ def run_on_cuda(
     """What `deplodock run --device cuda` does; 0 when the outputs match PyTorch."""
     from deplodock.backend.benchmark import format_bench_table
     from deplodock.backend.device import require_cuda
+    from deplodock.perf.devices import model_key_for
 
     device = require_cuda()
-    prepared = prepare_on_cuda(program, device, seed)
+    model = model_key_for(device.name) if profile else None
+    prepared = prepare_on_cuda(program, device, seed, model=model)
     report = check_on_cuda(prepared, device)
     out(report.summary())
     if bench:  # pragma: no cover - needs a GPU

@@ -7,6 +7,8 @@ come from ptxas when nvcc is installed (the build is cached), else from an IR es
 
 from __future__ import annotations
 
+import time
+
 from deplodock.driver import Program, lower_program
 
 
@@ -17,6 +19,8 @@ def profile_on_model(program: Program, device_key: str, why: str = "") -> str:
 
     device = device_model(device_key)  # an unknown name fails before the lowering
     lower_program(program, "kernel")
+    start = time.perf_counter()
     registers = ptxas_registers(program.module, device.capability)
     table = format_model_table(model_program(program.module, device, registers))
+    program.timings["perf"] = time.perf_counter() - start
     return f"{why}\n{table}" if why else table

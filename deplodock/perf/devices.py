@@ -186,6 +186,18 @@ DEVICES: dict[str, Device] = {
 }
 
 
+#: A fragment of a real device's name -> its model here (how a GPU run finds its model).
+_NAME_FRAGMENTS = (("H100", "h100"), ("A100", "a100"), ("A6000", "a6000"), ("5090", "rtx5090"))
+
+
+def model_key_for(device_name: str) -> str | None:
+    """The model of a real GPU called `device_name` ("NVIDIA H100 80GB HBM3" -> "h100")."""
+    for fragment, key in _NAME_FRAGMENTS:
+        if fragment in device_name:
+            return key
+    return None
+
+
 class UnknownDevice(ValueError):
     """A `--model` name that is not in `DEVICES`."""
 

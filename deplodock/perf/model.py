@@ -107,6 +107,11 @@ class KernelEstimate:
     name: str
     device: str
     time_us: float
+    #: The time the SMs are busy (time_us without the fixed launch cost).
+    busy_us: float
+    #: Speed of light: the compulsory DRAM bytes at achievable bandwidth, or the flops at the
+    #: FP32 peak, whichever is longer.
+    ideal_us: float
     limiter: str
     terms_us: dict[str, float]
     sol_fraction: float
@@ -126,6 +131,8 @@ class KernelEstimate:
         return {
             "kernel": self.name,
             "modeled_us": round(self.time_us, 3),
+            "busy_us": round(self.busy_us, 3),
+            "ideal_us": round(self.ideal_us, 3),
             "limiter": self.limiter,
             "sol_pct": round(100 * self.sol_fraction, 1),
             "grid": c.grid,
@@ -260,6 +267,8 @@ def model_kernel(
         name=counters.name,
         device=device.key,
         time_us=time_us,
+        busy_us=busy_us,
+        ideal_us=ideal_us,
         limiter=limiter,
         terms_us=terms_us,
         sol_fraction=min(ideal_us / busy_us, 1.0) if busy_us > 0 else 0.0,

@@ -90,7 +90,8 @@ def model_program(
         )
         rows.append((estimate, launches[name]))
     rows.sort(key=lambda row: row[0].time_us * row[1], reverse=True)
-    source = "ptxas" if registers is not None else "estimated from the IR (no nvcc)"
+    measured = all(row.registers_source == "ptxas" for row, _ in rows)
+    source = "ptxas" if measured else "estimated from the IR (no ptxas report)"
     return ProgramEstimate(device, calibration, rows, source)
 
 
@@ -119,9 +120,8 @@ def format_model_table(estimate: ProgramEstimate) -> str:
         )
     lines.append(f"  {'total (modeled)':<28} {'':>3} {total:>9.1f}")
     lines.append(
-        "  limiter: the binding resource (dram, l2, l1, issue, fp32, int, sfu, shared); %SOL: "
-        "ideal DRAM or FP32 time over the modeled busy time; sect/req: 32-byte sectors per "
-        "global load request (4 = coalesced fp32); bank: shared wavefronts over the "
-        "conflict-free minimum"
+        "  limiter: the binding resource (dram, latency, l2, l1, issue, fp32, int, sfu, shared); "
+        "%SOL: ideal time over modeled busy time; sect/req: 32-byte sectors per global load "
+        "(4 = coalesced fp32); bank: shared wavefronts over the conflict-free minimum"
     )
     return "\n".join(lines)

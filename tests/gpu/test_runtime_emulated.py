@@ -192,6 +192,21 @@ def test_the_run_device_cuda_path_on_the_emulation() -> None:
     assert rows[0].gbps > 0 and launches[0][0] in table
 
 
+def test_a_measured_profile_prints_the_model_beside_each_kernel() -> None:
+    program = program_from_expression("torch.softmax(torch.randn(2, 6, 50), dim=-1) * 3.0")
+    prepared = prepare_on_cuda(
+        program, FAKE_DEVICE, 0, emulated_load, tensor_device="cpu", model="h100"
+    )
+    assert set(prepared.modeled_us) == set(prepared.compiled.kernels)
+    launches = [(s.name, s.grid, s.block) for s in prepared.compiled.launches]
+    rows = kernel_profiles(launches, [[0.01]] * len(launches), {}, {}, prepared.modeled_us)
+    table = format_profile_table(rows, Ceilings(3000.0, 50_000.0, 500_000.0), prepared.dtype)
+    head, row = table.splitlines()[1:3]
+    assert "model us" in head
+    assert float(row.split()[2]) == round(prepared.modeled_us[launches[0][0]], 1)
+    assert "performance model's prediction (modeled)" in table
+
+
 def test_a_mismatch_is_reported() -> None:
     program = program_from_expression("torch.randn(4, 64) * 2.0")
     prepared = prepare_on_cuda(program, FAKE_DEVICE, 0, emulated_load, tensor_device="cpu")

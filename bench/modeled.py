@@ -1,0 +1,293 @@
+"""`python -m bench.kernels --model h100`: the kernel suite on the performance model, no GPU.
+
+Every case is compiled to the kernel level and each of its kernels is traced and modeled
+(`deplodock.perf`). The results are *modeled*, never measured, and say so in every file:
+
+- `kernels-modeled-<device>-<dtype>.json`: the device model, the calibration's fit date, and
+  per case the modeled time, % of speed-of-light, the slowest kernel's limiter, every
+  kernel's counters, and the published PyTorch-eager H100 time where `bench/perfdata/` has
+  the op (fp32 GEMMs: same N and K, nearest M);
+- `kernels-modeled-<device>-<dtype>.md`: the summary (geomean % SOL per family, the five
+  worst cases with their limiter) and the table;
+- `kernels-modeled-<device>-<dtype>-sol.png` (per-case % SOL) and `-roofline.png`.
+
+File names carry no timestamp: re-running the documented command regenerates them in place.
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime
+import math
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from bench.cases import Case
+from bench.model_calibration import git_commit
+from bench.published import DATA
+from bench.report import geomean, write_json
+
+GEMM_CSV = DATA / "h100-eager-gemm-fp32.csv"
+#: Which summary family each case op belongs to.
+FAMILIES = {
+    "rmsnorm": "memory-bound",
+    "softmax": "memory-bound",
+    "silu_mul": "memory-bound",
+    "sdpa_gqa": "attention",
+    "attention": "attention",
+}
+SCHEMA_VERSION = 1
+
+
+def family_of(op: str) -> str:
+    return FAMILIES.get(op, "GEMM")
+
+
+def published_linear_rows(path: Path = GEMM_CSV) -> list[dict[str, Any]]:
+    if not path.exists():
+        return []
+    with path.open() as handle:
+        return [r for r in csv.DictReader(handle) if r["op"] == "linear"]
+
+
+def nearest_published_gemm(
+    case: Case, dtype: str, rows: Sequence[dict[str, Any]]
+) -> dict[str, Any] | None:
+    """The published fp32 `linear` row with the case's N and K and the nearest B*M."""
+    if dtype != "fp32" or family_of(case.op) != "GEMM":
+        return None
+    m, k = case.inputs[0][1], case.inputs[0][2]
+    n = case.output[2]
+    same = [r for r in rows if int(r["N"]) == n and int(r["K"]) == k]
+    if not same:
+        return None
+    best = min(same, key=lambda r: abs(math.log(int(r["B"]) * int(r["M"]) / m)))
+    return {
+        "latency_us": float(best["latency_us"]),
+        "shape": f"{int(best['B']) * int(best['M'])}x{n}x{k}",
+        "kernel": best["kernel"],
+    }
+
+
+def model_case(case: Case, dtype: str, device_key: str, gemm_rows: Sequence[dict]) -> dict:
+    """One row: the case compiled to the kernel level and modeled on the device."""
+    from deplodock.driver import lower_program, program_from_expression
+    from deplodock.perf.devices import device_model
+    from deplodock.perf.profile import model_program, ptxas_registers
+
+    device = device_model(device_key)
+    row: dict[str, Any] = {
+        "case": case.name,
+        "op": case.op,
+        "family": family_of(case.op),
+        "model": case.model.name,
+        "seq": case.seq,
+        "dtype": dtype,
+        "expression": case.expression(dtype),
+        "status": "ok",
+        "reason": None,
+    }
+    try:
+        program = program_from_expression(row["expression"])
+        lower_program(program, "kernel")
+        registers = ptxas_registers(program.module, device.capability)
+        estimate = model_program(program.module, device, registers)
+    except Exception as error:  # a case that does not compile is a row, not a crash
+        return row | {"status": "compile_error", "reason": str(error).splitlines()[0]}
+    kernels = [e.as_row() | {"launches": n} for e, n in estimate.kernels]
+    busy = sum(e.busy_us * n for e, n in estimate.kernels)
+    ideal = sum(e.ideal_us * n for e, n in estimate.kernels)
+    flops = sum(e.flops * n for e, n in estimate.kernels)
+    dram = sum(e.dram_bytes * n for e, n in estimate.kernels)
+    published = nearest_published_gemm(case, dtype, gemm_rows)
+    return row | {
+        "modeled_us": round(estimate.total_us, 3),
+        "busy_us": round(busy, 3),
+        "sol_pct": round(100 * min(1.0, ideal / busy), 2) if busy > 0 else None,
+        "limiter": estimate.kernels[0][0].limiter,
+        "flops": round(flops),
+        "dram_bytes": round(dram),
+        "registers_source": estimate.registers_source,
+        "published_eager_us": published["latency_us"] if published else None,
+        "published_shape": published["shape"] if published else None,
+        "kernels": kernels,
+    }
+
+
+def summary(rows: Sequence[dict]) -> dict[str, Any]:
+    """Geomean % SOL per family and the five worst cases (lowest % SOL) with their limiter."""
+    ok = [r for r in rows if r["status"] == "ok"]
+    families = sorted({r["family"] for r in ok})
+    worst = sorted(ok, key=lambda r: r["sol_pct"])[:5]
+    return {
+        "cases": len(rows),
+        "ok": len(ok),
+        "geomean_sol_pct": {
+            f: round(geomean([r["sol_pct"] for r in ok if r["family"] == f]), 2) for f in families
+        }
+        | {"all": round(geomean([r["sol_pct"] for r in ok]), 2)},
+        "total_modeled_us": round(sum(r["modeled_us"] for r in ok), 1),
+        "worst": [
+            {"case": r["case"], "sol_pct": r["sol_pct"], "limiter": r["limiter"]} for r in worst
+        ],
+    }
+
+
+def document(rows: Sequence[dict], device_key: str, dtype: str) -> dict[str, Any]:
+    from deplodock.perf.devices import device_model
+    from deplodock.perf.model import load_calibration
+
+    calibration = load_calibration()
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "suite": "bench.kernels",
+        "modeled": True,
+        "note": "modeled by deplodock's performance model, not measured on a GPU",
+        "device_model": device_model(device_key).name,
+        "device_key": device_key,
+        "dtype": dtype,
+        "date": datetime.date.today().isoformat(),
+        "commit": git_commit(),
+        "calibration": {
+            "fit_date": calibration.fit_date,
+            "commit": calibration.commit,
+            "model_version": calibration.model_version,
+        },
+        "summary": summary(rows),
+        "rows": list(rows),
+    }
+
+
+def markdown(doc: dict[str, Any]) -> str:
+    s = doc["summary"]
+    lines = [
+        f"# Kernel suite on the performance model: {doc['device_model']}, {doc['dtype']}",
+        "",
+        f"MODELED, not measured. Generated {doc['date']} at commit {doc['commit']} by "
+        f"`python -m bench.kernels --model {doc['device_key']} --dtype "
+        f"{doc['dtype']}`; model v{doc['calibration']['model_version']}, constants fitted "
+        f"{doc['calibration']['fit_date']}. Every kernel has deplodock's current default "
+        "schedule.",
+        "",
+        f"{s['ok']} of {s['cases']} cases modeled; total modeled time {s['total_modeled_us']} us.",
+        "",
+        "| family | geomean % of speed-of-light |",
+        "|---|---|",
+        *[f"| {family} | {value} |" for family, value in s["geomean_sol_pct"].items()],
+        "",
+        "Five worst cases: "
+        + "; ".join(f"{w['case']} {w['sol_pct']}% ({w['limiter']})" for w in s["worst"]),
+        "",
+        "| case | modeled us | % SOL | limiter | kernels | published eager us (shape) |",
+        "|---|---|---|---|---|---|",
+    ]
+    for r in doc["rows"]:
+        if r["status"] != "ok":
+            lines.append(f"| {r['case']} | {r['status']}: {r['reason']} | | | | |")
+            continue
+        published = (
+            f"{r['published_eager_us']} ({r['published_shape']})" if r["published_eager_us"] else ""
+        )
+        lines.append(
+            f"| {r['case']} | {r['modeled_us']} | {r['sol_pct']} | {r['limiter']} | "
+            f"{len(r['kernels'])} | {published} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def draw_sol_chart(rows: Sequence[dict], path: Path, title: str) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    ok = [r for r in rows if r["status"] == "ok"]
+    colors = {"GEMM": "tab:blue", "memory-bound": "tab:green", "attention": "tab:purple"}
+    fig, ax = plt.subplots(figsize=(10, max(3.0, 0.2 * len(ok) + 1.5)))
+    ys = list(range(len(ok)))[::-1]
+    ax.barh(ys, [r["sol_pct"] for r in ok], color=[colors[r["family"]] for r in ok])
+    ax.set_yticks(ys)
+    ax.set_yticklabels([r["case"] for r in ok], fontsize=6)
+    ax.set_xscale("log")
+    ax.set_xlabel("% of speed-of-light (modeled)")
+    ax.set_title(title, fontsize=10)
+    for family, color in colors.items():
+        ax.barh([], [], color=color, label=family)
+    ax.legend(loc="lower right", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
+def draw_roofline(rows: Sequence[dict], path: Path, title: str, device_key: str) -> Path:
+    """Each kernel at (flops per DRAM byte, modeled GFLOP/s) under the device's roofs."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from deplodock.perf.devices import device_model
+
+    device = device_model(device_key)
+    fig, ax = plt.subplots(figsize=(8, 6))
+    points: dict[str, list[tuple[float, float]]] = {}
+    for r in rows:
+        if r["status"] != "ok":
+            continue
+        for k in r["kernels"]:
+            if k["flops"] and k["dram_bytes"] and k["busy_us"]:
+                intensity = k["flops"] / k["dram_bytes"]
+                rate = k["flops"] / (k["busy_us"] * 1e-6) / 1e9
+                points.setdefault(r["family"], []).append((intensity, rate))
+    for family, xy in sorted(points.items()):
+        ax.scatter([p[0] for p in xy], [p[1] for p in xy], s=12, label=family)
+    xs = [10 ** (e / 10) for e in range(-20, 41)]
+    peak = device.fp32_flops_per_s / 1e9
+    ax.plot(xs, [min(peak, x * device.dram_bytes_per_s / 1e9) for x in xs], "k-", linewidth=1)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("arithmetic intensity (flops per DRAM byte, modeled)")
+    ax.set_ylabel("GFLOP/s (modeled)")
+    ax.set_title(title, fontsize=10)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
+def run_modeled_suite(
+    cases: Sequence[Case],
+    dtype: str,
+    device_key: str,
+    out_dir: Path,
+    echo: Callable[[str], object] = print,
+) -> Path:
+    gemm_rows = published_linear_rows()
+    rows = []
+    echo(f"{len(cases)} cases, {dtype}, MODELED on {device_key} (no GPU involved)")
+    for n, case in enumerate(cases, 1):
+        row = model_case(case, dtype, device_key, gemm_rows)
+        rows.append(row)
+        if row["status"] == "ok":
+            detail = f"{row['modeled_us']:10.1f} us {row['sol_pct']:6.2f}% SOL  {row['limiter']}"
+        else:
+            detail = f"{row['status']}: {row['reason']}"
+        echo(f"[{n:>2}/{len(cases)}] {case.name:<40} {detail}")
+    doc = document(rows, device_key, dtype)
+    stem = out_dir / f"kernels-modeled-{device_key}-{dtype}"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    write_json(stem.with_suffix(".json"), doc)
+    stem.with_suffix(".md").write_text(markdown(doc))
+    device = doc["device_model"]
+    draw_sol_chart(
+        rows, Path(f"{stem}-sol.png"), f"% of speed-of-light per case, {dtype}, {device}"
+    )
+    draw_roofline(rows, Path(f"{stem}-roofline.png"), f"roofline, {dtype}, {device}", device_key)
+    s = doc["summary"]
+    echo("geomean % SOL: " + ", ".join(f"{k} {v}" for k, v in s["geomean_sol_pct"].items()))
+    echo("worst: " + "; ".join(f"{w['case']} {w['sol_pct']}% {w['limiter']}" for w in s["worst"]))
+    echo(f"results: {stem}.json, .md, -sol.png, -roofline.png")
+    return stem.with_suffix(".json")

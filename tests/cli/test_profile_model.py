@@ -1,0 +1,45 @@
+"""`deplodock run --profile --model DEVICE`: the modeled profile, without a GPU."""
+
+from __future__ import annotations
+
+import pytest
+
+from deplodock.backend.device import cuda_unavailable_reason
+from deplodock.cli.main import main
+
+RMSNORM = "nn.RMSNorm(256)(torch.randn(1, 16, 256))"
+
+
+def test_profile_on_a_named_device_model(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", "--profile", "--model", "a100", "-c", RMSNORM]) == 0
+    out = capsys.readouterr().out
+    header, columns, row, total, legend = out.strip().splitlines()
+    assert header.startswith("profile: MODELED on NVIDIA A100")
+    assert "not measured" in header and "constants fitted" in header
+    assert "limiter" in columns and "%SOL" in columns
+    assert row.split()[0] == "rms_norm_kernel"
+    assert total.split()[:2] == ["total", "(modeled)"]
+    assert "sectors per" in legend
+
+
+def test_profile_without_a_gpu_models_an_h100(capsys: pytest.CaptureFixture[str]) -> None:
+    if cuda_unavailable_reason() is None:
+        pytest.skip("a GPU is present: --profile measures on it")
+    assert main(["run", "--profile", "-c", RMSNORM]) == 0
+    first, second = capsys.readouterr().out.splitlines()[:2]
+    assert first.startswith("no CUDA device here")
+    assert second.startswith("profile: MODELED on NVIDIA H100")
+
+
+def test_unknown_device_model_is_a_one_line_error(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", "--profile", "--model", "b200", "-c", RMSNORM]) == 1
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.strip() == (
+        "deplodock: error: unknown device model 'b200' (known: h100, a100, a6000, rtx5090)"
+    )
+
+
+def test_model_needs_profile(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", "--model", "h100", "-c", RMSNORM]) == 1
+    assert "--model DEVICE goes with --profile" in capsys.readouterr().err
