@@ -1,5 +1,5 @@
 """Layers import downward only (DESIGN.md): dialects <- passes, interpreters, frontend <-
-backend <- perf <- tune <- driver, api, stamp <- cli.
+backend <- perf <- tune <- driver, api, stamp <- cli, fuzz.
 
 Every `import` of a `deplodock` module, at module level or inside a function, is an edge of
 the import graph. An edge from a lower layer to a higher one, or between two different
@@ -29,6 +29,7 @@ LAYERS: dict[str, int] = {
     "api": 5,
     "stamp": 5,
     "cli": 6,
+    "fuzz": 6,
     "__main__": 6,
     "__init__": 6,
 }
