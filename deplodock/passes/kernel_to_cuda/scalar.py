@@ -76,10 +76,13 @@ _FLOAT_BINARY: dict[type[Operation], tuple[str, int]] = {
     arith.MulfOp: ("*", MUL),
     arith.DivfOp: ("/", MUL),
 }
-# fmaxf/fminf return the other operand for a NaN input where arith.maximumf propagates it.
-_FLOAT_CALL2: dict[type[Operation], str] = {
+#: arith.maximumf/minimumf propagate a NaN operand (IEEE 754-2019 maximum); C's fmaxf/fminf
+#: return the other operand instead (maxNum), which is arith.maxnumf/minnumf.
+_NAN_PROPAGATING: dict[type[Operation], str] = {
     arith.MaximumfOp: "fmax",
     arith.MinimumfOp: "fmin",
+}
+_FLOAT_CALL2: dict[type[Operation], str] = {
     arith.MaxnumfOp: "fmax",
     arith.MinnumfOp: "fmin",
     math.PowFOp: "pow",
@@ -120,7 +123,7 @@ _FLOAT_CALL1: dict[type[Operation], str] = {
 #: C functions the printer calls: SSA names must not shadow them.
 C_FUNCTION_NAMES = frozenset(
     n + suffix
-    for n in (*_FLOAT_CALL1.values(), *_FLOAT_CALL2.values(), "fma")
+    for n in (*_FLOAT_CALL1.values(), *_FLOAT_CALL2.values(), *_NAN_PROPAGATING.values(), "fma")
     for suffix in ("", "f")
 ) | {"__half2float", "__bfloat162float", "__float2half_rn", "__float2bfloat16_rn"}
 _INT_BINARY: dict[type[Operation], tuple[str, int]] = {
@@ -147,6 +150,18 @@ def float_fn(base: str, t: Attribute) -> str:
     return base if isinstance(t, Float64Type) else base + "f"
 
 
+def _nan_propagating(base: str, t: Attribute, args: Sequence[Expr]) -> Expr:
+    """`a != a || b != b ? a + b : fmaxf(a, b)`: NaN when either operand is (a + b is then
+    NaN), the C library's max or min otherwise."""
+    a, b = (as_float(x, t) for x in args)
+    library = call(float_fn(base, t), a, b)
+    tests = [compare("!=", x, x) for x in (a, b) if x.const is None or x.const != x.const]
+    if not tests:
+        return library
+    either_nan = tests[0] if len(tests) == 1 else binary("||", LOR, *tests)
+    return select(either_nan, binary("+", ADD, a, b), library)
+
+
 def unsigned(ctype: str) -> str:
     return "unsigned long long" if ctype in ("long long", "unsigned long long") else "unsigned"
 
@@ -168,6 +183,8 @@ def scalar_expr(op: Operation, args: Sequence[Expr], ctx: ScalarContext) -> Expr
     if type(op) in _FLOAT_BINARY:
         sym, prec = _FLOAT_BINARY[type(op)]
         return from_float(binary(sym, prec, as_float(args[0], rt), as_float(args[1], rt)), rt)
+    if type(op) in _NAN_PROPAGATING:
+        return from_float(_nan_propagating(_NAN_PROPAGATING[type(op)], rt, args), rt)
     if type(op) in _FLOAT_CALL2:
         fn = float_fn(_FLOAT_CALL2[type(op)], rt)
         return from_float(call(fn, as_float(args[0], rt), as_float(args[1], rt)), rt)

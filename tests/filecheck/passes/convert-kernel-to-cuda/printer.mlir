@@ -54,7 +54,7 @@ builtin.module {
 // CHECK-NEXT:     const __half h = x[b * 256 + k];
 // CHECK-NEXT:     const float v = __half2float(h);
 // CHECK-NEXT:     const float sum = acc + v;
-// CHECK-NEXT:     const float max_1 = fmaxf(mx, v);
+// CHECK-NEXT:     const float max_1 = mx != mx || v != v ? mx + v : fmaxf(mx, v);
 // CHECK-NEXT:     acc = sum;
 // CHECK-NEXT:     mx = max_1;
 // CHECK-NEXT:   }
