@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
+
 from deplodock.fuzz.__main__ import fuzz, levels_for
 from deplodock.fuzz.check import (
     LEVELS,
@@ -87,3 +89,12 @@ def test_fixed_seed_fuzz_run_finds_no_miscompile():
     counts = summary["counts"]
     assert not counts.get("mismatch") and not counts.get("crash"), "\n".join(lines)
     assert counts.get("ok", 0) >= CI_PROGRAMS // 2, lines[-1]
+
+
+REGRESSIONS = sorted((Path(__file__).parent / "regressions").glob("fuzz-*.py"))
+
+
+@pytest.mark.parametrize("path", REGRESSIONS, ids=[p.stem for p in REGRESSIONS])
+def test_fixed_reproducers_stay_fixed(path: Path):
+    """Programs the fuzzer once found miscompiled, at every level."""
+    assert check_source(str(path)).status == "ok"

@@ -4,7 +4,9 @@ rms_norm   = x * rsqrt(sum(x * x) / N + eps) * w
 layer_norm = (x - mean) * rsqrt(var + eps) * w + b, with the biased variance computed in a
 second pass over the centred values (sum((x - mean)^2) / N), which stays accurate in f32.
 The per-row statistic is computed on the reduced (rank-kept) shape; the final elementwise
-broadcasts it back with an index map.
+broadcasts it back with an index map. Like PyTorch, a bf16/f16 norm computes in f32 (the
+accumulator type) and rounds once, at the output: rounding the mean, the centred values and
+the scale to bf16 would lose several times PyTorch's accuracy.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from math import prod
 from xdsl.ir import Operation, SSAValue
 
 from deplodock.dialects import torch as t
+from deplodock.dialects.element_types import accumulator_type
 from deplodock.dialects.tensor import ReduceKind
 from deplodock.passes.torch_to_tensor.builders import (
     ScalarBuilder,
@@ -46,32 +49,34 @@ class NormLowering(TorchLowering):
     """Both norms are `v * rsqrt(sum(v * v) / N + eps) * w (+ b)` over the trailing dims,
     with `v = x` (rms_norm) or `v = x - mean` (layer_norm): only `centre` differs."""
 
-    def centre(self, op: Operation, b: TensorBuilder, dims: list[int], inv_n: float) -> SSAValue:
+    def centre(self, b: TensorBuilder, x: SSAValue, dims: list[int], inv_n: float) -> SSAValue:
         """The values that are normalized: the input itself for rms_norm."""
-        assert isinstance(op, t.RmsNormOp | t.LayerNormOp)
-        return op.input
+        return x
 
     def lower(self, op: Operation, b: TensorBuilder) -> SSAValue:
         assert isinstance(op, t.RmsNormOp | t.LayerNormOp)
         x, eps = op.input, op.eps.value.data
         shape, elt = shape_of(x), element_type_of(x)
+        acc = accumulator_type(elt)
+        if acc != elt:
+            x = b.elementwise([x], shape, acc, lambda s, v: s.cast(v, acc))
         dims, inv_n = _norm_dims(x, tuple(op.normalized_shape.get_values()))
-        v = self.centre(op, b, dims, inv_n)
-        squares = b.elementwise([v], shape, elt, lambda s, c: s.mul(c, c))
+        v = self.centre(b, x, dims, inv_n)
+        squares = b.elementwise([v], shape, acc, lambda s, c: s.mul(c, c))
         total = b.reduce(squares, ReduceKind.ADD, dims)
         scale = b.elementwise(
-            [total], shape_of(total), elt, lambda s, z: s.rsqrt(s.add(s.mul(z, inv_n), eps))
+            [total], shape_of(total), acc, lambda s, z: s.rsqrt(s.add(s.mul(z, inv_n), eps))
         )
         weight = op.weight
         bias = op.bias if isinstance(op, t.LayerNormOp) else None
         params = [p for p in (weight, bias) if p is not None]
         has_w, has_b = weight is not None, bias is not None
-        return b.elementwise(
-            [v, scale, *params],
-            shape,
-            elt,
-            lambda s, c, r, *p: _affine(s, s.mul(c, r), list(p), has_w, has_b),
-        )
+
+        def output(s: ScalarBuilder, c: SSAValue, r: SSAValue, *p: SSAValue) -> SSAValue:
+            wide = [s.cast(param, acc) for param in p]
+            return s.cast(_affine(s, s.mul(c, r), wide, has_w, has_b), elt)
+
+        return b.elementwise([v, scale, *params], shape, elt, output)
 
 
 class RmsNormLowering(NormLowering):
@@ -83,9 +88,7 @@ class LayerNormLowering(NormLowering):
 
     op_type = t.LayerNormOp
 
-    def centre(self, op: Operation, b: TensorBuilder, dims: list[int], inv_n: float) -> SSAValue:
-        assert isinstance(op, t.LayerNormOp)
-        x = op.input
+    def centre(self, b: TensorBuilder, x: SSAValue, dims: list[int], inv_n: float) -> SSAValue:
         shape, elt = shape_of(x), element_type_of(x)
         total = b.reduce(x, ReduceKind.ADD, dims)
         mean = b.elementwise([total], shape_of(total), elt, lambda s, z: s.mul(z, inv_n))
