@@ -28,6 +28,7 @@ LAYERS: dict[str, int] = {
     "driver": 5,
     "api": 5,
     "stamp": 5,
+    "torch_backend": 5,
     "cli": 6,
     "fuzz": 6,
     "__main__": 6,
@@ -36,7 +37,7 @@ LAYERS: dict[str, int] = {
 
 #: Packages of one layer that may import each other (they are one component).
 GROUPS: tuple[frozenset[str], ...] = (
-    frozenset({"driver", "api", "stamp"}),
+    frozenset({"driver", "api", "stamp", "torch_backend"}),
     frozenset({"cli", "__main__", "__init__"}),
 )
 

@@ -123,6 +123,7 @@ def _hardtanh(e: Emitter, a: dict[str, Any], out: TensorType) -> SSAValue:
     aten.contiguous.default,
     aten.alias.default,
     aten.detach.default,
+    aten.detach_.default,
     aten.lift_fresh_copy.default,
     aten._to_copy.default,
     aten.to.dtype,

@@ -12,6 +12,7 @@ from xdsl.ir import SSAValue
 
 from deplodock.dialects import torch as T
 from deplodock.dialects.element_types import torch_dtype
+from deplodock.dialects.queries import shape_of
 from deplodock.frontend.aten.core import (
     AtenImportError,
     Emitter,
@@ -183,7 +184,12 @@ def _select(e: Emitter, a: dict[str, Any], out: TensorType) -> SSAValue:
 
 @handles(aten.cat.default, emits=T.CatOp)
 def _cat(e: Emitter, a: dict[str, Any], out: TensorType) -> SSAValue:
+    """`torch.cat`; like PyTorch it skips 1-D empty inputs whatever the others' rank (the
+    legacy rule a KV cache that starts as `torch.tensor([])` relies on)."""
     xs = [e.cast(e.tensor(t), out.element_type) for t in a["tensors"]]  # cat promotes
+    xs = [x for x in xs if tuple(shape_of(x.type)) != (0,)] or xs[:1]
+    if len(xs) == 1:
+        return xs[0]
     return e.emit(T.CatOp(xs, norm_dim(a["dim"], rank_of(xs[0]))))
 
 

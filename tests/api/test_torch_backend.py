@@ -1,0 +1,103 @@
+"""`torch.compile(model, backend="deplodock")` through torch's backend entry point."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from deplodock.torch_backend import DeplodockFallbackWarning, deplodock
+from tests.helpers import tiny_llama
+
+
+@pytest.fixture(autouse=True)
+def fresh_dynamo():
+    torch._dynamo.reset()
+    yield
+    torch._dynamo.reset()
+
+
+def rel_err(actual: torch.Tensor, expected: torch.Tensor) -> float:
+    scale = expected.double().abs().max().clamp_min(1e-30)
+    return float((actual.double() - expected.double()).abs().max() / scale)
+
+
+def compiled_matches_eager(module: nn.Module, *inputs: torch.Tensor, tolerance: float) -> None:
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("error", DeplodockFallbackWarning)  # no silent eager fallback
+        actual = torch.compile(module, backend="deplodock", dynamic=False)(*inputs)
+        expected = module.double()(*(x.double() for x in inputs))
+    assert rel_err(actual, expected) <= tolerance
+
+
+class Attention(nn.Module):
+    def __init__(self, dim: int = 32, heads: int = 4):
+        super().__init__()
+        self.heads = heads
+        self.q, self.k, self.v = (nn.Linear(dim, dim) for _ in range(3))
+        self.out = nn.Linear(dim, dim)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, s, d = x.shape
+        q, k, v = (
+            p(x).reshape(b, s, self.heads, -1).transpose(1, 2) for p in (self.q, self.k, self.v)
+        )
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return self.out(y.transpose(1, 2).reshape(b, s, d)) + x
+
+
+def test_the_backend_is_registered_under_its_name():
+    assert "deplodock" in torch._dynamo.list_backends()
+
+
+def test_mlp():
+    mlp = nn.Sequential(nn.Linear(16, 32), nn.GELU(), nn.Linear(32, 8))
+    compiled_matches_eager(mlp, torch.randn(4, 16), tolerance=1e-4)
+
+
+def test_rmsnorm():
+    compiled_matches_eager(nn.RMSNorm(64), torch.randn(2, 8, 64), tolerance=1e-5)
+
+
+def test_attention_block():
+    compiled_matches_eager(Attention(), torch.randn(2, 8, 32), tolerance=1e-4)
+
+
+def test_two_layer_tiny_llama():
+    model, input_ids = tiny_llama()
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("error", DeplodockFallbackWarning)
+        logits = torch.compile(model, backend="deplodock", dynamic=False)(input_ids).logits
+        expected = model.double()(input_ids).logits
+    assert rel_err(logits, expected) <= 1e-4
+
+
+def test_a_new_shape_recompiles():
+    calls: list[tuple[int, ...]] = []
+
+    def counting(graph_module, example_inputs):
+        calls.extend(tuple(x.shape) for x in example_inputs if x.dim() == 2)
+        return deplodock(graph_module, example_inputs)
+
+    norm = nn.RMSNorm(16)
+    compiled = torch.compile(norm, backend=counting, dynamic=False)
+    with torch.no_grad():
+        for rows in (3, 5):
+            x = torch.randn(rows, 16)
+            assert rel_err(compiled(x), norm(x)) <= 1e-5
+    assert calls == [(3, 16), (5, 16)]
+
+
+def test_an_unsupported_op_runs_eagerly_with_one_warning():
+    class Shuffle(nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return F.pixel_shuffle(x, 2) * 2.0
+
+    x = torch.randn(1, 4, 3, 3)
+    with pytest.warns(DeplodockFallbackWarning, match="aten.pixel_shuffle") as caught:
+        y = torch.compile(Shuffle(), backend="deplodock", dynamic=False)(x)
+    assert len(caught) == 1
+    assert torch.equal(y, Shuffle()(x))
