@@ -29,6 +29,7 @@ from xdsl.utils.exceptions import PassFailedException
 
 from deplodock.dialects import tensor
 from deplodock.dialects import torch as torch_d
+from deplodock.dialects.element_types import accumulator_type, is_narrow_float
 
 Shape = tuple[int, ...]
 #: an elementwise operand: a tensor value, or a scalar folded into the body as a constant
@@ -110,6 +111,11 @@ class ScalarBuilder:
                 attr = FloatAttr(value, elt)
             self._constants[(value, elt)] = self._add(arith.ConstantOp(attr, elt))
         return self._constants[(value, elt)]
+
+    def drop_constant(self, op: arith.ConstantOp) -> None:
+        """Removes an unused constant of the body (and forgets it)."""
+        self._constants = {k: v for k, v in self._constants.items() if v is not op.result}
+        self.block.erase_op(op)
 
     def val(self, x: Operand, like: SSAValue | None = None) -> SSAValue:
         """`x`, or the constant `x` typed like `like` (default: the result type)."""
@@ -247,6 +253,24 @@ class ScalarBuilder:
 BodyFn = Callable[..., SSAValue]
 
 
+def _widened(sb: ScalarBuilder, value: SSAValue, compute: Attribute) -> SSAValue:
+    """A bf16/f16 operand of an op computed in f32, extended first."""
+    return (
+        sb.cast(value, compute) if is_narrow_float(value.type) and compute != value.type else value
+    )
+
+
+def _rounded(sb: ScalarBuilder, value: SSAValue, elt: Attribute) -> SSAValue:
+    """`value` cast to `elt`; a constant becomes a constant of `elt` (nothing to compute)."""
+    owner = value.owner
+    if isinstance(owner, arith.ConstantOp) and isinstance(owner.value, FloatAttr):
+        rounded = sb.const(owner.value.value.data, elt)
+        if not value.uses:  # a splat stays a lone constant (`splat_value` recognizes it)
+            sb.drop_constant(owner)
+        return rounded
+    return sb.cast(value, elt)
+
+
 class TensorBuilder:
     """Collects the tensor ops that replace one torch op."""
 
@@ -280,9 +304,17 @@ class TensorBuilder:
         tensors = [self.broadcast_to(x, shape) for x in folded if isinstance(x, SSAValue)]
         block = Block(arg_types=[element_type_of(t) for t in tensors])
         args = iter(block.args)
-        sb = ScalarBuilder(block, elt)
-        scalars = [next(args) if isinstance(x, SSAValue) else sb.const(*x) for x in folded]
+        compute = accumulator_type(elt)  # f32 for bf16/f16: PyTorch's opmath
+        sb = ScalarBuilder(block, compute)
+        scalars = [
+            _widened(sb, next(args), compute)
+            if isinstance(x, SSAValue)
+            else sb.const(x[0], compute if x[1] is not None and is_narrow_float(x[1]) else x[1])
+            for x in folded
+        ]
         result = body_fn(sb, *scalars)
+        if result.type == compute != elt:
+            result = _rounded(sb, result, elt)  # rounded once, at the end of the op
         block.add_op(tensor.YieldOp(result))
         return self._add(tensor.ElementwiseOp(tensors, TensorType(elt, shape), Region(block)))
 
