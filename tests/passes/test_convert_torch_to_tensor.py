@@ -170,6 +170,24 @@ CASES: list[Case] = [
         "{min = -5.000000e-01 : f64, max = 5.000000e-01 : f64}",
     ),
     unary("clamp", lambda x: x.clamp(max=0.25), "{max = 2.500000e-01 : f64}"),
+    unary("hardsigmoid", F.hardsigmoid),
+    unary("mish", F.mish),
+    unary("log_sigmoid", F.logsigmoid),
+    unary("leaky_relu", lambda x: F.leaky_relu(x, 0.3), "{negative_slope = 3.0e-01 : f64}"),
+    unary(
+        "elu",
+        lambda x: F.celu(x, 0.5),
+        "{alpha = 5.0e-01 : f64, scale = 1.0 : f64, input_scale = 2.0 : f64}",
+    ),
+    unary(
+        "softplus",
+        lambda x: F.softplus(x, 2.0, 1.0),
+        "{beta = 2.0 : f64, threshold = 1.0 : f64}",
+    ),
+    unary("triu", lambda x: torch.triu(x, 1), "{diagonal = 1 : i64}"),
+    unary("tril", lambda x: torch.tril(x, -1), "{diagonal = -1 : i64}"),
+    binary("maximum", torch.maximum, (3, 4), (4,), (3, 4)),
+    binary("minimum", torch.minimum, (3, 1), (1, 4), (3, 4)),
     *[
         unary("pow", lambda x, e=e: x**e, f"{{exponent = {e} : f64}}", positive=e % 1 != 0)
         for e in (2.0, 3.0, 0.5, -0.5, -1.0, 1.7, 0.0, 1.0)

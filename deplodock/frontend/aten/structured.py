@@ -117,6 +117,31 @@ def _t(e: Emitter, a: dict[str, Any], out: TensorType) -> SSAValue:
     return x if rank_of(x) < 2 else e.emit(T.TransposeOp(x, 0, 1))
 
 
+@handles(aten.numpy_T.default, emits=T.PermuteOp)
+def _numpy_t(e: Emitter, a: dict[str, Any], out: TensorType) -> SSAValue:
+    """`x.T` reverses all dims (a 0-d or 1-d tensor is itself)."""
+    x = e.tensor(a["input"])
+    rank = rank_of(x)
+    return x if rank < 2 else e.emit(T.PermuteOp(x, list(reversed(range(rank)))))
+
+
+@handles(aten.mT.default, aten.mH.default, aten.adjoint.default, emits=T.TransposeOp)
+def _matrix_t(e: Emitter, a: dict[str, Any], out: TensorType) -> SSAValue:
+    """`x.mT` swaps the last two dims; `mH` and `adjoint` are the same on real tensors."""
+    x = e.tensor(a["input"])
+    if rank_of(x) < 2:
+        raise AtenImportError("mT needs a tensor of rank >= 2")
+    return e.emit(T.TransposeOp(x, rank_of(x) - 2, rank_of(x) - 1))
+
+
+def _triangle_handler(op: type[T.TriangleOp]) -> Handler:
+    return lambda e, a, out: e.emit(op(e.tensor(a["input"]), int(a["diagonal"])))
+
+
+for _target, _triangle in [(aten.triu.default, T.TriuOp), (aten.tril.default, T.TrilOp)]:
+    handles(_target, emits=_triangle)(_triangle_handler(_triangle))
+
+
 @handles(aten.transpose.int, emits=T.TransposeOp)
 def _transpose(e: Emitter, a: dict[str, Any], out: TensorType) -> SSAValue:
     x = e.tensor(a["input"])

@@ -24,6 +24,16 @@ func.func @forward(%x: tensor<4x8xf32>, %b: tensor<8xf32>, %w: tensor<16x8xf32>,
   %pow = torch.pow %x {exponent = 2.000000e+00 : f64} : (tensor<4x8xf32>) -> tensor<4x8xf32>
   %erf = torch.erf %h : (tensor<4x8xf16>) -> tensor<4x8xf16>
   %hsw = torch.hardswish %x : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  %hsig = torch.hardsigmoid %x : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  %mish = torch.mish %h : (tensor<4x8xf16>) -> tensor<4x8xf16>
+  %lsig = torch.log_sigmoid %x : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  %leaky = torch.leaky_relu %x {negative_slope = 1.000000e-02 : f64} : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  %elu = torch.elu %x {alpha = 1.000000e+00 : f64, scale = 1.000000e+00 : f64, input_scale = 1.000000e+00 : f64} : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  %softplus = torch.softplus %x {beta = 1.000000e+00 : f64, threshold = 2.000000e+01 : f64} : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  %maximum = torch.maximum %x, %b : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+  %minimum = torch.minimum %c, %x : (tensor<f32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  %triu = torch.triu %m {diagonal = 1 : i64} : (tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+  %tril = torch.tril %x {diagonal = -2 : i64} : (tensor<4x8xf32>) -> tensor<4x8xf32>
   %clamp = torch.clamp %x {min = -5.000000e-01 : f64, max = 5.000000e-01 : f64} : (tensor<4x8xf32>) -> tensor<4x8xf32>
   %clamp_min = torch.clamp %x {min = 0.000000e+00 : f64} : (tensor<4x8xf32>) -> tensor<4x8xf32>
   %clamp_max = torch.clamp %h {max = 6.000000e+00 : f64} : (tensor<4x8xf16>) -> tensor<4x8xf16>
@@ -76,6 +86,16 @@ func.func @forward(%x: tensor<4x8xf32>, %b: tensor<8xf32>, %w: tensor<16x8xf32>,
 // CHECK-NEXT: %pow = torch.pow %x {exponent = 2.000000e+00 : f64} : (tensor<4x8xf32>) -> tensor<4x8xf32>
 // CHECK-NEXT: %erf = torch.erf %h : (tensor<4x8xf16>) -> tensor<4x8xf16>
 // CHECK-NEXT: %hsw = torch.hardswish %x : (tensor<4x8xf32>) -> tensor<4x8xf32>
+// CHECK-NEXT: %hsig = torch.hardsigmoid %x : (tensor<4x8xf32>) -> tensor<4x8xf32>
+// CHECK-NEXT: %mish = torch.mish %h : (tensor<4x8xf16>) -> tensor<4x8xf16>
+// CHECK-NEXT: %lsig = torch.log_sigmoid %x : (tensor<4x8xf32>) -> tensor<4x8xf32>
+// CHECK-NEXT: %leaky = torch.leaky_relu %x {negative_slope = 1.000000e-02 : f64} : (tensor<4x8xf32>) -> tensor<4x8xf32>
+// CHECK-NEXT: %elu = torch.elu %x {alpha = 1.000000e+00 : f64, scale = 1.000000e+00 : f64, input_scale = 1.000000e+00 : f64} : (tensor<4x8xf32>) -> tensor<4x8xf32>
+// CHECK-NEXT: %softplus = torch.softplus %x {beta = 1.000000e+00 : f64, threshold = 2.000000e+01 : f64} : (tensor<4x8xf32>) -> tensor<4x8xf32>
+// CHECK-NEXT: %maximum = torch.maximum %x, %b : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+// CHECK-NEXT: %minimum = torch.minimum %c, %x : (tensor<f32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+// CHECK-NEXT: %triu = torch.triu %m {diagonal = 1 : i64} : (tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+// CHECK-NEXT: %tril = torch.tril %x {diagonal = -2 : i64} : (tensor<4x8xf32>) -> tensor<4x8xf32>
 // CHECK-NEXT: %clamp = torch.clamp %x {min = -5.000000e-01 : f64, max = 5.000000e-01 : f64} : (tensor<4x8xf32>) -> tensor<4x8xf32>
 // CHECK-NEXT: %clamp_min = torch.clamp %x {min = 0.000000e+00 : f64} : (tensor<4x8xf32>) -> tensor<4x8xf32>
 // CHECK-NEXT: %clamp_max = torch.clamp %h {max = 6.000000e+00 : f64} : (tensor<4x8xf16>) -> tensor<4x8xf16>
