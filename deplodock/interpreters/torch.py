@@ -186,6 +186,7 @@ _REDUCE: dict[type[Operation], Callable[..., np.ndarray]] = {
     T.SumOp: np.sum,
     T.MeanOp: np.mean,
     T.AmaxOp: np.max,
+    T.AminOp: np.min,
 }
 
 
@@ -280,6 +281,17 @@ class TorchFunctions(_TorchTableFunctions):
             q, k, v, mask[0] if mask else None, op.scale.value.data, is_causal
         )
         return _out(op, y)
+
+    @impl(T.ArgmaxOp)
+    def run_argmax(self, i: Interpreter, op: T.ArgmaxOp, args: PythonValues) -> PythonValues:
+        """numpy's argmax: the first maximum, or the first NaN (as PyTorch)."""
+        keep = bool(op.keepdim.value.data)
+        return _out(op, np.argmax(args[0], axis=op.dim.value.data, keepdims=keep))
+
+    @impl(T.ArgminOp)
+    def run_argmin(self, i: Interpreter, op: T.ArgminOp, args: PythonValues) -> PythonValues:
+        keep = bool(op.keepdim.value.data)
+        return _out(op, np.argmin(args[0], axis=op.dim.value.data, keepdims=keep))
 
     @impl(T.GeluOp)
     def run_gelu(self, i: Interpreter, op: T.GeluOp, args: PythonValues) -> PythonValues:

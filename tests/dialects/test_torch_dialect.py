@@ -37,6 +37,9 @@ def _build(arg_types, body) -> ModuleOp:
         (lambda a: T.SumOp(a, [1]), [_t(4, 8)], _t(4)),
         (lambda a: T.MeanOp(a, [0, 2], keepdim=True), [_t(2, 3, 4)], _t(1, 3, 1)),
         (lambda a: T.AmaxOp(a, [0, 1]), [_t(2, 3)], _t()),
+        (lambda a: T.AminOp(a, [1], keepdim=True), [_t(2, 3)], _t(2, 1)),
+        (lambda a: T.ArgmaxOp(a, 1), [_t(2, 3, 4)], _t(2, 4, elt=i64)),
+        (lambda a: T.ArgminOp(a, 0, keepdim=True), [_t(5, elt=i32)], _t(1, elt=i64)),
         (lambda a, b: T.MatmulOp(a, b), [_t(4, 8), _t(8, 2)], _t(4, 2)),
         (lambda a, b: T.MatmulOp(a, b), [_t(8), _t(8)], _t()),
         (lambda a, b: T.MatmulOp(a, b), [_t(8), _t(3, 8, 2)], _t(3, 2)),
@@ -108,6 +111,9 @@ def test_layer_norm_segments_round_trip():
         (lambda a: T.SoftplusOp(a, 0.0), [_t(4)], "beta must be nonzero"),
         (lambda a, b: T.MaximumOp(a, b), [_t(4, elt=i1), _t(4, elt=i1)], "bool tensors"),
         (lambda a: T.TriuOp(a), [_t(4)], "needs rank >= 2, got 4"),
+        (lambda a: T.ArgmaxOp(a, 2), [_t(4, 8)], "dim 2 out of range"),
+        (lambda a: T.ArgminOp(a, 0), [_t(4, elt=i1)], "bool tensors have no order"),
+        (lambda a: T.ArgmaxOp(a, 1), [_t(4, 0)], "dim 1 is empty"),
     ],
 )
 def test_constructor_rejects_bad_shapes(make, args, message):

@@ -40,9 +40,31 @@ def _reduce_handler(op: type[T.ReductionOp]) -> Handler:
 for _ops, _reduce in [
     ((aten.sum.dim_IntList, aten.sum.default), T.SumOp),
     ((aten.mean.dim, aten.mean.default), T.MeanOp),
-    ((aten.amax.default,), T.AmaxOp),
+    ((aten.amax.default, aten.max.default), T.AmaxOp),
+    ((aten.amin.default, aten.min.default), T.AminOp),
 ]:
     handles(*_ops, emits=_reduce)(_reduce_handler(_reduce))
+
+
+def _arg_extremum_handler(op: type[T.ArgExtremumOp]) -> Handler:
+    """`argmax(x, dim, keepdim)`; without a dim, over the flattened tensor (a reshape to 1-D
+    first, and to the all-ones shape after for `keepdim`)."""
+
+    def handler(e: Emitter, a: dict[str, Any], out: TensorType) -> SSAValue:
+        x = e.tensor(a["input"])
+        if a.get("dim") is not None:
+            return e.emit(op(x, norm_dim(a["dim"], rank_of(x)), bool(a.get("keepdim", False))))
+        assert isinstance(x.type, TensorType)
+        size = math.prod(x.type.get_shape())
+        flat = x if x.type.get_shape() == (size,) else e.emit(T.ReshapeOp(x, [size]))
+        index = e.emit(op(flat, 0))
+        return index if index.type == out else e.emit(T.ReshapeOp(index, out.get_shape()))
+
+    return handler
+
+
+for _target, _arg in [(aten.argmax.default, T.ArgmaxOp), (aten.argmin.default, T.ArgminOp)]:
+    handles(_target, emits=(_arg, T.ReshapeOp))(_arg_extremum_handler(_arg))
 
 
 def _softmax_handler(op: type[T.SoftmaxLikeOp]) -> Handler:

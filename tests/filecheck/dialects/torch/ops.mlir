@@ -40,6 +40,9 @@ func.func @forward(%x: tensor<4x8xf32>, %b: tensor<8xf32>, %w: tensor<16x8xf32>,
   %sum = torch.sum %x {dims = array<i64: 1>, keepdim = false} : (tensor<4x8xf32>) -> tensor<4xf32>
   %mean = torch.mean %x {dims = array<i64: 0, 1>, keepdim = true} : (tensor<4x8xf32>) -> tensor<1x1xf32>
   %amax = torch.amax %x {dims = array<i64: 0>, keepdim = false} : (tensor<4x8xf32>) -> tensor<8xf32>
+  %amin = torch.amin %x {dims = array<i64: 1>, keepdim = true} : (tensor<4x8xf32>) -> tensor<4x1xf32>
+  %argmax = torch.argmax %x {dim = 1 : i64, keepdim = false} : (tensor<4x8xf32>) -> tensor<4xi64>
+  %argmin = torch.argmin %h {dim = 0 : i64, keepdim = true} : (tensor<4x8xf16>) -> tensor<1x8xi64>
   %sm = torch.softmax %x {dim = 1 : i64} : (tensor<4x8xf32>) -> tensor<4x8xf32>
   %lsm = torch.log_softmax %x {dim = 0 : i64} : (tensor<4x8xf32>) -> tensor<4x8xf32>
   %rms = torch.rms_norm %x, %b {normalized_shape = array<i64: 8>, eps = 1.000000e-06 : f64} : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
@@ -102,6 +105,9 @@ func.func @forward(%x: tensor<4x8xf32>, %b: tensor<8xf32>, %w: tensor<16x8xf32>,
 // CHECK-NEXT: %sum = torch.sum %x {dims = array<i64: 1>, keepdim = false} : (tensor<4x8xf32>) -> tensor<4xf32>
 // CHECK-NEXT: %mean = torch.mean %x {dims = array<i64: 0, 1>, keepdim = true} : (tensor<4x8xf32>) -> tensor<1x1xf32>
 // CHECK-NEXT: %amax = torch.amax %x {dims = array<i64: 0>, keepdim = false} : (tensor<4x8xf32>) -> tensor<8xf32>
+// CHECK-NEXT: %amin = torch.amin %x {dims = array<i64: 1>, keepdim = true} : (tensor<4x8xf32>) -> tensor<4x1xf32>
+// CHECK-NEXT: %argmax = torch.argmax %x {dim = 1 : i64, keepdim = false} : (tensor<4x8xf32>) -> tensor<4xi64>
+// CHECK-NEXT: %argmin = torch.argmin %h {dim = 0 : i64, keepdim = true} : (tensor<4x8xf16>) -> tensor<1x8xi64>
 // CHECK-NEXT: %sm = torch.softmax %x {dim = 1 : i64} : (tensor<4x8xf32>) -> tensor<4x8xf32>
 // CHECK-NEXT: %lsm = torch.log_softmax %x {dim = 0 : i64} : (tensor<4x8xf32>) -> tensor<4x8xf32>
 // CHECK-NEXT: %rms = torch.rms_norm %x, %b {normalized_shape = array<i64: 8>, eps = 1.000000e-06 : f64} : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
