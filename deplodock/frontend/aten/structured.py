@@ -193,7 +193,7 @@ def _reshape(e: Emitter, a: dict[str, Any], out: TensorType) -> SSAValue:
     return x if x.type == out else e.emit(T.ReshapeOp(x, out.get_shape()))
 
 
-@handles(aten.expand.default, emits=T.ExpandOp)
+@handles(aten.expand.default, aten.expand_as.default, emits=T.ExpandOp)
 def _expand(e: Emitter, a: dict[str, Any], out: TensorType) -> SSAValue:
     x = e.tensor(a["input"])
     return x if x.type == out else e.emit(T.ExpandOp(x, out.get_shape()))

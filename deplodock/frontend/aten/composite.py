@@ -1,0 +1,335 @@
+"""Composite aten ops: the norm family and the losses, written with existing torch ops.
+
+These have no torch op of their own: each is a few reductions and elementwise ops that the
+`tensor` level fuses anyway, so one handler here is the whole of the op (as `addmm` and
+`diff` are in `structured`). Per-channel parameters of the norms are reshaped to
+`(C, 1, ..., 1)` so they broadcast against `(N, C, *spatial)`; losses end in PyTorch's
+reduction (`0` none, `1` mean, `2` sum).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from xdsl.dialects.builtin import TensorType, i32, i64
+from xdsl.ir import SSAValue
+
+from deplodock.dialects import torch as T
+from deplodock.frontend.aten.core import (
+    AtenImportError,
+    Emitter,
+    aten,
+    elt_of,
+    handles,
+    norm_dim,
+    norm_dims,
+    rank_of,
+)
+
+
+def _shape(x: SSAValue) -> tuple[int, ...]:
+    assert isinstance(x.type, TensorType)
+    return tuple(x.type.get_shape())
+
+
+def _reshaped(e: Emitter, x: SSAValue, shape: Sequence[int]) -> SSAValue:
+    return x if _shape(x) == tuple(shape) else e.emit(T.ReshapeOp(x, shape))
+
+
+def _per_channel(e: Emitter, p: Any, rank: int) -> SSAValue | None:
+    """A `(C,)` parameter as `(C, 1, ..., 1)`, to broadcast along dim 1 of a rank-`rank`
+    input (None stays None)."""
+    if p is None:
+        return None
+    value = e.tensor(p)
+    return _reshaped(e, value, [_shape(value)[0]] + [1] * (rank - 2))
+
+
+def _affine(e: Emitter, y: SSAValue, weight: Any, bias: Any) -> SSAValue:
+    """`y * weight + bias` per channel, for whichever of the two is given."""
+    rank = rank_of(y)
+    if (w := _per_channel(e, weight, rank)) is not None:
+        y = e.emit(T.MulOp(y, e.cast(w, elt_of(y))))
+    if (b := _per_channel(e, bias, rank)) is not None:
+        y = e.emit(T.AddOp(y, e.cast(b, elt_of(y))))
+    return y
+
+
+def _standardize(e: Emitter, x: SSAValue, dims: list[int], eps: float) -> SSAValue:
+    """`(x - mean) * rsqrt(var + eps)` over `dims` with the biased variance of the centred
+    values (the two-pass form, accurate in f32), as the norms compute in training."""
+    centred = e.emit(T.SubOp(x, e.emit(T.MeanOp(x, dims, keepdim=True))))
+    var = e.emit(T.MeanOp(e.emit(T.MulOp(centred, centred)), dims, keepdim=True))
+    return e.emit(T.MulOp(centred, e.emit(T.RsqrtOp(e.binary(T.AddOp, var, eps)))))
+
+
+def _with_running_stats(e: Emitter, x: SSAValue, a: dict[str, Any]) -> SSAValue:
+    """`(x - running_mean) * rsqrt(running_var + eps)`, the statistics per channel (the
+    rsqrt is taken on the `(C, 1, ...)` vector, not per element)."""
+    rank, elt = rank_of(x), elt_of(x)
+    mean = e.cast(_per_channel(e, a["running_mean"], rank), elt)  # type: ignore[arg-type]
+    var = e.cast(_per_channel(e, a["running_var"], rank), elt)  # type: ignore[arg-type]
+    scale = e.emit(T.RsqrtOp(e.binary(T.AddOp, var, float(a["eps"]))))
+    return e.emit(T.MulOp(e.emit(T.SubOp(x, mean)), scale))
+
+
+_NORM_OPS = (T.MeanOp, T.SubOp, T.MulOp, T.AddOp, T.RsqrtOp, T.ReshapeOp)
+
+
+@handles(aten.batch_norm.default, emits=_NORM_OPS)
+def _batch_norm(e: Emitter, a: dict[str, Any], out: TensorType) -> SSAValue:
+    """Inference form (`training=False`): the running statistics. In training form (or
+    without running statistics) the batch's, over every dim but the channels (dim 1); the
+    running statistics are not updated (an exported module in eval() never does)."""
+    x = e.tensor(a["input"])
+    if rank_of(x) < 2:
+        raise AtenImportError("batch_norm needs an (N, C, ...) input")
+    if a["training"] or a["running_mean"] is None or a["running_var"] is None:
+        y = _standardize(e, x, [0, *range(2, rank_of(x))], float(a["eps"]))
+    else:
+        y = _with_running_stats(e, x, a)
+    return _affine(e, y, a["weight"], a["bias"])
+
+
+@handles(aten.instance_norm.default, emits=(*_NORM_OPS, T.LayerNormOp))
+def _instance_norm(e: Emitter, a: dict[str, Any], out: TensorType) -> SSAValue:
+    """Each (sample, channel) normalized over its spatial dims: a layer norm over the
+    trailing dims, then the per-channel affine (`use_input_stats=False` is batch norm's
+    inference form)."""
+    x = e.tensor(a["input"])
+    if rank_of(x) < 3:
+        raise AtenImportError("instance_norm needs an (N, C, *spatial) input")
+    if a["use_input_stats"]:
+        y = e.emit(T.LayerNormOp(x, None, None, _shape(x)[2:], float(a["eps"])))
+    else:
+        y = _with_running_stats(e, x, a)
+    return _affine(e, y, a["weight"], a["bias"])
+
+
+@handles(aten.group_norm.default, emits=(*_NORM_OPS, T.LayerNormOp))
+def _group_norm(e: Emitter, a: dict[str, Any], out: TensorType) -> SSAValue:
+    """`(N, C, *S)` viewed as `(N, G, C/G * prod(S))`, a layer norm over the last dim, the
+    view undone, then the per-channel affine."""
+    x = e.tensor(a["input"])
+    shape, groups = _shape(x), int(a["num_groups"])
+    if len(shape) < 2 or shape[1] % groups:
+        raise AtenImportError(f"group_norm: {groups} groups do not divide the channels")
+    grouped = [shape[0], groups, math.prod(shape[1:]) // groups]
+    y = e.emit(T.LayerNormOp(_reshaped(e, x, grouped), None, None, grouped[2:], float(a["eps"])))
+    return _affine(e, _reshaped(e, y, shape), a["weight"], a["bias"])
+
+
+_VECTOR_NORM_OPS = (
+    T.MulOp,
+    T.SumOp,
+    T.SqrtOp,
+    T.AbsOp,
+    T.AmaxOp,
+    T.AminOp,
+    T.PowOp,
+    T.NeOp,
+)
+
+
+@handles(aten.linalg_vector_norm.default, emits=_VECTOR_NORM_OPS)
+def _vector_norm(e: Emitter, a: dict[str, Any], out: TensorType) -> SSAValue:
+    """`(sum |x|^ord)^(1/ord)` over `dim` (all dims if None): ord 2 (and Frobenius) is
+    `sqrt(sum(x * x))`, 1 `sum |x|`, +-inf `max` / `min |x|`, 0 the count of nonzeros."""
+    x = e.cast(e.tensor(a["input"]), out.element_type)
+    dims, keep, order = norm_dims(a["dim"], rank_of(x)), bool(a["keepdim"]), float(a["ord"])
+    if order == 2:
+        return e.emit(T.SqrtOp(e.emit(T.SumOp(e.emit(T.MulOp(x, x)), dims, keep))))
+    if order == 0:
+        nonzero = e.cast(e.binary(T.NeOp, x, 0.0), out.element_type)
+        return e.emit(T.SumOp(nonzero, dims, keep))
+    size = e.emit(T.AbsOp(x))
+    if math.isinf(order):
+        extreme = T.AmaxOp if order > 0 else T.AminOp
+        return e.emit(extreme(size, dims, keep))
+    if order == 1:
+        return e.emit(T.SumOp(size, dims, keep))
+    total = e.emit(T.SumOp(e.emit(T.PowOp(size, order)), dims, keep))
+    return e.emit(T.PowOp(total, 1.0 / order))
+
+
+# --- losses -------------------------------------------------------------------------------
+
+
+def _reduced(e: Emitter, loss: SSAValue, reduction: int) -> SSAValue:
+    """PyTorch's `reduction` enum: 0 none, 1 mean, 2 sum (over every element)."""
+    if reduction == 0:
+        return loss
+    everything = list(range(rank_of(loss)))
+    return e.emit((T.MeanOp if reduction == 1 else T.SumOp)(loss, everything))
+
+
+def _difference(e: Emitter, a: dict[str, Any], out: TensorType) -> SSAValue:
+    """`input - target`, in the loss's dtype (the two already broadcast)."""
+    return e.binary(T.SubOp, a["input"], a["target"], out.element_type)
+
+
+_LOSS_OPS = (T.SubOp, T.MulOp, T.AbsOp, T.MeanOp, T.SumOp)
+
+
+@handles(aten.mse_loss.default, emits=_LOSS_OPS)
+def _mse_loss(e: Emitter, a: dict[str, Any], out: TensorType) -> SSAValue:
+    d = _difference(e, a, out)
+    return _reduced(e, e.emit(T.MulOp(d, d)), a["reduction"])
+
+
+@handles(aten.l1_loss.default, emits=_LOSS_OPS)
+def _l1_loss(e: Emitter, a: dict[str, Any], out: TensorType) -> SSAValue:
+    return _reduced(e, e.emit(T.AbsOp(_difference(e, a, out))), a["reduction"])
+
+
+def _quadratic_below(e: Emitter, d: SSAValue, edge: float, scale: float) -> SSAValue:
+    """`|d| < edge ? 0.5 d^2 / scale : |d| - 0.5 edge`, times `scale` on the linear side
+    when `scale` is not `edge`: smooth L1 is `(edge, scale) = (beta, beta)`, Huber
+    `(delta, 1)` with the linear side times delta."""
+    size = e.emit(T.AbsOp(d))
+    quadratic = e.binary(T.MulOp, e.emit(T.MulOp(d, d)), 0.5 / scale)
+    linear = e.binary(T.SubOp, size, 0.5 * edge)
+    if scale != edge:
+        linear = e.binary(T.MulOp, linear, edge)
+    return e.emit(T.WhereOp(e.binary(T.LtOp, size, edge), quadratic, linear))
+
+
+_PIECEWISE_LOSS_OPS = (*_LOSS_OPS, T.WhereOp, T.LtOp)
+
+
+@handles(aten.smooth_l1_loss.default, emits=_PIECEWISE_LOSS_OPS)
+def _smooth_l1_loss(e: Emitter, a: dict[str, Any], out: TensorType) -> SSAValue:
+    """Quadratic `0.5 d^2 / beta` below `beta`, `|d| - 0.5 beta` above; beta = 0 is L1."""
+    d, beta = _difference(e, a, out), float(a["beta"])
+    loss = e.emit(T.AbsOp(d)) if beta == 0 else _quadratic_below(e, d, beta, beta)
+    return _reduced(e, loss, a["reduction"])
+
+
+@handles(aten.huber_loss.default, emits=_PIECEWISE_LOSS_OPS)
+def _huber_loss(e: Emitter, a: dict[str, Any], out: TensorType) -> SSAValue:
+    """Quadratic `0.5 d^2` below `delta`, `delta (|d| - 0.5 delta)` above."""
+    d, delta = _difference(e, a, out), float(a["delta"])
+    return _reduced(e, _quadratic_below(e, d, delta, 1.0), a["reduction"])
+
+
+@handles(
+    aten.kl_div.default,
+    emits=(*_LOSS_OPS, T.ExpOp, T.LogOp, T.WhereOp, T.EqOp),
+)
+def _kl_div(e: Emitter, a: dict[str, Any], out: TensorType) -> SSAValue:
+    """`target * (log(target) - input)` pointwise (one product: the difference of two, as
+    ATen writes it, cancels in f32), 0 where `target` is 0 (`xlogy`); with
+    `log_target`, `exp(target) * (target - input)`. Mean is over every element (the
+    `batchmean` of `F.kl_div` divides a sum by the batch size itself)."""
+    elt = out.element_type
+    x, t = e.operand(a["input"], elt), e.operand(a["target"], elt)
+    if a["log_target"]:
+        loss = e.emit(T.MulOp(e.emit(T.ExpOp(t)), e.emit(T.SubOp(t, x))))
+    else:
+        pointwise = e.emit(T.MulOp(t, e.emit(T.SubOp(e.emit(T.LogOp(t)), x))))
+        loss = e.emit(T.WhereOp(e.binary(T.EqOp, t, 0.0), e.scalar(0.0, elt), pointwise))
+    return _reduced(e, loss, a["reduction"])
+
+
+@handles(
+    aten.cosine_similarity.default,
+    emits=(T.ExpandOp, T.MulOp, T.SumOp, T.SqrtOp, T.ClampOp, T.DivOp),
+)
+def _cosine_similarity(e: Emitter, a: dict[str, Any], out: TensorType) -> SSAValue:
+    """`sum((x1 / n1) * (x2 / n2))` along `dim`, each norm `n = max(||x||, eps)`, as ATen
+    computes it (the operands broadcast first)."""
+    x1, x2 = (e.cast(e.tensor(a[k]), out.element_type) for k in ("x1", "x2"))
+    shape = T.broadcast_shapes("cosine_similarity", _shape(x1), _shape(x2))
+    dim = norm_dim(a["dim"], len(shape))
+    unit = []
+    for x in (x1, x2):
+        x = x if _shape(x) == shape else e.emit(T.ExpandOp(x, shape))
+        norm = e.emit(T.SqrtOp(e.emit(T.SumOp(e.emit(T.MulOp(x, x)), [dim], keepdim=True))))
+        unit.append(e.emit(T.DivOp(x, e.emit(T.ClampOp(norm, min=float(a["eps"]))))))
+    return e.emit(T.SumOp(e.emit(T.MulOp(unit[0], unit[1])), [dim]))
+
+
+_CLASS_LOSS_OPS = (
+    T.LogSoftmaxOp,
+    T.ArangeOp,
+    T.ReshapeOp,
+    T.UnsqueezeOp,
+    T.EqOp,
+    T.NeOp,
+    T.WhereOp,
+    T.MulOp,
+    T.SumOp,
+    T.MeanOp,
+    T.DivOp,
+    T.AddOp,
+    T.NegOp,
+    T.CastOp,
+)
+
+
+def _class_dim(x: SSAValue) -> int:
+    """The class dim of a `(C,)` or `(N, C, *d)` input."""
+    return 0 if rank_of(x) == 1 else 1
+
+
+def _per_class(e: Emitter, v: SSAValue, x: SSAValue) -> SSAValue:
+    """A `(C,)` vector shaped to broadcast along the class dim of `x`."""
+    return _reshaped(e, v, [_shape(v)[0]] + [1] * (rank_of(x) - 1 - _class_dim(x)))
+
+
+def _nll(e: Emitter, logp: SSAValue, a: dict[str, Any], out: TensorType) -> SSAValue:
+    """`nll_loss` of log-probabilities `logp` with integer targets: `-w[t] * logp[t]` per
+    sample (a one-hot select along the class dim), 0 where `t == ignore_index`; mean divides
+    by the summed weights of the kept samples, as PyTorch. With `label_smoothing` the loss
+    is `(1 - s) nll + s / C * smooth`, `smooth = -sum_c w_c logp_c`, reduced as ATen does."""
+    target, elt = e.tensor(a["target"]), elt_of(logp)
+    if elt_of(target) not in (i64, i32):
+        raise AtenImportError("cross_entropy with probability (float) targets is not supported")
+    cdim, classes = _class_dim(logp), _shape(logp)[_class_dim(logp)]
+    labels = e.emit(T.ArangeOp(0.0, 1.0, TensorType(elt_of(target), [classes])))
+    one_hot = e.emit(T.EqOp(_per_class(e, labels, logp), e.emit(T.UnsqueezeOp(target, cdim))))
+    zero = e.scalar(0.0, elt)
+    picked = e.emit(T.SumOp(e.emit(T.WhereOp(one_hot, logp, zero)), [cdim]))
+    valid = e.cast(e.binary(T.NeOp, target, int(a["ignore_index"])), elt)
+    kept = valid
+    weight = (
+        None if a["weight"] is None else _per_class(e, e.cast(e.tensor(a["weight"]), elt), logp)
+    )
+    if weight is not None:  # w[t], and 0 for an ignored t
+        kept = e.emit(
+            T.MulOp(kept, e.emit(T.SumOp(e.emit(T.WhereOp(one_hot, weight, zero)), [cdim])))
+        )
+    loss = e.emit(T.MulOp(e.emit(T.NegOp(picked)), kept))
+    reduction, smoothing = a["reduction"], float(a.get("label_smoothing", 0.0))
+    if reduction == 1:
+        everything = list(range(rank_of(loss)))
+        total_weight = e.emit(T.SumOp(kept, everything))
+        loss = e.emit(T.DivOp(e.emit(T.SumOp(loss, everything)), total_weight))
+    else:
+        loss = _reduced(e, loss, reduction)
+    if not smoothing:
+        return loss
+    weighted = logp if weight is None else e.emit(T.MulOp(logp, weight))
+    smooth = e.emit(T.NegOp(e.emit(T.SumOp(weighted, [cdim]))))
+    smooth = e.emit(T.MulOp(smooth, valid))
+    if reduction == 1 and weight is not None:
+        everything = list(range(rank_of(smooth)))
+        smooth = e.emit(T.DivOp(e.emit(T.SumOp(smooth, everything)), total_weight))
+    else:
+        smooth = _reduced(e, smooth, reduction)
+    nll = e.binary(T.MulOp, loss, 1.0 - smoothing)
+    return e.emit(T.AddOp(nll, e.binary(T.MulOp, smooth, smoothing / classes)))
+
+
+@handles(aten.cross_entropy_loss.default, emits=_CLASS_LOSS_OPS)
+def _cross_entropy(e: Emitter, a: dict[str, Any], out: TensorType) -> SSAValue:
+    """`nll_loss(log_softmax(input, class dim), target)`."""
+    x = e.tensor(a["input"])
+    return _nll(e, e.emit(T.LogSoftmaxOp(x, _class_dim(x))), a, out)
+
+
+@handles(aten.nll_loss_nd.default, aten.nll_loss.default, emits=_CLASS_LOSS_OPS)
+def _nll_loss(e: Emitter, a: dict[str, Any], out: TensorType) -> SSAValue:
+    return _nll(e, e.tensor(a["input"]), a, out)
