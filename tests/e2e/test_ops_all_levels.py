@@ -75,6 +75,7 @@ OPS: dict[str, str] = {
     "amax": "torch.amax(torch.randn(4, 8, 16), dim=(0, 2))",
     "amin": "torch.amin(torch.randn(4, 8, 16), dim=(0, 2))",
     "min_all": "torch.randn(4, 8, 16).min() * 1.5",
+    "max_dim": "torch.max(torch.randn(4, 8, 16), dim=1).values * 2.0",
     "argmax": "torch.randn(4, 8, 16).argmax(dim=1)",
     "argmax_keepdim": "torch.randn(4, 8, 16).argmax(dim=-1, keepdim=True)",
     "argmax_flat": "torch.randn(4, 8, 16).argmax()",
