@@ -388,6 +388,25 @@ class TorchFunctions(_TorchTableFunctions):
         index[op.dim.value.data] = slice(op.start.value.data, op.end.value.data, op.step.value.data)
         return _out(op, x[tuple(index)])
 
+    @impl(T.WindowOp)
+    def run_window(self, i: Interpreter, op: T.WindowOp, args: PythonValues) -> PythonValues:
+        """Pad, take every window of the dilated span, keep every `stride`-th position and
+        every `dilation`-th element of each window."""
+        kernel, stride, dilation = (
+            tuple(a.get_values()) for a in (op.kernel, op.stride, op.dilation)
+        )
+        x = np.asarray(args[0])
+        lead = x.ndim - len(kernel)
+        pads = [(0, 0)] * lead + list(zip(op.low.get_values(), op.high.get_values(), strict=True))
+        padded = np.pad(x, pads, constant_values=op.pad_value.value.data)
+        spans = [d * (k - 1) + 1 for k, d in zip(kernel, dilation, strict=True)]
+        axes = tuple(range(lead, x.ndim))
+        windows = np.lib.stride_tricks.sliding_window_view(padded, spans, axis=axes)
+        index = (slice(None),) * lead
+        index += tuple(slice(None, None, s) for s in stride)
+        index += tuple(slice(None, None, d) for d in dilation)
+        return _out(op, windows[index])
+
     @impl(T.CatOp)
     def run_cat(self, i: Interpreter, op: T.CatOp, args: PythonValues) -> PythonValues:
         return _out(op, np.concatenate([np.asarray(a) for a in args], axis=op.dim.value.data))

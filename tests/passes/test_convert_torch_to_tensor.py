@@ -186,6 +186,15 @@ CASES: list[Case] = [
     ),
     unary("triu", lambda x: torch.triu(x, 1), "{diagonal = 1 : i64}"),
     unary("tril", lambda x: torch.tril(x, -1), "{diagonal = -1 : i64}"),
+    Case(
+        "window",
+        "torch.window %a0 {kernel = array<i64: 3, 2>, stride = array<i64: 2, 1>, dilation = array<i64: 1, 2>, "
+        "low = array<i64: 1, 0>, high = array<i64: 2, 1>, pad_value = -2.0 : f64} : "
+        f"({ttype((2, 5, 4))}) -> {ttype((2, 3, 3, 3, 2))}",
+        [(2, 5, 4)],
+        (2, 3, 3, 3, 2),
+        lambda x: F.pad(x, (0, 1, 1, 2), value=-2.0).unfold(1, 3, 2).unfold(2, 3, 1)[..., ::2],
+    ),
     binary("maximum", torch.maximum, (3, 4), (4,), (3, 4)),
     binary("minimum", torch.minimum, (3, 1), (1, 4), (3, 4)),
     *[

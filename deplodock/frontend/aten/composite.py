@@ -333,3 +333,116 @@ def _cross_entropy(e: Emitter, a: dict[str, Any], out: TensorType) -> SSAValue:
 @handles(aten.nll_loss_nd.default, aten.nll_loss.default, emits=_CLASS_LOSS_OPS)
 def _nll_loss(e: Emitter, a: dict[str, Any], out: TensorType) -> SSAValue:
     return _nll(e, e.tensor(a["input"]), a, out)
+
+
+# --- pooling and convolution: sliding windows ---------------------------------------------
+
+
+def _spatial(value: Any, k: int) -> list[int]:
+    """A per-dim argument (`3`, `[3]` or `[3, 2]`) as `k` ints."""
+    values = [int(value)] if isinstance(value, int) else [int(v) for v in value]
+    return values * k if len(values) == 1 else values
+
+
+def _window_args(x: SSAValue, a: dict[str, Any], k: int) -> dict[str, list[int]]:
+    """Kernel, stride (default: the kernel), dilation and padding of a pooling op, with the
+    extra high padding that `ceil_mode` needs: one more window where a partial one starts
+    inside the input or its low padding (PyTorch's rule)."""
+    kernel = _spatial(a["kernel_size"], k)
+    stride = _spatial(a["stride"], k) if a["stride"] else kernel
+    dilation = _spatial(a.get("dilation", 1), k)
+    pad = _spatial(a["padding"], k)
+    high = list(pad)
+    if a["ceil_mode"]:
+        for i, n in enumerate(_shape(x)[-k:]):
+            span = dilation[i] * (kernel[i] - 1) + 1
+            count = -(-(n + 2 * pad[i] - span) // stride[i]) + 1
+            if (count - 1) * stride[i] >= n + pad[i]:
+                count -= 1
+            high[i] = max(pad[i], (count - 1) * stride[i] + span - n - pad[i])
+    return {"kernel": kernel, "stride": stride, "dilation": dilation, "low": pad, "high": high}
+
+
+def _pool_handler(k: int, kind: str) -> Any:
+    def handler(e: Emitter, a: dict[str, Any], out: TensorType) -> SSAValue:
+        x = e.tensor(a["input"])
+        if rank_of(x) < k + 1:
+            raise AtenImportError(f"{k}-d pooling needs a (C, *spatial) or (N, C, *spatial) input")
+        w = _window_args(x, a, k)
+        window_dims = list(range(rank_of(x), rank_of(x) + k))
+        if kind == "max":
+            if not T.is_float(elt_of(x)):
+                raise AtenImportError("max pooling of an integer tensor is not supported")
+            windows = e.emit(T.WindowOp(x, **w, pad_value=-math.inf))
+            return e.emit(T.AmaxOp(windows, window_dims))
+        total = e.emit(T.SumOp(e.emit(T.WindowOp(x, **w)), window_dims))
+        return e.emit(T.DivOp(total, _pool_divisor(e, x, a, w, k)))
+
+    return handler
+
+
+def _pool_divisor(
+    e: Emitter, x: SSAValue, a: dict[str, Any], w: dict[str, list[int]], k: int
+) -> SSAValue:
+    """What avg pooling divides by: `divisor_override`; the window size when padding counts
+    (`count_include_pad`) and no `ceil_mode` window runs past the padding; else the count of
+    elements of each window that are in the input (or in its padding, when that counts):
+    the windows of a splat of ones that covers just those elements."""
+    elt = elt_of(x)
+    if a.get("divisor_override"):
+        return e.scalar(float(a["divisor_override"]), elt)
+    if a["count_include_pad"] and w["high"] == w["low"]:
+        return e.scalar(float(math.prod(w["kernel"])), elt)
+    sizes = list(_shape(x)[-k:])
+    if a["count_include_pad"]:  # the ones cover the padding too; only the overhang is 0
+        sizes = [n + 2 * p for n, p in zip(sizes, w["low"], strict=True)]
+        w = w | {"low": [0] * k, "high": [h - p for h, p in zip(w["high"], w["low"], strict=True)]}
+    ones = e.emit(T.ConstantOp(1.0, TensorType(elt, sizes)))
+    return e.emit(T.SumOp(e.emit(T.WindowOp(ones, **w)), list(range(k, 2 * k))))
+
+
+for _k in (1, 2, 3):
+    _max_pool = getattr(aten, f"max_pool{_k}d").default
+    _avg_pool = getattr(aten, f"avg_pool{_k}d").default
+    handles(_max_pool, emits=(T.WindowOp, T.AmaxOp))(_pool_handler(_k, "max"))
+    handles(_avg_pool, emits=(T.WindowOp, T.SumOp, T.DivOp, T.ConstantOp))(_pool_handler(_k, "avg"))
+
+
+_CONV_OPS = (T.WindowOp, T.ReshapeOp, T.PermuteOp, T.TransposeOp, T.MatmulOp, T.AddOp)
+
+
+def _conv_handler(k: int) -> Any:
+    def handler(e: Emitter, a: dict[str, Any], out: TensorType) -> SSAValue:
+        """`conv{k}d` as windows and one batched matmul per group: `(N, C, *S)` gives
+        windows `(N, G, C/G, *O, *K)`, viewed as `(N, G, prod(O), C/G * prod(K))` and
+        multiplied with the weight viewed as `(G, C/G * prod(K), OC/G)`, giving
+        `(N, G, prod(O), OC/G)`, which is permuted back to `(N, OC, *O)`."""
+        x, weight = e.tensor(a["input"]), e.tensor(a["weight"])
+        unbatched = rank_of(x) == k + 1
+        if unbatched:
+            x = _reshaped(e, x, [1, *_shape(x)])
+        n = _shape(x)[0]
+        out_channels, group_channels, *kernel = _shape(weight)
+        groups = int(a["groups"])
+        if isinstance(a["padding"], str):
+            raise AtenImportError(f"convolution with padding='{a['padding']}'")
+        pad = _spatial(a["padding"], k)
+        w = {"kernel": kernel, "stride": _spatial(a["stride"], k), "low": pad, "high": pad}
+        windows = e.emit(T.WindowOp(x, dilation=_spatial(a["dilation"], k), **w))
+        outputs = _shape(windows)[2 : 2 + k]
+        positions, taps = math.prod(outputs), group_channels * math.prod(kernel)
+        grouped = _reshaped(e, windows, [n, groups, group_channels, *outputs, *kernel])
+        order = [0, 1, *range(3, 3 + k), 2, *range(3 + k, 3 + 2 * k)]
+        patches = _reshaped(e, e.emit(T.PermuteOp(grouped, order)), [n, groups, positions, taps])
+        per_group = _reshaped(e, weight, [groups, out_channels // groups, taps])
+        product = e.emit(T.MatmulOp(patches, e.emit(T.TransposeOp(per_group, 1, 2))))
+        y = _reshaped(e, e.emit(T.PermuteOp(product, [0, 1, 3, 2])), [n, out_channels, *outputs])
+        if a["bias"] is not None:
+            y = e.emit(T.AddOp(y, _per_channel(e, a["bias"], rank_of(y))))
+        return _reshaped(e, y, out.get_shape()) if unbatched else y
+
+    return handler
+
+
+for _k in (1, 2, 3):
+    handles(getattr(aten, f"conv{_k}d").default, emits=_CONV_OPS)(_conv_handler(_k))

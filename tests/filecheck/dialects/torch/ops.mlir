@@ -65,6 +65,7 @@ func.func @forward(%x: tensor<4x8xf32>, %b: tensor<8xf32>, %w: tensor<16x8xf32>,
   %e = torch.expand %u : (tensor<1x8xf32>) -> tensor<3x4x8xf32>
   %s = torch.slice %x {dim = 1 : i64, start = 1 : i64, end = 8 : i64, step = 3 : i64} : (tensor<4x8xf32>) -> tensor<4x3xf32>
   %cat = torch.cat %x, %x, %s {dim = 1 : i64} : (tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x3xf32>) -> tensor<4x19xf32>
+  %win = torch.window %m {kernel = array<i64: 3>, stride = array<i64: 2>, dilation = array<i64: 1>, low = array<i64: 1>, high = array<i64: 1>, pad_value = 0.000000e+00 : f64} : (tensor<2x4x8xf32>) -> tensor<2x4x4x3xf32>
   func.return %add : tensor<4x8xf32>
 }
 
@@ -130,4 +131,5 @@ func.func @forward(%x: tensor<4x8xf32>, %b: tensor<8xf32>, %w: tensor<16x8xf32>,
 // CHECK-NEXT: %e = torch.expand %u : (tensor<1x8xf32>) -> tensor<3x4x8xf32>
 // CHECK-NEXT: %s = torch.slice %x {dim = 1 : i64, start = 1 : i64, end = 8 : i64, step = 3 : i64} : (tensor<4x8xf32>) -> tensor<4x3xf32>
 // CHECK-NEXT: %cat = torch.cat %x, %x, %s {dim = 1 : i64} : (tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x3xf32>) -> tensor<4x19xf32>
+// CHECK-NEXT: %win = torch.window %m {kernel = array<i64: 3>, stride = array<i64: 2>, dilation = array<i64: 1>, low = array<i64: 1>, high = array<i64: 1>, pad_value = 0.000000e+00 : f64} : (tensor<2x4x8xf32>) -> tensor<2x4x4x3xf32>
 // CHECK-NEXT: func.return %add : tensor<4x8xf32>
