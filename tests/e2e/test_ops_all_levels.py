@@ -98,6 +98,12 @@ OPS: dict[str, str] = {
     "huber_loss": "F.huber_loss(torch.randn(4, 16) * 2, torch.randn(4, 16), delta=0.7)",
     "kl_div": "F.kl_div(torch.randn(4, 16).log_softmax(-1), torch.rand(4, 16), reduction='sum')",
     "cosine_similarity": "F.cosine_similarity(torch.randn(4, 16), torch.randn(4, 16))",
+    "bce_with_logits": (
+        "F.binary_cross_entropy_with_logits(torch.randn(4, 16) * 4, torch.rand(4, 16))"
+    ),
+    "triplet_margin": (
+        "F.triplet_margin_loss(torch.randn(6, 8), torch.randn(6, 8), torch.randn(6, 8))"
+    ),
     "cross_entropy": "F.cross_entropy(torch.randn(6, 5), torch.randint(0, 5, (6,)))",
     "max_pool2d": "F.max_pool2d(torch.randn(2, 3, 9, 8), 3, 2, 1, ceil_mode=True)",
     "avg_pool2d": "F.avg_pool2d(torch.randn(2, 3, 9, 8), 3, 2, 1, count_include_pad=False)",

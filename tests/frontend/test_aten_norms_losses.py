@@ -25,6 +25,11 @@ def _positive(*shape: int) -> torch.Tensor:
     return _randn(*shape).abs() + 0.5
 
 
+def _signs(*shape: int) -> torch.Tensor:
+    """Random -1 / +1 targets (as float, like the margin losses take them)."""
+    return torch.randint(0, 2, shape, generator=_G).float() * 2 - 1
+
+
 def _labels(*shape: int, classes: int = 5) -> torch.Tensor:
     return torch.randint(0, classes, shape, generator=_G)
 
@@ -125,6 +130,39 @@ LOSSES = {
         [_randn(6, 5), _labels(6), _positive(5)],
     ),
     "cross_entropy_unbatched": (F.cross_entropy, [_randn(5), _labels()]),
+    "bce": (
+        lambda x, t, w: F.binary_cross_entropy(torch.sigmoid(x), t, weight=w),
+        [_randn(4, 7, scale=3.0), _randn(4, 7).sigmoid(), _positive(7)],
+    ),
+    "bce_saturated": (
+        lambda p, t: F.binary_cross_entropy(p, t, reduction="sum"),
+        [torch.tensor([0.0, 1.0, 0.3, 1.0]), torch.tensor([1.0, 0.0, 0.5, 1.0])],
+    ),
+    "bce_with_logits": (
+        F.binary_cross_entropy_with_logits,
+        [_randn(4, 7, scale=6.0), _randn(4, 7).sigmoid()],
+    ),
+    "bce_with_logits_pos_weight": (
+        lambda x, t, pw, w: F.binary_cross_entropy_with_logits(x, t, w, pos_weight=pw),
+        [_randn(4, 7, scale=6.0), _randn(4, 7).sigmoid(), _positive(7), _positive(4, 1)],
+    ),
+    "hinge_embedding": (
+        lambda x, y: F.hinge_embedding_loss(x, y, margin=0.5),
+        [_randn(4, 7), _signs(4, 7)],
+    ),
+    "margin_ranking": (
+        lambda a, b, y: F.margin_ranking_loss(a, b, y, margin=0.2),
+        [_randn(9), _randn(9), _signs(9)],
+    ),
+    "soft_margin": (F.soft_margin_loss, [_randn(4, 7, scale=3.0), _signs(4, 7)]),
+    "triplet_margin": (F.triplet_margin_loss, [_randn(6, 8), _randn(6, 8), _randn(6, 8)]),
+    "triplet_margin_swap_p1": (
+        lambda a, p, n: F.triplet_margin_loss(
+            a, p, n, margin=0.5, p=1.0, swap=True, reduction="sum"
+        ),
+        [_randn(6, 8), _randn(6, 8), _randn(6, 8)],
+    ),
+    "pairwise_distance": (F.pairwise_distance, [_randn(6, 8), _randn(6, 8)]),
     "nll_loss": (lambda x, t: F.nll_loss(x.log_softmax(1), t), [_randn(6, 5), _labels(6)]),
 }
 

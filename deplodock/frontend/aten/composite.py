@@ -135,14 +135,17 @@ _VECTOR_NORM_OPS = (
 
 @handles(aten.linalg_vector_norm.default, emits=_VECTOR_NORM_OPS)
 def _vector_norm(e: Emitter, a: dict[str, Any], out: TensorType) -> SSAValue:
-    """`(sum |x|^ord)^(1/ord)` over `dim` (all dims if None): ord 2 (and Frobenius) is
-    `sqrt(sum(x * x))`, 1 `sum |x|`, +-inf `max` / `min |x|`, 0 the count of nonzeros."""
     x = e.cast(e.tensor(a["input"]), out.element_type)
-    dims, keep, order = norm_dims(a["dim"], rank_of(x)), bool(a["keepdim"]), float(a["ord"])
+    return _norm(e, x, float(a["ord"]), norm_dims(a["dim"], rank_of(x)), bool(a["keepdim"]))
+
+
+def _norm(e: Emitter, x: SSAValue, order: float, dims: list[int], keep: bool) -> SSAValue:
+    """`(sum |x|^ord)^(1/ord)` over `dims`: ord 2 (and Frobenius) is `sqrt(sum(x * x))`,
+    1 `sum |x|`, +-inf `max` / `min |x|`, 0 the count of nonzeros."""
     if order == 2:
         return e.emit(T.SqrtOp(e.emit(T.SumOp(e.emit(T.MulOp(x, x)), dims, keep))))
     if order == 0:
-        nonzero = e.cast(e.binary(T.NeOp, x, 0.0), out.element_type)
+        nonzero = e.cast(e.binary(T.NeOp, x, 0.0), elt_of(x))
         return e.emit(T.SumOp(nonzero, dims, keep))
     size = e.emit(T.AbsOp(x))
     if math.isinf(order):
@@ -249,6 +252,105 @@ def _cosine_similarity(e: Emitter, a: dict[str, Any], out: TensorType) -> SSAVal
         norm = e.emit(T.SqrtOp(e.emit(T.SumOp(e.emit(T.MulOp(x, x)), [dim], keepdim=True))))
         unit.append(e.emit(T.DivOp(x, e.emit(T.ClampOp(norm, min=float(a["eps"]))))))
     return e.emit(T.SumOp(e.emit(T.MulOp(unit[0], unit[1])), [dim]))
+
+
+def _pairwise_distance(e: Emitter, x1: Any, x2: Any, p: float, eps: float, elt: Any) -> SSAValue:
+    """`||x1 - x2 + eps||_p` along the last dim (ATen's `pairwise_distance`)."""
+    difference = e.binary(T.AddOp, e.binary(T.SubOp, x1, x2, elt), eps)
+    return _norm(e, difference, p, [rank_of(difference) - 1], False)
+
+
+@handles(aten.pairwise_distance.default, emits=(T.SubOp, T.AddOp, *_VECTOR_NORM_OPS))
+def _pairwise(e: Emitter, a: dict[str, Any], out: TensorType) -> SSAValue:
+    if a["keepdim"]:
+        raise AtenImportError("pairwise_distance with keepdim")
+    elt = out.element_type
+    return _pairwise_distance(e, a["x1"], a["x2"], float(a["p"]), float(a["eps"]), elt)
+
+
+_MARGIN_LOSS_OPS = (*_LOSS_OPS, *_VECTOR_NORM_OPS, T.AddOp, T.ClampOp, T.MinimumOp, T.NegOp)
+
+
+@handles(aten.triplet_margin_loss.default, emits=_MARGIN_LOSS_OPS)
+def _triplet_margin_loss(e: Emitter, a: dict[str, Any], out: TensorType) -> SSAValue:
+    """`max(margin + d(anchor, positive) - d(anchor, negative), 0)`, `d` the pairwise
+    distance; with `swap`, `d(anchor, negative)` is at most `d(positive, negative)`."""
+    elt, p, eps = out.element_type, float(a["p"]), float(a["eps"])
+    positive = _pairwise_distance(e, a["anchor"], a["positive"], p, eps, elt)
+    negative = _pairwise_distance(e, a["anchor"], a["negative"], p, eps, elt)
+    if a["swap"]:
+        swapped = _pairwise_distance(e, a["positive"], a["negative"], p, eps, elt)
+        negative = e.emit(T.MinimumOp(negative, swapped))
+    gap = e.binary(T.AddOp, e.emit(T.SubOp(positive, negative)), float(a["margin"]))
+    return _reduced(e, e.emit(T.ClampOp(gap, min=0.0)), a["reduction"])
+
+
+@handles(aten.margin_ranking_loss.default, emits=_MARGIN_LOSS_OPS)
+def _margin_ranking_loss(e: Emitter, a: dict[str, Any], out: TensorType) -> SSAValue:
+    """`max(-target * (input1 - input2) + margin, 0)`."""
+    elt = out.element_type
+    difference = e.binary(T.SubOp, a["input1"], a["input2"], elt)
+    signed = e.emit(T.NegOp(e.binary(T.MulOp, a["target"], difference, elt)))
+    gap = e.binary(T.AddOp, signed, float(a["margin"]))
+    return _reduced(e, e.emit(T.ClampOp(gap, min=0.0)), a["reduction"])
+
+
+@handles(aten.hinge_embedding_loss.default, emits=(*_MARGIN_LOSS_OPS, T.WhereOp, T.NeOp))
+def _hinge_embedding_loss(e: Emitter, a: dict[str, Any], out: TensorType) -> SSAValue:
+    """`(target != 1 ? max(margin - x, 0) : 0) + (target != -1 ? x : 0)`, ATen's form (a
+    target of 1 gives x, of -1 the hinge)."""
+    elt = out.element_type
+    x, target, zero = e.operand(a["input"], elt), e.operand(a["target"], elt), e.scalar(0.0, elt)
+    hinge = e.emit(T.ClampOp(e.binary(T.SubOp, float(a["margin"]), x, elt), min=0.0))
+    margin_part = e.emit(T.WhereOp(e.binary(T.NeOp, target, 1.0), hinge, zero))
+    self_part = e.emit(T.WhereOp(e.binary(T.NeOp, target, -1.0), x, zero))
+    return _reduced(e, e.emit(T.AddOp(margin_part, self_part)), a["reduction"])
+
+
+@handles(aten.soft_margin_loss.default, emits=(*_LOSS_OPS, T.NegOp, T.SoftplusOp))
+def _soft_margin_loss(e: Emitter, a: dict[str, Any], out: TensorType) -> SSAValue:
+    """`log(1 + exp(-target * x))`: a softplus without threshold, as ATen writes it."""
+    product = e.binary(T.MulOp, a["input"], a["target"], out.element_type)
+    loss = e.emit(T.SoftplusOp(e.emit(T.NegOp(product)), 1.0, math.inf))
+    return _reduced(e, loss, a["reduction"])
+
+
+def _weighted(e: Emitter, loss: SSAValue, weight: Any) -> SSAValue:
+    return loss if weight is None else e.binary(T.MulOp, loss, weight, elt_of(loss))
+
+
+@handles(
+    aten.binary_cross_entropy.default,
+    emits=(*_LOSS_OPS, T.LogOp, T.ClampOp, T.AddOp, T.NegOp),
+)
+def _binary_cross_entropy(e: Emitter, a: dict[str, Any], out: TensorType) -> SSAValue:
+    """`-w (t log(x) + (1 - t) log(1 - x))`, each log clamped at -100 as in PyTorch (so a
+    probability of exactly 0 or 1 costs 100, not inf)."""
+    elt = out.element_type
+    x, t = e.operand(a["input"], elt), e.operand(a["target"], elt)
+    log_x = e.emit(T.ClampOp(e.emit(T.LogOp(x)), min=-100.0))
+    log_rest = e.emit(T.ClampOp(e.emit(T.LogOp(e.binary(T.SubOp, 1.0, x, elt))), min=-100.0))
+    rest = e.binary(T.SubOp, 1.0, t, elt)
+    total = e.emit(T.AddOp(e.emit(T.MulOp(t, log_x)), e.emit(T.MulOp(rest, log_rest))))
+    return _reduced(e, _weighted(e, e.emit(T.NegOp(total)), a["weight"]), a["reduction"])
+
+
+@handles(
+    aten.binary_cross_entropy_with_logits.default,
+    emits=(*_LOSS_OPS, T.LogSigmoidOp, T.AddOp),
+)
+def _bce_with_logits(e: Emitter, a: dict[str, Any], out: TensorType) -> SSAValue:
+    """`(1 - t) x - (1 + (pos_weight - 1) t) log_sigmoid(x)`, times `weight`: the stable
+    form (`log_sigmoid` never overflows)."""
+    elt = out.element_type
+    x, t = e.operand(a["input"], elt), e.operand(a["target"], elt)
+    log_weight: SSAValue | float = 1.0
+    if a["pos_weight"] is not None:
+        excess = e.binary(T.SubOp, a["pos_weight"], 1.0, elt)
+        log_weight = e.binary(T.AddOp, e.binary(T.MulOp, excess, t, elt), 1.0)
+    soft = e.binary(T.MulOp, e.emit(T.LogSigmoidOp(x)), log_weight, elt)
+    loss = e.emit(T.SubOp(e.emit(T.MulOp(e.binary(T.SubOp, 1.0, t, elt), x)), soft))
+    return _reduced(e, _weighted(e, loss, a["weight"]), a["reduction"])
 
 
 _CLASS_LOSS_OPS = (
