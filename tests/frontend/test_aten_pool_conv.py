@@ -2,7 +2,7 @@
 reduction (max / avg pooling) or a batched matmul per group (convolution), captured and run
 with the torch interpreter against PyTorch in float64. Sizes are odd and strides do not
 divide them; padding, dilation, `ceil_mode`, `count_include_pad`, groups (depthwise
-included) and unbatched inputs are covered."""
+included), transposed convolutions (output_padding) and unbatched inputs are covered."""
 
 from __future__ import annotations
 
@@ -74,6 +74,29 @@ CONVS = {
         lambda x, w, b: F.conv3d(x, w, b, padding=1),
         [_randn(1, 2, 4, 5, 3), _randn(3, 2, 3, 3, 3), _randn(3)],
     ),
+    "conv_transpose2d": (
+        lambda x, w, b: F.conv_transpose2d(x, w, b, stride=2, padding=1, output_padding=1),
+        [_randn(2, 4, 5, 6), _randn(4, 3, 3, 3), _randn(3)],
+    ),
+    "conv_transpose2d_plain": (F.conv_transpose2d, [_randn(2, 4, 5, 6), _randn(4, 3, 3, 2)]),
+    "conv_transpose2d_dilation_groups": (
+        lambda x, w: F.conv_transpose2d(
+            x, w, stride=(2, 1), padding=(1, 2), dilation=(1, 2), groups=2
+        ),
+        [_randn(2, 4, 5, 6), _randn(4, 3, 3, 3)],
+    ),
+    "conv_transpose1d": (
+        lambda x, w: F.conv_transpose1d(x, w, stride=3, padding=2, output_padding=2),
+        [_randn(2, 4, 7), _randn(4, 5, 4)],
+    ),
+    "conv_transpose1d_unbatched": (
+        lambda x, w: F.conv_transpose1d(x, w, stride=2),
+        [_randn(4, 7), _randn(4, 5, 3)],
+    ),
+    "conv_transpose3d": (
+        lambda x, w: F.conv_transpose3d(x, w, stride=2, padding=1),
+        [_randn(1, 2, 3, 4, 3), _randn(2, 3, 3, 3, 3)],
+    ),
 }
 
 
@@ -95,6 +118,12 @@ def test_bf16_conv_and_pool(run_torch, rel_err):
     x, w = _randn(2, 3, 7, 6, dtype=torch.bfloat16), _randn(4, 3, 3, 3, dtype=torch.bfloat16)
     capture_and_compare(lambda x, w: F.conv2d(x, w, padding=1), [x, w], run_torch, rel_err, 2e-2)
     capture_and_compare(lambda x: F.avg_pool2d(x, 2), [x], run_torch, rel_err, 2e-2)
+
+
+def test_transposed_padding_beyond_the_kernel_is_refused_in_one_line():
+    with pytest.raises(UnsupportedOpError, match="padding > dilation") as info:
+        capture(Fn(lambda x, w: F.conv_transpose2d(x, w, padding=3)), (X, _randn(3, 2, 3, 3)))
+    assert "\n" not in str(info.value)
 
 
 def test_same_padding_is_refused_in_one_line():

@@ -513,34 +513,43 @@ for _k in (1, 2, 3):
 _CONV_OPS = (T.WindowOp, T.ReshapeOp, T.PermuteOp, T.TransposeOp, T.MatmulOp, T.AddOp)
 
 
+def _convolve(
+    e: Emitter, x: SSAValue, weight: SSAValue, bias: Any, w: dict[str, list[int]], groups: int
+) -> SSAValue:
+    """A batched `(N, C, *S)` convolution as windows and one batched matmul per group:
+    windows `(N, G, C/G, *O, *K)` viewed as `(N, G, prod(O), C/G * prod(K))` times the
+    weight viewed as `(G, C/G * prod(K), OC/G)` give `(N, G, prod(O), OC/G)`, which is
+    permuted back to `(N, OC, *O)`."""
+    k = len(w["kernel"])
+    n = _shape(x)[0]
+    out_channels, group_channels, *kernel = _shape(weight)
+    windows = e.emit(T.WindowOp(x, **w))
+    outputs = _shape(windows)[2 : 2 + k]
+    positions, taps = math.prod(outputs), group_channels * math.prod(kernel)
+    grouped = _reshaped(e, windows, [n, groups, group_channels, *outputs, *kernel])
+    order = [0, 1, *range(3, 3 + k), 2, *range(3 + k, 3 + 2 * k)]
+    patches = _reshaped(e, e.emit(T.PermuteOp(grouped, order)), [n, groups, positions, taps])
+    per_group = _reshaped(e, weight, [groups, out_channels // groups, taps])
+    product = e.emit(T.MatmulOp(patches, e.emit(T.TransposeOp(per_group, 1, 2))))
+    y = _reshaped(e, e.emit(T.PermuteOp(product, [0, 1, 3, 2])), [n, out_channels, *outputs])
+    if bias is not None:
+        y = e.emit(T.AddOp(y, _per_channel(e, bias, rank_of(y))))
+    return y
+
+
 def _conv_handler(k: int) -> Any:
     def handler(e: Emitter, a: dict[str, Any], out: TensorType) -> SSAValue:
-        """`conv{k}d` as windows and one batched matmul per group: `(N, C, *S)` gives
-        windows `(N, G, C/G, *O, *K)`, viewed as `(N, G, prod(O), C/G * prod(K))` and
-        multiplied with the weight viewed as `(G, C/G * prod(K), OC/G)`, giving
-        `(N, G, prod(O), OC/G)`, which is permuted back to `(N, OC, *O)`."""
+        """`conv{k}d`, batched or not (an unbatched input gets a batch of 1)."""
         x, weight = e.tensor(a["input"]), e.tensor(a["weight"])
         unbatched = rank_of(x) == k + 1
         if unbatched:
             x = _reshaped(e, x, [1, *_shape(x)])
-        n = _shape(x)[0]
-        out_channels, group_channels, *kernel = _shape(weight)
-        groups = int(a["groups"])
         if isinstance(a["padding"], str):
             raise AtenImportError(f"convolution with padding='{a['padding']}'")
         pad = _spatial(a["padding"], k)
-        w = {"kernel": kernel, "stride": _spatial(a["stride"], k), "low": pad, "high": pad}
-        windows = e.emit(T.WindowOp(x, dilation=_spatial(a["dilation"], k), **w))
-        outputs = _shape(windows)[2 : 2 + k]
-        positions, taps = math.prod(outputs), group_channels * math.prod(kernel)
-        grouped = _reshaped(e, windows, [n, groups, group_channels, *outputs, *kernel])
-        order = [0, 1, *range(3, 3 + k), 2, *range(3 + k, 3 + 2 * k)]
-        patches = _reshaped(e, e.emit(T.PermuteOp(grouped, order)), [n, groups, positions, taps])
-        per_group = _reshaped(e, weight, [groups, out_channels // groups, taps])
-        product = e.emit(T.MatmulOp(patches, e.emit(T.TransposeOp(per_group, 1, 2))))
-        y = _reshaped(e, e.emit(T.PermuteOp(product, [0, 1, 3, 2])), [n, out_channels, *outputs])
-        if a["bias"] is not None:
-            y = e.emit(T.AddOp(y, _per_channel(e, a["bias"], rank_of(y))))
+        w = {"kernel": list(_shape(weight)[2:]), "stride": _spatial(a["stride"], k)}
+        w |= {"dilation": _spatial(a["dilation"], k), "low": pad, "high": pad}
+        y = _convolve(e, x, weight, a["bias"], w, int(a["groups"]))
         return _reshaped(e, y, out.get_shape()) if unbatched else y
 
     return handler
@@ -548,6 +557,86 @@ def _conv_handler(k: int) -> Any:
 
 for _k in (1, 2, 3):
     handles(getattr(aten, f"conv{_k}d").default, emits=_CONV_OPS)(_conv_handler(_k))
+
+
+def _spread(e: Emitter, x: SSAValue, stride: list[int]) -> SSAValue:
+    """`x` with `stride - 1` zeros between neighbours along each trailing spatial dim: a
+    zero block concatenated after every element (`(.., n, 1) ++ (.., n, s - 1)`), the pair
+    of dims merged, and the zeros after the last element sliced off."""
+    k = len(stride)
+    for i, s in enumerate(stride):
+        if s == 1:
+            continue
+        dim = rank_of(x) - k + i
+        shape = _shape(x)
+        column = e.emit(T.UnsqueezeOp(x, dim + 1))
+        zeros_shape = [*shape[: dim + 1], s - 1, *shape[dim + 1 :]]
+        zeros = e.emit(T.ConstantOp(0.0, TensorType(elt_of(x), zeros_shape)))
+        pairs = e.emit(T.CatOp([column, zeros], dim + 1))
+        merged = _reshaped(e, pairs, [*shape[:dim], shape[dim] * s, *shape[dim + 1 :]])
+        x = e.emit(T.SliceOp(merged, dim, 0, (shape[dim] - 1) * s + 1))
+    return x
+
+
+def _flipped(e: Emitter, x: SSAValue, dims: Sequence[int]) -> SSAValue:
+    """`x` reversed along `dims`: each moved to the front, gathered with a descending
+    `arange`, and moved back."""
+    for dim in dims:
+        size = _shape(x)[dim]
+        order = [dim, *(d for d in range(rank_of(x)) if d != dim)]
+        front = e.emit(T.PermuteOp(x, order)) if dim else x
+        backwards = e.emit(T.ArangeOp(size - 1.0, -1.0, TensorType(i64, [size])))
+        gathered = e.emit(T.IndexOp(front, [backwards]))
+        back = [order.index(d) for d in range(rank_of(x))]
+        x = e.emit(T.PermuteOp(gathered, back)) if dim else gathered
+    return x
+
+
+_CONV_TRANSPOSE_OPS = (
+    *_CONV_OPS,
+    T.UnsqueezeOp,
+    T.CatOp,
+    T.SliceOp,
+    T.ArangeOp,
+    T.IndexOp,
+)
+
+
+def _conv_transpose_handler(k: int) -> Any:
+    def handler(e: Emitter, a: dict[str, Any], out: TensorType) -> SSAValue:
+        """`conv_transpose{k}d` as the convolution it is the adjoint of: the input spread
+        by `stride` (zeros between elements), padded by `dilation * (kernel - 1) -
+        padding` (plus `output_padding` at the end), convolved with stride 1 and the
+        weight flipped in space and with its in / out channels swapped per group."""
+        x, weight = e.tensor(a["input"]), e.tensor(a["weight"])
+        unbatched = rank_of(x) == k + 1
+        if unbatched:
+            x = _reshaped(e, x, [1, *_shape(x)])
+        stride, pad = _spatial(a["stride"], k), _spatial(a["padding"], k)
+        dilation, extra = _spatial(a["dilation"], k), _spatial(a["output_padding"], k)
+        groups = int(a["groups"])
+        in_channels, group_out, *kernel = _shape(weight)
+        low = [d * (n - 1) - p for d, n, p in zip(dilation, kernel, pad, strict=True)]
+        if min(low) < 0:
+            raise AtenImportError("conv_transpose with padding > dilation * (kernel - 1)")
+        per_group = [groups, in_channels // groups, group_out, *kernel]
+        swapped = e.emit(T.PermuteOp(_reshaped(e, weight, per_group), [0, 2, 1, *range(3, 3 + k)]))
+        regrouped = _reshaped(e, swapped, [groups * group_out, in_channels // groups, *kernel])
+        flipped = _flipped(e, regrouped, range(2, 2 + k))
+        high = [lo + x for lo, x in zip(low, extra, strict=True)]
+        w = {"kernel": kernel, "stride": [1] * k, "dilation": dilation, "low": low, "high": high}
+        y = _convolve(e, _spread(e, x, stride), flipped, a["bias"], w, groups)
+        return _reshaped(e, y, out.get_shape()) if unbatched else y
+
+    return handler
+
+
+for _k, _target in (
+    (1, aten.conv_transpose1d.default),
+    (2, aten.conv_transpose2d.input),
+    (3, aten.conv_transpose3d.input),
+):
+    handles(_target, emits=_CONV_TRANSPOSE_OPS)(_conv_transpose_handler(_k))
 
 
 # --- einsum: permutes, reshapes and batched matmuls -----------------------------------------
