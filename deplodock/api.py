@@ -64,7 +64,9 @@ class CpuExecutor:
 
         arguments = bind_arguments(self.module, inputs, state, self.constants)
         outputs = run_on_cpu(self.module, arguments)
-        return [torch.from_numpy(np.ascontiguousarray(out)) for out in outputs]
+        # `np.ascontiguousarray` returns at least 1-D: a 0-d result (a loss) keeps its shape
+        # only through the reshape.
+        return [torch.from_numpy(np.ascontiguousarray(out).reshape(out.shape)) for out in outputs]
 
 
 class CudaExecutor:

@@ -9,11 +9,12 @@ checked against the node's metadata so a wrong handler fails at import, not at r
 and lifted constants (arg attr `deplodock.param` = the name in the module's state dict).
 
 Before the import the graph is simplified (`simplify_graph`): higher-order ops that only
-switch autograd mode are inlined, runtime shape/dtype assertions are dropped and dead nodes
-are removed, so a Hugging Face model's unused mask bookkeeping never reaches the report.
-Unused parameters and buffers get no argument. Everything else must be in the aten table:
-`_check_ops` names every unsupported op at once, with its count and the module path
-(`model.layers.{0-27}.self_attn`) it comes from.
+switch autograd mode are inlined, the multi-output ops `broadcast_tensors` and
+`max.dim`/`min.dim` become one single-output op per output, runtime shape/dtype assertions
+are dropped and dead nodes are removed, so a Hugging Face model's unused mask bookkeeping
+never reaches the report. Unused parameters and buffers get no argument. Everything else
+must be in the aten table: `_check_ops` names every unsupported op at once, with its count
+and the module path (`model.layers.{0-27}.self_attn`) it comes from.
 """
 
 from __future__ import annotations
@@ -200,12 +201,61 @@ def _inline_call(gm: torch.fx.GraphModule, node: torch.fx.Node) -> None:
         gm.graph.erase_node(node)
 
 
+_aten = torch.ops.aten
+
+#: `max(x, dim)` / `min(x, dim)` return (values, indices): the ops that compute each.
+_EXTREMUM_PARTS = {
+    _aten.max.dim: (_aten.amax.default, _aten.argmax.default),
+    _aten.min.dim: (_aten.amin.default, _aten.argmin.default),
+}
+
+
+def _output_part(node: torch.fx.Node, index: int) -> tuple[Any, tuple[Any, ...]] | None:
+    """The single-output aten call (target, args) that computes output `index` of a
+    multi-output op the importer takes apart, or None for any other op: `broadcast_tensors`
+    is one `expand` per operand, `max.dim` / `min.dim` are `amax` and `argmax` (`amin`,
+    `argmin`) with the same dim and keepdim."""
+    if node.target is _aten.broadcast_tensors.default:
+        return _aten.expand.default, (node.args[0][index], list(node.meta["val"][index].shape))
+    parts = _EXTREMUM_PARTS.get(node.target)  # type: ignore[call-overload]
+    if parts is None:
+        return None
+    a = _normalized_args(node)
+    dim = [a["dim"]] if index == 0 else a["dim"]
+    return parts[index], (a["input"], dim, a["keepdim"])
+
+
+def _split_outputs(graph: torch.fx.Graph, node: torch.fx.Node) -> None:
+    """Replaces each `getitem` of a multi-output op by the op computing that output alone
+    (`_output_part`), so the table only ever sees single-output ops; other ops are left
+    alone (and reported as unsupported)."""
+    users = list(node.users)
+    if not users or any(u.target is not operator.getitem for u in users):
+        return
+    parts = {user: _output_part(node, user.args[1]) for user in users}
+    if any(part is None for part in parts.values()):
+        return
+    for user, (target, args) in parts.items():  # type: ignore[misc]
+        with graph.inserting_before(user):
+            single = graph.call_function(target, args)
+        single.meta = dict(user.meta)
+        user.replace_all_uses_with(single)
+        graph.erase_node(user)
+    graph.erase_node(node)
+
+
 def simplify_graph(gm: torch.fx.GraphModule) -> None:
-    """Inline autograd-mode wrappers, drop runtime assertions, remove dead nodes (in place)."""
+    """Inline autograd-mode wrappers, take apart the multi-output ops the table knows,
+    drop runtime assertions, remove dead nodes (in place)."""
     graph = gm.graph
     for node in list(graph.nodes):
         if node.op == "call_function" and node.target in _GRAD_MODE_WRAPPERS:
             _inline_call(gm, node)
+    for node in list(graph.nodes):
+        if node.op == "call_function" and (
+            node.target is _aten.broadcast_tensors.default or node.target in _EXTREMUM_PARTS
+        ):
+            _split_outputs(graph, node)
     for node in list(graph.nodes):
         if node.op == "call_function" and node.target in _ASSERTIONS and not node.users:
             graph.erase_node(node)

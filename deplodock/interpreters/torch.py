@@ -55,6 +55,31 @@ def sigmoid(x: np.ndarray) -> np.ndarray:
     return 1 / (1 + np.exp(-x))
 
 
+def hardsigmoid(x: np.ndarray) -> np.ndarray:
+    """relu6(x + 3) / 6 (NaN propagates through the clip)."""
+    return np.clip(x + 3, 0, 6) / 6
+
+
+def softplus(x: np.ndarray, beta: float = 1.0, threshold: float = math.inf) -> np.ndarray:
+    """log(1 + exp(beta x)) / beta, and x where beta x > threshold (as PyTorch)."""
+    bx = x * x.dtype.type(beta)
+    with np.errstate(over="ignore"):
+        soft = np.log1p(np.exp(bx)) / x.dtype.type(beta)
+    return np.where(bx > threshold, x, soft)
+
+
+def log_sigmoid(x: np.ndarray) -> np.ndarray:
+    """log(sigmoid(x)) = min(x, 0) - log1p(exp(-|x|)), which cannot overflow."""
+    return np.minimum(x, 0) - np.log1p(np.exp(-np.abs(x)))
+
+
+def elu(x: np.ndarray, alpha: float, scale: float, input_scale: float) -> np.ndarray:
+    """scale * x for x > 0, else scale * alpha * (exp(input_scale * x) - 1)."""
+    with np.errstate(over="ignore"):
+        negative = np.expm1(x * x.dtype.type(input_scale)) * x.dtype.type(alpha * scale)
+    return np.where(x > 0, x * x.dtype.type(scale), negative)
+
+
 def softmax(x: np.ndarray, dim: int) -> np.ndarray:
     e = np.exp(x - np.max(x, axis=dim, keepdims=True))
     return e / np.sum(e, axis=dim, keepdims=True)
@@ -98,6 +123,9 @@ _UNARY: dict[type[Operation], Callable[[np.ndarray], np.ndarray]] = {
     T.TanhOp: np.tanh,
     T.ErfOp: erf,
     T.HardswishOp: hardswish,
+    T.HardsigmoidOp: hardsigmoid,
+    T.MishOp: lambda x: x * np.tanh(softplus(x)),
+    T.LogSigmoidOp: log_sigmoid,
     T.SiluOp: lambda x: x * sigmoid(x),
     T.CosOp: np.cos,
     T.SinOp: np.sin,
@@ -109,6 +137,8 @@ _BINARY: dict[type[Operation], Callable[[np.ndarray, np.ndarray], np.ndarray]] =
     T.SubOp: np.subtract,
     T.MulOp: np.multiply,
     T.DivOp: lambda a, b: a / b if np.issubdtype(a.dtype, np.floating) else a // b,
+    T.MaximumOp: np.maximum,
+    T.MinimumOp: np.minimum,
     T.MatmulOp: np.matmul,
     T.BmmOp: np.matmul,
     T.EqOp: np.equal,
@@ -156,6 +186,7 @@ _REDUCE: dict[type[Operation], Callable[..., np.ndarray]] = {
     T.SumOp: np.sum,
     T.MeanOp: np.mean,
     T.AmaxOp: np.max,
+    T.AminOp: np.min,
 }
 
 
@@ -251,6 +282,17 @@ class TorchFunctions(_TorchTableFunctions):
         )
         return _out(op, y)
 
+    @impl(T.ArgmaxOp)
+    def run_argmax(self, i: Interpreter, op: T.ArgmaxOp, args: PythonValues) -> PythonValues:
+        """numpy's argmax: the first maximum, or the first NaN (as PyTorch)."""
+        keep = bool(op.keepdim.value.data)
+        return _out(op, np.argmax(args[0], axis=op.dim.value.data, keepdims=keep))
+
+    @impl(T.ArgminOp)
+    def run_argmin(self, i: Interpreter, op: T.ArgminOp, args: PythonValues) -> PythonValues:
+        keep = bool(op.keepdim.value.data)
+        return _out(op, np.argmin(args[0], axis=op.dim.value.data, keepdims=keep))
+
     @impl(T.GeluOp)
     def run_gelu(self, i: Interpreter, op: T.GeluOp, args: PythonValues) -> PythonValues:
         return _out(op, gelu(_wide(args[0]), op.approximate.data))
@@ -260,6 +302,29 @@ class TorchFunctions(_TorchTableFunctions):
         """`np.clip` is max-then-min, so NaN propagates and `min > max` gives `max`."""
         low, high = (None if b is None else b.value.data for b in (op.min, op.max))
         return _out(op, np.clip(_wide(args[0]), low, high))
+
+    @impl(T.LeakyReluOp)
+    def run_leaky_relu(self, i: Interpreter, op: T.LeakyReluOp, args: PythonValues) -> PythonValues:
+        x = _wide(args[0])
+        return _out(op, np.where(x > 0, x, x * x.dtype.type(op.negative_slope.value.data)))
+
+    @impl(T.EluOp)
+    def run_elu(self, i: Interpreter, op: T.EluOp, args: PythonValues) -> PythonValues:
+        alpha, scale, input_scale = (p.value.data for p in (op.alpha, op.scale, op.input_scale))
+        return _out(op, elu(_wide(args[0]), alpha, scale, input_scale))
+
+    @impl(T.SoftplusOp)
+    def run_softplus(self, i: Interpreter, op: T.SoftplusOp, args: PythonValues) -> PythonValues:
+        beta, threshold = op.beta.value.data, op.threshold.value.data
+        return _out(op, softplus(_wide(args[0]), beta, threshold))
+
+    @impl(T.TriuOp)
+    def run_triu(self, i: Interpreter, op: T.TriuOp, args: PythonValues) -> PythonValues:
+        return _out(op, np.triu(np.asarray(args[0]), op.diagonal.value.data))
+
+    @impl(T.TrilOp)
+    def run_tril(self, i: Interpreter, op: T.TrilOp, args: PythonValues) -> PythonValues:
+        return _out(op, np.tril(np.asarray(args[0]), op.diagonal.value.data))
 
     @impl(T.PowOp)
     def run_pow(self, i: Interpreter, op: T.PowOp, args: PythonValues) -> PythonValues:
@@ -322,6 +387,25 @@ class TorchFunctions(_TorchTableFunctions):
         index = [slice(None)] * x.ndim
         index[op.dim.value.data] = slice(op.start.value.data, op.end.value.data, op.step.value.data)
         return _out(op, x[tuple(index)])
+
+    @impl(T.WindowOp)
+    def run_window(self, i: Interpreter, op: T.WindowOp, args: PythonValues) -> PythonValues:
+        """Pad, take every window of the dilated span, keep every `stride`-th position and
+        every `dilation`-th element of each window."""
+        kernel, stride, dilation = (
+            tuple(a.get_values()) for a in (op.kernel, op.stride, op.dilation)
+        )
+        x = np.asarray(args[0])
+        lead = x.ndim - len(kernel)
+        pads = [(0, 0)] * lead + list(zip(op.low.get_values(), op.high.get_values(), strict=True))
+        padded = np.pad(x, pads, constant_values=op.pad_value.value.data)
+        spans = [d * (k - 1) + 1 for k, d in zip(kernel, dilation, strict=True)]
+        axes = tuple(range(lead, x.ndim))
+        windows = np.lib.stride_tricks.sliding_window_view(padded, spans, axis=axes)
+        index = (slice(None),) * lead
+        index += tuple(slice(None, None, s) for s in stride)
+        index += tuple(slice(None, None, d) for d in dilation)
+        return _out(op, windows[index])
 
     @impl(T.CatOp)
     def run_cat(self, i: Interpreter, op: T.CatOp, args: PythonValues) -> PythonValues:

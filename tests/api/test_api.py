@@ -7,6 +7,7 @@ import sys
 
 import pytest
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 import deplodock
@@ -48,6 +49,20 @@ def test_several_outputs_keep_their_dtypes() -> None:
     assert a.dtype == b.dtype == torch.float16
     ref_a, ref_b = Two()(x.double())
     assert _rel_err(a, ref_a) <= 5e-3 and _rel_err(b, ref_b) <= 5e-3  # fp16 rounding
+
+
+def test_a_scalar_result_keeps_its_zero_dimensional_shape() -> None:
+    """An MSE loss reduced to a 0-d tensor comes back 0-d (not shape (1,)), at any stage."""
+
+    class Mse(nn.Module):
+        def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+            return F.mse_loss(x, y)
+
+    g = torch.Generator().manual_seed(0)
+    x, y = torch.randn(4, 8, generator=g), torch.randn(4, 8, generator=g)
+    for stage in ("torch", "kernel"):
+        loss = deplodock.compile(Mse(), (x, y), stage=stage)(x, y)
+        assert loss.shape == () and _rel_err(loss, Mse()(x.double(), y.double())) <= 1e-6
 
 
 def test_hugging_face_model_logits_and_model_left_unchanged() -> None:

@@ -18,7 +18,7 @@ from xdsl.rewriter import InsertPoint
 
 from deplodock.dialects import torch as T
 from deplodock.frontend.aten import Emitter, Registration, handled_op_types
-from deplodock.frontend.capture import UnsupportedOpError, capture, capture_program, to_numpy
+from deplodock.frontend.capture import capture, capture_program, to_numpy
 from tests.frontend.capturing import Fn, capture_and_compare
 
 
@@ -75,11 +75,6 @@ def test_clamp_propagates_nan_like_pytorch(run_torch):
         ir, params = capture_program(Fn(fn), [x])
         (out,) = run_torch(ir, [to_numpy(x), *params])
         np.testing.assert_array_equal(out, fn(x).numpy())  # NaN == NaN for this assert
-
-
-def test_clamp_with_tensor_bounds_is_unsupported():
-    with pytest.raises(UnsupportedOpError, match=r"unsupported op aten\.clamp\.Tensor"):
-        capture(Fn(lambda x, lo: torch.clamp(x, min=lo)), (_randn(3, 5), _randn(5)))
 
 
 # --- the registry's `emits` ----------------------------------------------------------------

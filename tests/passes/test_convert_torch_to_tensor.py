@@ -170,6 +170,33 @@ CASES: list[Case] = [
         "{min = -5.000000e-01 : f64, max = 5.000000e-01 : f64}",
     ),
     unary("clamp", lambda x: x.clamp(max=0.25), "{max = 2.500000e-01 : f64}"),
+    unary("hardsigmoid", F.hardsigmoid),
+    unary("mish", F.mish),
+    unary("log_sigmoid", F.logsigmoid),
+    unary("leaky_relu", lambda x: F.leaky_relu(x, 0.3), "{negative_slope = 3.0e-01 : f64}"),
+    unary(
+        "elu",
+        lambda x: F.celu(x, 0.5),
+        "{alpha = 5.0e-01 : f64, scale = 1.0 : f64, input_scale = 2.0 : f64}",
+    ),
+    unary(
+        "softplus",
+        lambda x: F.softplus(x, 2.0, 1.0),
+        "{beta = 2.0 : f64, threshold = 1.0 : f64}",
+    ),
+    unary("triu", lambda x: torch.triu(x, 1), "{diagonal = 1 : i64}"),
+    unary("tril", lambda x: torch.tril(x, -1), "{diagonal = -1 : i64}"),
+    Case(
+        "window",
+        "torch.window %a0 {kernel = array<i64: 3, 2>, stride = array<i64: 2, 1>, dilation = array<i64: 1, 2>, "
+        "low = array<i64: 1, 0>, high = array<i64: 2, 1>, pad_value = -2.0 : f64} : "
+        f"({ttype((2, 5, 4))}) -> {ttype((2, 3, 3, 3, 2))}",
+        [(2, 5, 4)],
+        (2, 3, 3, 3, 2),
+        lambda x: F.pad(x, (0, 1, 1, 2), value=-2.0).unfold(1, 3, 2).unfold(2, 3, 1)[..., ::2],
+    ),
+    binary("maximum", torch.maximum, (3, 4), (4,), (3, 4)),
+    binary("minimum", torch.minimum, (3, 1), (1, 4), (3, 4)),
     *[
         unary("pow", lambda x, e=e: x**e, f"{{exponent = {e} : f64}}", positive=e % 1 != 0)
         for e in (2.0, 3.0, 0.5, -0.5, -1.0, 1.7, 0.0, 1.0)
@@ -181,6 +208,30 @@ CASES: list[Case] = [
     red("mean", [0, 1, 2], False, lambda x: x.mean()),
     red("amax", [1], True, lambda x: x.amax(1, keepdim=True)),
     red("amax", [0, 2], False, lambda x: x.amax((0, 2))),
+    red("amin", [1], True, lambda x: x.amin(1, keepdim=True)),
+    red("amin", [0, 1, 2], False, lambda x: x.amin()),
+    typed(
+        "argmax",
+        f"torch.argmax %a0 {{dim = 1 : i64, keepdim = false}} : {_sig([((2, 5, 3), 'f32')], ((2, 3), 'i64'))}",
+        [((2, 5, 3), "f32")],
+        ((2, 3), "i64"),
+        lambda x: x.argmax(1),
+    ),
+    typed(
+        "argmin_keepdim",
+        f"torch.argmin %a0 {{dim = 2 : i64, keepdim = true}} : {_sig([((2, 5, 3), 'f32')], ((2, 5, 1), 'i64'))}",
+        [((2, 5, 3), "f32")],
+        ((2, 5, 1), "i64"),
+        lambda x: x.argmin(2, keepdim=True),
+    ),
+    typed(
+        "argmax_int_ties",
+        f"torch.argmax %a0 {{dim = 0 : i64, keepdim = false}} : {_sig([((9, 4), 'i64')], ((4,), 'i64'))}",
+        [((9, 4), "i64")],
+        ((4,), "i64"),
+        lambda x: x.argmax(0),
+        int_high=3,
+    ),
     Case(
         "softmax",
         f"torch.softmax %a0 {{dim = 2 : i64}} : ({X3}) -> {X3}",

@@ -12,7 +12,17 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from xdsl.dialects.builtin import Float64Type, FloatAttr, StringAttr, TensorType, f64, i1
+from xdsl.dialects.builtin import (
+    I64,
+    Float64Type,
+    FloatAttr,
+    IntegerAttr,
+    StringAttr,
+    TensorType,
+    f64,
+    i1,
+    i64,
+)
 from xdsl.ir import Attribute, SSAValue
 from xdsl.irdl import IRDLOperation, irdl_op_definition, operand_def, opt_prop_def, prop_def
 
@@ -167,6 +177,81 @@ class HardswishOp(FloatUnaryOp):
     name = "torch.hardswish"
 
 
+def _f64s(**values: float) -> dict[str, Attribute]:
+    """Scalar options as the f64 properties every torch op stores them in."""
+    return {name: FloatAttr(value, f64) for name, value in values.items()}
+
+
+@irdl_op_definition
+class HardsigmoidOp(FloatUnaryOp):
+    """`relu6(x + 3) / 6`, as `F.hardsigmoid`: 0 below -3, 1 above 3, linear between."""
+
+    name = "torch.hardsigmoid"
+
+
+@irdl_op_definition
+class MishOp(FloatUnaryOp):
+    """`x * tanh(softplus(x))`, as `F.mish`."""
+
+    name = "torch.mish"
+
+
+@irdl_op_definition
+class LogSigmoidOp(FloatUnaryOp):
+    """`log(sigmoid(x))`, as `F.logsigmoid`, in the form that neither overflows nor loses the
+    small values: `min(x, 0) - log1p(exp(-|x|))`."""
+
+    name = "torch.log_sigmoid"
+
+
+@irdl_op_definition
+class LeakyReluOp(FloatUnaryOp):
+    """`x > 0 ? x : negative_slope * x`, as `F.leaky_relu`."""
+
+    name = "torch.leaky_relu"
+    negative_slope = prop_def(FloatAttr[Float64Type])
+
+    def __init__(self, input: SSAValue, negative_slope: float):
+        super().__init__(input, **_f64s(negative_slope=negative_slope))
+
+
+@irdl_op_definition
+class EluOp(FloatUnaryOp):
+    """`x > 0 ? scale * x : scale * alpha * (exp(input_scale * x) - 1)`: aten's one kernel
+    behind `F.elu` (scale = input_scale = 1), `F.selu` (fixed alpha and scale) and `F.celu`
+    (input_scale = 1 / alpha)."""
+
+    name = "torch.elu"
+    alpha = prop_def(FloatAttr[Float64Type])
+    scale = prop_def(FloatAttr[Float64Type])
+    input_scale = prop_def(FloatAttr[Float64Type])
+
+    def __init__(
+        self, input: SSAValue, alpha: float = 1.0, scale: float = 1.0, input_scale: float = 1.0
+    ):
+        super().__init__(input, **_f64s(alpha=alpha, scale=scale, input_scale=input_scale))
+
+
+@irdl_op_definition
+class SoftplusOp(FloatUnaryOp):
+    """`log(1 + exp(beta * x)) / beta`, and `x` itself where `beta * x > threshold` (where
+    the two agree to the last bit and the exponential would overflow), as `F.softplus`."""
+
+    name = "torch.softplus"
+    beta = prop_def(FloatAttr[Float64Type])
+    threshold = prop_def(FloatAttr[Float64Type])
+
+    def __init__(self, input: SSAValue, beta: float = 1.0, threshold: float = 20.0):
+        super().__init__(input, **_f64s(beta=beta, threshold=threshold))
+
+    @classmethod
+    def infer(cls, types: Types, props: Props) -> TensorType:
+        beta = props["beta"]
+        if isinstance(beta, FloatAttr) and beta.value.data == 0:
+            fail(cls.name, "beta must be nonzero")
+        return super().infer(types, props)
+
+
 @irdl_op_definition
 class ClampOp(UnaryOp):
     """`min(max(x, min), max)` with scalar bounds, each optional, as `torch.clamp`.
@@ -218,6 +303,58 @@ class CosOp(UnaryOp):
 @irdl_op_definition
 class SinOp(UnaryOp):
     name = "torch.sin"
+
+
+class ExtremumOp(BinaryOp):
+    """The elementwise larger or smaller of two tensors; NaN in either operand propagates,
+    as in `torch.maximum` / `torch.minimum` (and in `clamp` with tensor bounds, built from
+    them)."""
+
+    @classmethod
+    def infer(cls, types: Types, props: Props) -> TensorType:
+        if element_type_of(types[0]) == i1:
+            fail(cls.name, "bool tensors have no order here; compare them instead")
+        return super().infer(types, props)
+
+
+@irdl_op_definition
+class MaximumOp(ExtremumOp):
+    name = "torch.maximum"
+
+
+@irdl_op_definition
+class MinimumOp(ExtremumOp):
+    name = "torch.minimum"
+
+
+class TriangleOp(UnaryOp):
+    """Keeps one triangle of the last two dims (the rows and columns of each matrix) and
+    zeroes the rest; `diagonal` shifts the boundary (0: the main diagonal, > 0 above it)."""
+
+    diagonal = prop_def(IntegerAttr[I64])
+
+    def __init__(self, input: SSAValue, diagonal: int = 0):
+        super().__init__(input, diagonal=IntegerAttr(diagonal, i64))
+
+    @classmethod
+    def infer(cls, types: Types, props: Props) -> TensorType:
+        if len(shape_of(types[0])) < 2:
+            fail(cls.name, f"needs rank >= 2, got {fmt(shape_of(types[0]))}")
+        return super().infer(types, props)
+
+
+@irdl_op_definition
+class TriuOp(TriangleOp):
+    """`j - i >= diagonal ? x[..., i, j] : 0`, as `torch.triu`."""
+
+    name = "torch.triu"
+
+
+@irdl_op_definition
+class TrilOp(TriangleOp):
+    """`j - i <= diagonal ? x[..., i, j] : 0`, as `torch.tril`."""
+
+    name = "torch.tril"
 
 
 # --- comparisons, logical ops, where -------------------------------------------------------
@@ -385,9 +522,19 @@ OPS: tuple[type[TorchOp], ...] = (
     ErfOp,
     HardswishOp,
     ClampOp,
+    HardsigmoidOp,
+    MishOp,
+    LogSigmoidOp,
+    LeakyReluOp,
+    EluOp,
+    SoftplusOp,
     PowOp,
     CosOp,
     SinOp,
+    MaximumOp,
+    MinimumOp,
+    TriuOp,
+    TrilOp,
     EqOp,
     NeOp,
     LtOp,
@@ -403,4 +550,4 @@ OPS: tuple[type[TorchOp], ...] = (
 )
 """The ops of this module, in the order the `Torch` dialect lists them."""
 
-__all__ = ["CompareOp", "LogicalBinaryOp", *(op.__name__ for op in OPS)]
+__all__ = ["CompareOp", "ExtremumOp", "LogicalBinaryOp", "TriangleOp", *(op.__name__ for op in OPS)]

@@ -8,7 +8,17 @@ from functools import reduce
 from math import prod
 from typing import ClassVar
 
-from xdsl.dialects.builtin import I64, DenseArrayBase, IntegerAttr, TensorType, i32, i64
+from xdsl.dialects.builtin import (
+    I64,
+    DenseArrayBase,
+    Float64Type,
+    FloatAttr,
+    IntegerAttr,
+    TensorType,
+    f64,
+    i32,
+    i64,
+)
 from xdsl.ir import SSAValue
 from xdsl.irdl import irdl_op_definition, operand_def, prop_def, var_operand_def
 
@@ -165,6 +175,68 @@ def _check_indices(op: str, types: Sequence[TensorType | Sequence[TensorType] | 
 
 
 @irdl_op_definition
+class WindowOp(UnaryOp):
+    """The sliding windows of pooling and convolution over the trailing `k = len(kernel)`
+    dims: `out[..., o_1..o_k, j_1..j_k] = padded[..., o_i * stride_i + j_i * dilation_i]`,
+    where `padded` is the input with `low` / `high` elements of `pad_value` added on each
+    side of those dims. The result is `input.shape[:-k] + outputs + kernel`, every output
+    position with its whole window (reductions over the last `k` dims then pool)."""
+
+    name = "torch.window"
+    kernel = prop_def(DenseArrayBase.constr(i64))
+    stride = prop_def(DenseArrayBase.constr(i64))
+    dilation = prop_def(DenseArrayBase.constr(i64))
+    low = prop_def(DenseArrayBase.constr(i64))
+    high = prop_def(DenseArrayBase.constr(i64))
+    pad_value = prop_def(FloatAttr[Float64Type])
+
+    def __init__(
+        self,
+        input: SSAValue,
+        kernel: Sequence[int],
+        stride: Sequence[int],
+        dilation: Sequence[int],
+        low: Sequence[int],
+        high: Sequence[int],
+        pad_value: float = 0.0,
+    ):
+        arrays = {"kernel": kernel, "stride": stride, "dilation": dilation}
+        arrays |= {"low": low, "high": high}
+        super().__init__(
+            input,
+            **{k: array_attr(v) for k, v in arrays.items()},
+            pad_value=FloatAttr(pad_value, f64),
+        )
+
+    @staticmethod
+    def output_sizes(sizes: Sequence[int], props: Props) -> tuple[int, ...] | str:
+        """The number of window positions per windowed dim, or why there is none."""
+        kernel, stride, dilation = (ints_prop(props, n) for n in ("kernel", "stride", "dilation"))
+        low, high = ints_prop(props, "low"), ints_prop(props, "high")
+        if not len(kernel) == len(stride) == len(dilation) == len(low) == len(high):
+            return "kernel, stride, dilation, low and high must have one entry per dim"
+        if min((*kernel, *stride, *dilation), default=1) < 1 or min((*low, *high), default=0) < 0:
+            return "kernel, stride and dilation must be >= 1, padding >= 0"
+        spans = [d * (k - 1) + 1 for k, d in zip(kernel, dilation, strict=True)]
+        padded = [n + lo + hi for n, lo, hi in zip(sizes, low, high, strict=True)]
+        if any(p < span for p, span in zip(padded, spans, strict=True)):
+            return f"a window of span {fmt(spans)} does not fit in {fmt(padded)}"
+        return tuple(
+            (p - span) // st + 1 for p, span, st in zip(padded, spans, stride, strict=True)
+        )
+
+    @classmethod
+    def infer(cls, types: Types, props: Props) -> TensorType:
+        shape, k = shape_of(types[0]), len(ints_prop(props, "kernel"))
+        if not 1 <= k <= len(shape):
+            fail(cls.name, f"{k} windowed dims for an input of rank {len(shape)}")
+        outputs = cls.output_sizes(shape[len(shape) - k :], props)
+        if isinstance(outputs, str):
+            fail(cls.name, outputs)
+        return like(types[0], [*shape[: len(shape) - k], *outputs, *ints_prop(props, "kernel")])
+
+
+@irdl_op_definition
 class EmbeddingOp(TorchOp):
     """`weight[indices]`: one row of `weight` per index; the result shape is
     `indices.shape + weight.shape[1:]`. Indices must be in `[0, weight.shape[0])`."""
@@ -220,6 +292,7 @@ OPS: tuple[type[TorchOp], ...] = (
     ExpandOp,
     SliceOp,
     CatOp,
+    WindowOp,
     EmbeddingOp,
     IndexOp,
 )

@@ -5,11 +5,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from xdsl.dialects.builtin import (
+    I64,
+    BoolAttr,
     DenseArrayBase,
     Float64Type,
     FloatAttr,
+    IntegerAttr,
     TensorType,
     f64,
+    i1,
     i64,
 )
 from xdsl.ir import Attribute, SSAValue
@@ -36,6 +40,7 @@ from deplodock.dialects.torch.base import (
     check_dim,
     fail,
     fmt,
+    i64_attr,
     int_prop,
     ints_prop,
     is_integer,
@@ -55,6 +60,47 @@ class MeanOp(ReductionOp):
 @irdl_op_definition
 class AmaxOp(ReductionOp):
     name = "torch.amax"
+
+
+@irdl_op_definition
+class AminOp(ReductionOp):
+    name = "torch.amin"
+
+
+class ArgExtremumOp(TorchOp):
+    """The index (i64) of the extreme value along the non-negative `dim`: the first one on a
+    tie and the first NaN if there is one, as PyTorch; `keepdim` keeps a size-1 `dim`. (The
+    frontend flattens for the `dim=None` form.)"""
+
+    input = operand_def(TensorType)
+    dim = prop_def(IntegerAttr[I64])
+    keepdim = prop_def(BoolAttr)
+
+    def __init__(self, input: SSAValue, dim: int, keepdim: bool = False):
+        self._init([input], {"dim": i64_attr(dim), "keepdim": BoolAttr.from_bool(keepdim)})
+
+    @classmethod
+    def infer(cls, types: Types, props: Props) -> TensorType:
+        shape, dim = shape_of(types[0]), int_prop(props, "dim")
+        check_dim(cls.name, "dim", dim, len(shape))
+        if element_type_of(types[0]) == i1:
+            fail(cls.name, "bool tensors have no order here")
+        if shape[dim] == 0:
+            fail(cls.name, f"dim {dim} is empty: there is no extreme value")
+        keep = int_prop(props, "keepdim") != 0
+        return TensorType(
+            i64, [1 if i == dim else s for i, s in enumerate(shape) if keep or i != dim]
+        )
+
+
+@irdl_op_definition
+class ArgmaxOp(ArgExtremumOp):
+    name = "torch.argmax"
+
+
+@irdl_op_definition
+class ArgminOp(ArgExtremumOp):
+    name = "torch.argmin"
 
 
 @irdl_op_definition
@@ -184,6 +230,9 @@ OPS: tuple[type[TorchOp], ...] = (
     SumOp,
     MeanOp,
     AmaxOp,
+    AminOp,
+    ArgmaxOp,
+    ArgminOp,
     SoftmaxOp,
     LogSoftmaxOp,
     RmsNormOp,
@@ -192,4 +241,4 @@ OPS: tuple[type[TorchOp], ...] = (
 )
 """The ops of this module, in the order the `Torch` dialect lists them."""
 
-__all__ = [op.__name__ for op in OPS]
+__all__ = ["ArgExtremumOp", *(op.__name__ for op in OPS)]

@@ -11,15 +11,16 @@ are cast (`torch.cast`) to the dtype the op computes in, so every torch op sees 
 type per operand group. Ops PyTorch spells with many overloads (`full`, `ones_like`, ...,
 `masked_fill`, `diff`) map onto a few dialect ops here.
 
-The table is a package: `core` (dtypes, `Emitter`, the `HANDLERS` registry), `elementwise`
-and `structured` (the handlers, registered on import). Each registration names the torch ops
+The table is a package: `core` (dtypes, `Emitter`, the `HANDLERS` registry), `elementwise`,
+`structured` and `composite` (the handlers, registered on import; `composite` has the norms
+and losses that are written with other torch ops). Each registration names the torch ops
 its handler builds (`@handles(aten.erf.default, emits=T.ErfOp)`); `handled_op_types()` is
 their union, which `tests/test_op_registry.py` compares with the dialect.
 """
 
 from __future__ import annotations
 
-from deplodock.frontend.aten import elementwise, structured
+from deplodock.frontend.aten import composite, elementwise, structured
 from deplodock.frontend.aten.core import (
     DTYPES,
     GLUE_OPS,
@@ -42,6 +43,7 @@ __all__ = [
     "Emitter",
     "Handler",
     "Registration",
+    "composite",
     "elementwise",
     "handled_op_types",
     "handles",

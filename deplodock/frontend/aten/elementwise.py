@@ -74,6 +74,9 @@ for _target, _uop in [
     (aten.sin.default, T.SinOp),
     (aten.erf.default, T.ErfOp),
     (aten.hardswish.default, T.HardswishOp),
+    (aten.hardsigmoid.default, T.HardsigmoidOp),
+    (aten.mish.default, T.MishOp),
+    (aten.log_sigmoid.default, T.LogSigmoidOp),
 ]:
     handles(_target, emits=_uop)(_unary_handler(_uop))
 
@@ -91,6 +94,21 @@ def _gelu(e: Emitter, a: dict[str, Any], out: TensorType) -> SSAValue:
 @handles(aten.pow.Tensor_Scalar, emits=T.PowOp)
 def _pow(e: Emitter, a: dict[str, Any], out: TensorType) -> SSAValue:
     return e.emit(T.PowOp(e.tensor(a["input"]), float(a["exponent"])))
+
+
+_EXTREMA = (T.MaximumOp, T.MinimumOp)
+
+
+def _extremum_handler(op: type[T.ExtremumOp]) -> Handler:
+    """`torch.maximum` / `torch.minimum` (NaN-propagating), in the promoted dtype."""
+    return lambda e, a, out: e.binary(op, a["input"], a["other"], _arithmetic_type(out))
+
+
+for _target, _extremum in [
+    (aten.maximum.default, T.MaximumOp),
+    (aten.minimum.default, T.MinimumOp),
+]:
+    handles(_target, emits=_extremum)(_extremum_handler(_extremum))
 
 
 def _bound(value: Any) -> float | None:
@@ -116,6 +134,50 @@ def _hardtanh(e: Emitter, a: dict[str, Any], out: TensorType) -> SSAValue:
     """`hardtanh(x, min_val, max_val)` is a clamp, and `relu6(x)` is `hardtanh(x, 0, 6)`."""
     low, high = _bound(a.get("min_val", 0.0)), _bound(a.get("max_val", 6.0))
     return e.emit(T.ClampOp(e.tensor(a["input"]), low, high))
+
+
+@handles(aten.clamp.Tensor, aten.clamp_min.Tensor, aten.clamp_max.Tensor, emits=_EXTREMA)
+def _clamp_tensor(e: Emitter, a: dict[str, Any], out: TensorType) -> SSAValue:
+    """`clamp` with tensor bounds: `minimum(maximum(x, min), max)`, so NaN in `x` or in a
+    bound propagates and `min > max` gives `max`, as in PyTorch. Everything is computed in
+    the promoted dtype, and the bounds broadcast."""
+    elt = _arithmetic_type(out)
+    y = e.operand(a["input"], elt)
+    if (low := a.get("min")) is not None:
+        y = e.emit(T.MaximumOp(y, e.operand(low, elt)))
+    if (high := a.get("max")) is not None:
+        y = e.emit(T.MinimumOp(y, e.operand(high, elt)))
+    return y
+
+
+@handles(aten.leaky_relu.default, emits=T.LeakyReluOp)
+def _leaky_relu(e: Emitter, a: dict[str, Any], out: TensorType) -> SSAValue:
+    return e.emit(T.LeakyReluOp(e.tensor(a["input"]), float(a["negative_slope"])))
+
+
+#: `F.selu`'s fixed constants (Klambauer et al. 2017), as PyTorch spells them.
+SELU_ALPHA = 1.6732632423543772848170429916717
+SELU_SCALE = 1.0507009873554804934193349852946
+
+
+@handles(aten.elu.default, aten.selu.default, aten.celu.default, emits=T.EluOp)
+def _elu(e: Emitter, a: dict[str, Any], out: TensorType) -> SSAValue:
+    """elu, selu and celu are one `torch.elu` with aten's three coefficients: selu fixes
+    alpha and scale, `celu(x, alpha)` is `elu(x, alpha, input_scale=1/alpha)`."""
+    x = e.tensor(a["input"])
+    if "scale" in a:  # aten.elu
+        coefficients = (a["alpha"], a["scale"], a["input_scale"])
+    elif "alpha" in a:  # aten.celu
+        coefficients = (a["alpha"], 1.0, 1.0 / a["alpha"])
+    else:  # aten.selu
+        coefficients = (SELU_ALPHA, SELU_SCALE, 1.0)
+    return e.emit(T.EluOp(x, *(float(c) for c in coefficients)))
+
+
+@handles(aten.softplus.default, emits=T.SoftplusOp)
+def _softplus(e: Emitter, a: dict[str, Any], out: TensorType) -> SSAValue:
+    x = e.tensor(a["input"])
+    return e.emit(T.SoftplusOp(x, float(a["beta"]), float(a["threshold"])))
 
 
 @handles(

@@ -41,9 +41,31 @@ def _reduce_handler(op: type[T.ReductionOp]) -> Handler:
 for _ops, _reduce in [
     ((aten.sum.dim_IntList, aten.sum.default), T.SumOp),
     ((aten.mean.dim, aten.mean.default), T.MeanOp),
-    ((aten.amax.default,), T.AmaxOp),
+    ((aten.amax.default, aten.max.default), T.AmaxOp),
+    ((aten.amin.default, aten.min.default), T.AminOp),
 ]:
     handles(*_ops, emits=_reduce)(_reduce_handler(_reduce))
+
+
+def _arg_extremum_handler(op: type[T.ArgExtremumOp]) -> Handler:
+    """`argmax(x, dim, keepdim)`; without a dim, over the flattened tensor (a reshape to 1-D
+    first, and to the all-ones shape after for `keepdim`)."""
+
+    def handler(e: Emitter, a: dict[str, Any], out: TensorType) -> SSAValue:
+        x = e.tensor(a["input"])
+        if a.get("dim") is not None:
+            return e.emit(op(x, norm_dim(a["dim"], rank_of(x)), bool(a.get("keepdim", False))))
+        assert isinstance(x.type, TensorType)
+        size = math.prod(x.type.get_shape())
+        flat = x if x.type.get_shape() == (size,) else e.emit(T.ReshapeOp(x, [size]))
+        index = e.emit(op(flat, 0))
+        return index if index.type == out else e.emit(T.ReshapeOp(index, out.get_shape()))
+
+    return handler
+
+
+for _target, _arg in [(aten.argmax.default, T.ArgmaxOp), (aten.argmin.default, T.ArgminOp)]:
+    handles(_target, emits=(_arg, T.ReshapeOp))(_arg_extremum_handler(_arg))
 
 
 def _softmax_handler(op: type[T.SoftmaxLikeOp]) -> Handler:
@@ -118,6 +140,31 @@ def _t(e: Emitter, a: dict[str, Any], out: TensorType) -> SSAValue:
     return x if rank_of(x) < 2 else e.emit(T.TransposeOp(x, 0, 1))
 
 
+@handles(aten.numpy_T.default, emits=T.PermuteOp)
+def _numpy_t(e: Emitter, a: dict[str, Any], out: TensorType) -> SSAValue:
+    """`x.T` reverses all dims (a 0-d or 1-d tensor is itself)."""
+    x = e.tensor(a["input"])
+    rank = rank_of(x)
+    return x if rank < 2 else e.emit(T.PermuteOp(x, list(reversed(range(rank)))))
+
+
+@handles(aten.mT.default, aten.mH.default, aten.adjoint.default, emits=T.TransposeOp)
+def _matrix_t(e: Emitter, a: dict[str, Any], out: TensorType) -> SSAValue:
+    """`x.mT` swaps the last two dims; `mH` and `adjoint` are the same on real tensors."""
+    x = e.tensor(a["input"])
+    if rank_of(x) < 2:
+        raise AtenImportError("mT needs a tensor of rank >= 2")
+    return e.emit(T.TransposeOp(x, rank_of(x) - 2, rank_of(x) - 1))
+
+
+def _triangle_handler(op: type[T.TriangleOp]) -> Handler:
+    return lambda e, a, out: e.emit(op(e.tensor(a["input"]), int(a["diagonal"])))
+
+
+for _target, _triangle in [(aten.triu.default, T.TriuOp), (aten.tril.default, T.TrilOp)]:
+    handles(_target, emits=_triangle)(_triangle_handler(_triangle))
+
+
 @handles(aten.transpose.int, emits=T.TransposeOp)
 def _transpose(e: Emitter, a: dict[str, Any], out: TensorType) -> SSAValue:
     x = e.tensor(a["input"])
@@ -147,7 +194,7 @@ def _reshape(e: Emitter, a: dict[str, Any], out: TensorType) -> SSAValue:
     return x if x.type == out else e.emit(T.ReshapeOp(x, out.get_shape()))
 
 
-@handles(aten.expand.default, emits=T.ExpandOp)
+@handles(aten.expand.default, aten.expand_as.default, emits=T.ExpandOp)
 def _expand(e: Emitter, a: dict[str, Any], out: TensorType) -> SSAValue:
     x = e.tensor(a["input"])
     return x if x.type == out else e.emit(T.ExpandOp(x, out.get_shape()))

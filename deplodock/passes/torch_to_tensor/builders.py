@@ -171,6 +171,14 @@ class ScalarBuilder:
     def log(self, x: Operand) -> SSAValue:
         return self._math(math.LogOp, x)
 
+    def expm1(self, x: Operand) -> SSAValue:
+        """`exp(x) - 1`, exact for small `x` (where the subtraction would cancel)."""
+        return self._math(math.ExpM1Op, x)
+
+    def log1p(self, x: Operand) -> SSAValue:
+        """`log(1 + x)`, exact for small `x` (where `1 + x` would round)."""
+        return self._math(math.Log1pOp, x)
+
     def sqrt(self, x: Operand) -> SSAValue:
         return self._math(math.SqrtOp, x)
 

@@ -5,8 +5,9 @@ shape with index maps, then a scalar body. Ops differ only in that body, so they
 tables (op -> body, op -> body builder for ops with properties) rather than a class each.
 A splat-constant operand is folded into the body as an `arith.constant`, so `x * 0.5` is a
 one-input elementwise. Activations are written out in scalar `arith`/`math` (relu =
-max(x, 0), sigmoid = 1 / (1 + exp(-x)), gelu with erf or tanh, clamp and hardswish with
-compare-and-select, ...). Integer tensors use the
+max(x, 0), sigmoid = 1 / (1 + exp(-x)), gelu with erf or tanh, clamp, hardswish,
+maximum/minimum and the other piecewise activations with compare-and-select, ...); triu/tril
+select on the coordinates `tensor.index` of the last two dims. Integer tensors use the
 integer `arith` ops. Comparisons are `arith.cmpf`/`cmpi` producing `i1`, logical ops
 `andi`/`ori`/`xori` on `i1`, `where` an `arith.select`, casts the `arith` conversion ops, and
 `arange` a zero-input elementwise over the coordinate `tensor.index 0`.
@@ -26,6 +27,7 @@ from deplodock.passes.torch_to_tensor.builders import (
     ScalarBuilder,
     TensorBuilder,
     TorchLowering,
+    is_float_type,
     result_type_of,
 )
 
@@ -88,6 +90,47 @@ def _hardswish(s: ScalarBuilder, x: SSAValue) -> SSAValue:
     return s.div(s.mul(x, _clamp(s, s.add(x, 3.0), 0.0, 6.0)), 6.0)
 
 
+def _hardsigmoid(s: ScalarBuilder, x: SSAValue) -> SSAValue:
+    """hardsigmoid(x) = relu6(x + 3) / 6, the same clamp as hardswish's."""
+    return s.div(_clamp(s, s.add(x, 3.0), 0.0, 6.0), 6.0)
+
+
+def _softplus(s: ScalarBuilder, x: SSAValue, beta: float, threshold: float) -> SSAValue:
+    """`beta * x > threshold ? x : log1p(exp(beta * x)) / beta`, PyTorch's formula (a NaN
+    fails the comparison and goes through the log). `beta = 1` costs no multiplies."""
+    bx = x if beta == 1.0 else s.mul(x, beta)
+    soft = s.log1p(s.exp(bx))
+    soft = soft if beta == 1.0 else s.div(soft, beta)
+    return soft if math.isinf(threshold) else s.select(s.cmp("gt", bx, threshold), x, soft)
+
+
+def _mish(s: ScalarBuilder, x: SSAValue) -> SSAValue:
+    """mish(x) = x * tanh(log1p(exp(x))) (PyTorch's softplus here has no threshold:
+    exp overflows to inf for large x, and tanh(inf) = 1 gives x)."""
+    return s.mul(x, s.tanh(s.log1p(s.exp(x))))
+
+
+def _log_sigmoid(s: ScalarBuilder, x: SSAValue) -> SSAValue:
+    """log_sigmoid(x) = min(x, 0) - log1p(exp(-|x|)): exp never overflows, and for large x
+    the result keeps its tiny value -exp(-x) instead of rounding to 0 through sigmoid."""
+    negative_part = s.select(s.cmp("lt", x, 0.0), x, 0.0)
+    return s.sub(negative_part, s.log1p(s.exp(s.neg(s.abs(x)))))
+
+
+def _extremum(pick: str) -> ScalarFn:
+    """`a <pick> b ? a : b`, then NaN from `a` kept: an ordered compare with NaN is false,
+    so a NaN `b` is picked by the first select and a NaN `a` by the second (as in
+    `torch.maximum`; `arith.maximumf` would do but prints as CUDA's NaN-dropping `fmaxf`)."""
+
+    def body(s: ScalarBuilder, a: SSAValue, b: SSAValue) -> SSAValue:
+        picked = s.select(s.cmp(pick, a, b), a, b)
+        if not is_float_type(a.type):
+            return picked
+        return s.select(s.cmp("ne", a, a), a, picked)
+
+    return body
+
+
 def _compare(name: str) -> ScalarFn:
     """One `arith.cmpf` / `arith.cmpi` (`COMPARISONS` has the predicates)."""
 
@@ -119,6 +162,11 @@ BODIES: dict[type[Operation], ScalarFn] = {
     t.ReluOp: _relu,
     t.HardswishOp: _hardswish,
     t.SigmoidOp: _sigmoid,
+    t.HardsigmoidOp: _hardsigmoid,
+    t.MishOp: _mish,
+    t.LogSigmoidOp: _log_sigmoid,
+    t.MaximumOp: _extremum("gt"),
+    t.MinimumOp: _extremum("lt"),
     t.SiluOp: _silu,
     t.CosOp: ScalarBuilder.cos,
     t.SinOp: ScalarBuilder.sin,
@@ -169,6 +217,45 @@ def _clamp_body(op: t.ClampOp) -> ScalarFn:
     return lambda s, x: _clamp(s, x, low, high)
 
 
+def _leaky_relu(op: t.LeakyReluOp) -> ScalarFn:
+    """`x > 0 ? x : x * slope` (NaN fails the comparison and stays NaN through the mul)."""
+    slope = op.negative_slope.value.data
+    return lambda s, x: s.select(s.cmp("gt", x, 0.0), x, s.mul(x, slope))
+
+
+def _elu(op: t.EluOp) -> ScalarFn:
+    """`x <= 0 ? expm1(x * input_scale) * (alpha * scale) : x * scale`, aten's formula with
+    its coefficients folded; factors of 1 cost nothing."""
+    alpha, scale, input_scale = (p.value.data for p in (op.alpha, op.scale, op.input_scale))
+
+    def scaled(s: ScalarBuilder, x: SSAValue, factor: float) -> SSAValue:
+        return x if factor == 1.0 else s.mul(x, factor)
+
+    def body(s: ScalarBuilder, x: SSAValue) -> SSAValue:
+        negative = scaled(s, s.expm1(scaled(s, x, input_scale)), alpha * scale)
+        return s.select(s.cmp("le", x, 0.0), negative, scaled(s, x, scale))
+
+    return body
+
+
+def _softplus_body(op: t.SoftplusOp) -> ScalarFn:
+    beta, threshold = op.beta.value.data, op.threshold.value.data
+    return lambda s, x: _softplus(s, x, beta, threshold)
+
+
+def _triangle(op: t.TriangleOp) -> ScalarFn:
+    """`keep(j - i) ? x : 0` over the coordinates `i`, `j` of the last two dims (in i64, so a
+    negative `diagonal` needs no signed index arithmetic)."""
+    rank, diagonal = len(result_type_of(op).get_shape()), op.diagonal.value.data
+    keep = "ge" if isinstance(op, t.TriuOp) else "le"
+
+    def body(s: ScalarBuilder, x: SSAValue) -> SSAValue:
+        row, col = (s.cast(s.index(d), i64) for d in (rank - 2, rank - 1))
+        return s.select(s.cmp(keep, s.sub(col, row), diagonal), x, 0.0)
+
+    return body
+
+
 def _pow(op: t.PowOp) -> ScalarFn:
     """Small integer exponents as repeated mulf, 0.5 as sqrt, -0.5 as rsqrt, -1 as a
     reciprocal, anything else `math.powf`."""
@@ -213,6 +300,11 @@ BODY_BUILDERS: dict[type[Operation], BodyOf] = {
     t.ConstantOp: _constant,
     t.GeluOp: _gelu,
     t.ClampOp: _clamp_body,
+    t.LeakyReluOp: _leaky_relu,
+    t.EluOp: _elu,
+    t.SoftplusOp: _softplus_body,
+    t.TriuOp: _triangle,
+    t.TrilOp: _triangle,
     t.PowOp: _pow,
     t.ArangeOp: _arange,
 }

@@ -25,6 +25,7 @@ from deplodock.passes.torch_to_tensor.builders import (
     TensorBuilder,
     TorchLowering,
     broadcast_map,
+    element_type_of,
     result_type_of,
     shape_of,
 )
@@ -156,7 +157,55 @@ class CatLowering(TorchLowering):
         return b.concat(inputs, maps, rt.get_shape(), dim)
 
 
+class WindowLowering(TorchLowering):
+    """Pads each windowed dim with concats of splat constants (only where `low` / `high`
+    are nonzero), then one index map reads `o * stride + j * dilation`: a strided view,
+    which the loop level can fuse into its consumer (no window is materialised there)."""
+
+    op_type = t.WindowOp
+
+    def lower(self, op: t.WindowOp, b: TensorBuilder) -> SSAValue:
+        kernel = tuple(op.kernel.get_values())
+        stride, dilation = tuple(op.stride.get_values()), tuple(op.dilation.get_values())
+        low, high = tuple(op.low.get_values()), tuple(op.high.get_values())
+        value, k = op.input, len(kernel)
+        rank = len(shape_of(value))
+        lead = rank - k
+        for i in range(k):
+            value = _pad(b, value, lead + i, low[i], high[i], op.pad_value.value.data)
+        out_rank = rank + k
+        exprs = _dims(out_rank)[:lead]
+        for i in range(k):
+            o, j = AffineExpr.dimension(lead + i), AffineExpr.dimension(rank + i)
+            exprs.append(o * stride[i] + j * dilation[i])
+        return b.index_map(value, _map(out_rank, exprs), result_type_of(op).get_shape())
+
+
+def _pad(b: TensorBuilder, x: SSAValue, dim: int, low: int, high: int, fill: float) -> SSAValue:
+    """`x` with `low` / `high` elements of `fill` before / after it along `dim`."""
+    if not low and not high:
+        return x
+    shape, elt = shape_of(x), element_type_of(x)
+    parts = []
+    for size, inner in ((low, False), (shape[dim], True), (high, False)):
+        if inner:
+            parts.append(x)
+        elif size:
+            side = tuple(size if d == dim else n for d, n in enumerate(shape))
+            parts.append(b.elementwise([], side, elt, lambda s: s.const(fill)))
+    rank = len(shape)
+    maps, offset = [], 0
+    for part in parts:
+        exprs = _dims(rank)
+        exprs[dim] = exprs[dim] - offset
+        maps.append(_map(rank, exprs))
+        offset += shape_of(part)[dim]
+    padded = tuple(offset if d == dim else n for d, n in enumerate(shape))
+    return b.concat(parts, maps, padded, dim)
+
+
 PATTERNS: tuple[TorchLowering, ...] = (
     *(IndexMapLowering(op_type, map_of) for op_type, map_of in INDEX_MAPS.items()),
     CatLowering(),
+    WindowLowering(),
 )

@@ -11,15 +11,18 @@ from __future__ import annotations
 
 from math import prod
 
+from xdsl.dialects.builtin import i64
 from xdsl.ir import SSAValue
 from xdsl.ir.affine import AffineExpr, AffineMap
 
 from deplodock.dialects import torch as t
 from deplodock.dialects.tensor import ReduceKind
 from deplodock.passes.torch_to_tensor.builders import (
+    ScalarBuilder,
     TensorBuilder,
     TorchLowering,
     element_type_of,
+    is_float_type,
     result_type_of,
     shape_of,
 )
@@ -62,6 +65,48 @@ class MeanLowering(ReductionLowering):
 class AmaxLowering(ReductionLowering):
     op_type = t.AmaxOp
     kind = ReduceKind.MAX
+
+
+class AminLowering(ReductionLowering):
+    op_type = t.AminOp
+    kind = ReduceKind.MIN
+
+
+class ArgExtremumLowering(TorchLowering):
+    """The first index of the extreme value `m` along `dim` (or of the first NaN) as a
+    min-reduction of candidates: for floats, position `j` offers `j` if it holds NaN,
+    `n + j` if it holds `m`, `2n` otherwise, and the minimum `r` is `j` or `n + j`, so the
+    index is `r mod n`, written `r >= n ? r - n : r`. A NaN thus wins whatever `m`'s max
+    does with NaN (the CUDA printer's `fmaxf` drops it), and ties go to the first index.
+    Integers offer `j` or `n`."""
+
+    def __init__(self, op_type: type[t.ArgExtremumOp], kind: ReduceKind) -> None:
+        self.op_type = op_type
+        self.kind = kind
+
+    def lower(self, op: t.ArgExtremumOp, b: TensorBuilder) -> SSAValue:
+        x, dim = op.input, op.dim.value.data
+        shape, n = shape_of(x), shape_of(x)[op.dim.value.data]
+        extreme = b.broadcast_to(b.reduce(x, self.kind, [dim]), shape)
+        is_float = is_float_type(element_type_of(x))
+
+        def offer(s: ScalarBuilder, v: SSAValue, m: SSAValue) -> SSAValue:
+            j = s.cast(s.index(dim), i64)
+            if not is_float:
+                return s.select(s.cmp("eq", v, m), j, float(n))
+            at_extreme = s.select(s.cmp("eq", v, m), s.add(j, float(n)), float(2 * n))
+            return s.select(s.cmp("ne", v, v), j, at_extreme)
+
+        offers = b.elementwise([x, extreme], shape, i64, offer)
+        first = b.reduce(offers, ReduceKind.MIN, [dim])
+        if is_float:
+            first = b.elementwise(
+                [first],
+                shape_of(first),
+                i64,
+                lambda s, r: s.select(s.cmp("ge", r, float(n)), s.sub(r, float(n)), r),
+            )
+        return first if op.keepdim.value.data else b.squeeze(first, [dim])
 
 
 def _shifted_exp(b: TensorBuilder, x: SSAValue, dim: int) -> tuple[SSAValue, SSAValue]:
@@ -127,6 +172,9 @@ PATTERNS: tuple[TorchLowering, ...] = (
     SumLowering(),
     MeanLowering(),
     AmaxLowering(),
+    AminLowering(),
+    ArgExtremumLowering(t.ArgmaxOp, ReduceKind.MAX),
+    ArgExtremumLowering(t.ArgminOp, ReduceKind.MIN),
     SoftmaxLowering(),
     LogSoftmaxLowering(),
     CumsumLowering(),

@@ -1,0 +1,58 @@
+"""The generated table of supported aten ops (`docs/supported-ops.md`).
+
+One row per aten overload in `HANDLERS`, with the torch ops its handler builds (the
+registration's `emits`), grouped by the module that handles it. `tests/frontend/
+test_supported_ops_table.py` fails when the file differs from `supported_ops_markdown()`,
+so the table cannot go stale; every torch op listed has a decomposition test of its own
+(`tests/passes/test_convert_torch_to_tensor.py` checks that).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from deplodock.frontend.aten.core import HANDLERS, target_name
+
+HEADER = """# Supported aten ops
+
+Generated from the frontend's aten table (`deplodock/frontend/aten/`) by
+`supported_ops_markdown()` in `deplodock/frontend/aten/table.py`; regenerate with
+
+```bash
+python -m deplodock.frontend.aten.table > docs/supported-ops.md
+```
+
+Any other aten op is refused at capture with one line naming every unsupported op. The
+torch ops are described in [ir.md](ir.md); the ones a handler may add on the side
+(`torch.constant` for Python scalars, `torch.cast` for dtype promotion) are not listed.
+"""
+
+#: the module of a handler -> the section it is listed under
+SECTIONS = {
+    "deplodock.frontend.aten.elementwise": "Elementwise: arithmetic, activations, comparisons",
+    "deplodock.frontend.aten.structured": "Reductions, contractions, layout, gathers",
+    "deplodock.frontend.aten.composite": "Composites: norms, losses, pooling, convolution",
+}
+
+
+def supported_ops_markdown() -> str:
+    """The whole of `docs/supported-ops.md`: one table per handler module, rows sorted."""
+    rows: dict[str, list[str]] = defaultdict(list)
+    for target, registration in HANDLERS.items():
+        module = registration.handler.__module__
+        torch_ops = ", ".join(f"`{op.name}`" for op in sorted(registration.emits, key=_name))
+        rows[module].append(f"| `{target_name(target)}` | {torch_ops or '(none)'} |")
+    parts = [HEADER]
+    for module, title in SECTIONS.items():
+        parts.append(f"\n## {title}\n\n| aten op | torch ops |\n|---|---|\n")
+        parts.append("".join(row + "\n" for row in sorted(rows.pop(module, []))))
+    assert not rows, f"handlers outside the known modules: {sorted(rows)}"
+    return "".join(parts)
+
+
+def _name(op: type) -> str:
+    return op.name  # type: ignore[attr-defined]
+
+
+if __name__ == "__main__":
+    print(supported_ops_markdown(), end="")
