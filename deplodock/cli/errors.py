@@ -9,11 +9,13 @@ input may nest) live here once.
 
 from __future__ import annotations
 
+import itertools
+import re
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-from xdsl.utils.exceptions import ArgSpecParseError, ParseError
+from xdsl.utils.exceptions import ArgSpecParseError, ParseError, VerifyException
 
 #: Exit status after Ctrl-C, as a shell reports a command killed by SIGINT (128 + 2).
 INTERRUPTED = 130
@@ -37,6 +39,8 @@ def describe(error: BaseException, source: str | None = None) -> str:
     if isinstance(error, UnicodeDecodeError):
         where = f"{source}: " if source else ""
         return f"{where}not UTF-8 text (byte {error.start}: {error.reason})"
+    if isinstance(error, VerifyException):
+        return describe_verify_error(error, source)
     if isinstance(error, OSError) and error.filename is not None and error.strerror:
         return f"{error.filename}: {error.strerror}"
     if isinstance(error, ArgSpecParseError):
@@ -44,6 +48,27 @@ def describe(error: BaseException, source: str | None = None) -> str:
     text = str(error).strip() or type(error).__name__
     first_line = text.splitlines()[0]
     return first_line
+
+
+def describe_verify_error(error: VerifyException, source: str | None) -> str:
+    """`FILE: op.name: rule`: xDSL's message names the rule; the op it failed on is only
+    marked (`^^^`) in the printed module it attaches as a note, so it is read from there."""
+    text = (str(error).strip() or type(error).__name__).splitlines()[0]
+    op = failing_op(error)
+    if op is not None and op not in text:
+        text = f"{op}: {text}"
+    return f"{source}: {text}" if source and source != "-c" else text
+
+
+def failing_op(error: VerifyException) -> str | None:
+    """The name of the op xDSL underlined in the module printed with a verifier error."""
+    for note in getattr(error, "__notes__", ()):
+        lines = str(note).splitlines()
+        for above, line in itertools.pairwise(lines):
+            underline = re.fullmatch(r"\s*\^+-*\s*", line)
+            if underline and (match := re.search(r'"([\w.]+)"', above)):
+                return match.group(1)
+    return None
 
 
 def describe_pipeline_error(error: ArgSpecParseError) -> str:

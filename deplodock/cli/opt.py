@@ -21,7 +21,8 @@ from typing import IO
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass, PassPipeline
 from xdsl.printer import Printer
-from xdsl.utils.arg_spec import parse_pipeline
+from xdsl.utils.arg_spec import parse_pipeline, parse_spec
+from xdsl.utils.exceptions import VerifyException
 from xdsl.xdsl_opt_main import xDSLOptMain
 
 from deplodock.cli.errors import describe, run_command
@@ -183,8 +184,19 @@ class DeplodockOptMain(xDSLOptMain):
         """`xDSLOptMain.run`, naming the input file in errors that cannot name it themselves."""
         try:
             super().run()
-        except (RecursionError, UnicodeDecodeError) as error:
+        except (RecursionError, UnicodeDecodeError, VerifyException) as error:
             raise InputError(describe(error, self.get_input_name())) from None
+
+    def output_resulting_program(self, prog: ModuleOp) -> str:
+        """The `cuda` target prints kernel- or cuda-level IR only: anything above is one
+        line, not an error deep in the printer."""
+        stage = stage_of(prog)
+        if parse_spec(self.args.target).name == "cuda" and stage not in ("kernel", "cuda"):
+            raise ValueError(
+                f"-t cuda prints kernel- or cuda-level IR, the module is at the {stage} level: "
+                "add -p lower-to-kernel"
+            )
+        return super().output_resulting_program(prog)
 
     def write_output(self) -> None:
         """Writes `-o FILE` atomically, once everything before it has succeeded."""
@@ -204,7 +216,7 @@ class DeplodockOptMain(xDSLOptMain):
 
 
 class InputError(ValueError):
-    """The input file cannot be read as IR (not UTF-8, nested too deeply)."""
+    """The input file cannot be read as IR (not UTF-8, nested too deeply) or does not verify."""
 
 
 class _KeptStringIO(io.StringIO):

@@ -161,6 +161,8 @@ def program_from_file(path: Path) -> Program:
         text = path.read_text()
     except OSError as error:
         raise OSError(f"cannot read {path}: {error.strerror}") from None
+    if not text.strip():
+        raise ValueError(f"{path} is empty: no IR to compile")
     module = Parser(make_context(), text, str(path)).parse_module()
     module.verify()
     program = Program(module, stage_of(module))

@@ -228,3 +228,23 @@ def test_bad_safetensors_shape_names_tensor_and_shapes(tmp_path: Path) -> None:
     assert_one_line_error(
         result, "tensor 'model.layers.0.mlp.up_proj.weight' has shape (63, 32)", "expects (64, 32)"
     )
+
+
+def test_truncated_string_literal_fails_at_once(tmp_path: Path) -> None:
+    """xDSL's string-literal pattern backtracked exponentially on an unterminated literal
+    (`deplodock.dialects.common.lexer`); a cut-off cuda-level file took minutes to reject."""
+    cut = tmp_path / "cut.mlir"
+    cut.write_text('builtin.module attributes {source = "' + "const float* x0, " * 30 + "\n}\n")
+    result = invoke("deplodock-opt", [str(cut)])
+    assert result.status == 1
+    assert "End of file reached before closing string literal" in result.stderr
+
+
+def test_verifier_error_names_file_and_op(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.mlir"
+    bad.write_text(
+        "func.func @forward(%a: tensor<4xf32>) -> tensor<8xf32> {\n"
+        "  func.return %a : tensor<4xf32>\n}\n"
+    )
+    for tool, argv in (("deplodock", ["compile", str(bad)]), ("deplodock-opt", [str(bad)])):
+        assert_one_line_error(invoke(tool, argv), f"{bad}: func.return: Expected arguments")
