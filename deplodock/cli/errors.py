@@ -2,8 +2,8 @@
 
 A user who types a bad expression, a malformed `.mlir` file or an unsupported op gets a
 message that names the problem and where it is, and a non-zero exit, never a traceback;
-`--traceback` re-raises for the curious. Both tools run their command inside
-`user_errors`, so the rules (which errors are the user's, what Ctrl-C prints, how deep
+`--traceback` re-raises for the curious. Both tools run their command through
+`run_command`, so the rules (which errors are the user's, what Ctrl-C prints, how deep
 input may nest) live here once.
 """
 
