@@ -6,7 +6,7 @@
     deplodock compile Qwen/Qwen2.5-7B --layers 1 --seq-len 128 --ir loop
     deplodock run ./tiny-qwen-dir --device cpu
 
-Every failure a user can cause ends in one line on stderr and exit status 1;
+Every failure a user can cause ends in one line on stderr and exit status 1 (Ctrl-C: 130);
 `--traceback` shows the Python traceback instead.
 """
 
@@ -17,10 +17,11 @@ import os
 import sys
 import time
 from collections.abc import Sequence
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from deplodock.cli.errors import report_error
+from deplodock.cli.errors import run_command
 from deplodock.passes.pipelines import STAGES
 
 if TYPE_CHECKING:
@@ -58,8 +59,8 @@ def build_parser() -> argparse.ArgumentParser:
     run_parser.add_argument(
         "--ir",
         choices=STAGES,
-        default="kernel",
-        help="the stage to interpret (default: kernel, the fully lowered program)",
+        help="the stage to interpret (default: kernel, the fully lowered program, or the "
+        "file's own stage when it is below)",
     )
     run_parser.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
     gpu = run_parser.add_argument_group("cuda (--device cuda)")
@@ -104,7 +105,14 @@ _MODEL_DEFAULTS = {"layers": None, "seq_len": 128, "dtype": "fp32"}
 
 def _add_source_arguments(parser: argparse.ArgumentParser) -> None:
     source = parser.add_mutually_exclusive_group(required=True)
-    source.add_argument("-c", "--code", metavar="EXPR", help="a PyTorch expression to compile")
+    source.add_argument(
+        "-c",
+        "--code",
+        metavar="EXPR",
+        help="a PyTorch expression; deplodock executes it as Python, with your permissions "
+        "(not a sandbox: give only code you would run yourself). A .mlir SOURCE is only "
+        "parsed, never executed",
+    )
     source.add_argument(
         "source",
         nargs="?",
@@ -143,6 +151,14 @@ def load_source(args: argparse.Namespace, seed: int = 0) -> Program:
     return load_program(args.code, Path(source) if source is not None else None, seed=seed)
 
 
+#: What `compile` says of a program that launches no kernel (`-c "torch.randn(4)"`): valid,
+#: but rarely what was meant.
+NOTHING_COMPUTED = (
+    "deplodock: note: the program computes nothing: no kernel launches, its outputs are "
+    "its inputs (or views of them)"
+)
+
+
 class OutputError(Exception):
     """`-o FILE` cannot be written."""
 
@@ -169,7 +185,7 @@ def write_output(path: Path, text: str) -> None:
 
 
 def run_compile(args: argparse.Namespace) -> int:
-    from deplodock.driver import compile_summary, lower_program, render
+    from deplodock.driver import compile_summary, computes_nothing, lower_program, render
 
     if args.output:
         check_writable(args.output)  # before a compile that may take a while
@@ -185,6 +201,8 @@ def run_compile(args: argparse.Namespace) -> int:
         sys.stdout.write(text)
     if program.name:  # a model: what was compiled, how many kernels, how long
         print(compile_summary(program), file=sys.stderr)
+    elif computes_nothing(program):
+        print(NOTHING_COMPUTED, file=sys.stderr)
     if args.verbose:
         _report_timings(timings)
     return 0
@@ -209,7 +227,8 @@ def run_run(args: argparse.Namespace) -> int:
     if args.bench or args.profile:
         raise ValueError("--bench and --profile need --device cuda")
     program = load_source(args, seed=args.seed)
-    timings = lower_program(program, args.ir)
+    stage = args.ir or max("kernel", program.stage, key=STAGES.index)
+    timings = lower_program(program, stage)
     report = run_and_compare(program, seed=args.seed)
     print(report.summary())
     if args.verbose:
@@ -256,12 +275,8 @@ def _report_timings(timings: dict[str, float]) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     start = time.perf_counter()
-    try:
-        status = args.handler(args)
-    except Exception as error:
-        if args.traceback:
-            raise
-        return report_error(error, tool="deplodock")
+    source = "-c" if args.code is not None else args.source
+    status = run_command(partial(args.handler, args), "deplodock", args.traceback, source)
     if args.verbose:
         print(f"  total   {(time.perf_counter() - start) * 1000:8.1f} ms", file=sys.stderr)
     return status

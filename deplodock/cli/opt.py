@@ -3,25 +3,33 @@
 It is xDSL's `xdsl-opt` with deplodock's dialects, passes and `cuda` target, plus what an MLIR
 user types by habit: `--pass-pipeline='builtin.module(a,b)'` and `--mlir-print-ir-after-all`.
 Errors print as one diagnostic (with `file:line:column` for parse errors) and exit 1, without
-a Python traceback unless `--traceback` is given.
+a Python traceback unless `--traceback` is given; Ctrl-C exits 130. `-o FILE` is written only
+when the whole run succeeded, and atomically: a failed run leaves FILE as it was.
 """
 
 from __future__ import annotations
 
 import argparse
+import io
 import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from functools import partial
+from pathlib import Path
+from typing import IO
 
+from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass, PassPipeline
 from xdsl.printer import Printer
-from xdsl.utils.exceptions import DiagnosticException, ParseError
+from xdsl.utils.arg_spec import parse_pipeline, parse_spec
+from xdsl.utils.exceptions import VerifyException
 from xdsl.xdsl_opt_main import xDSLOptMain
 
-from deplodock.cli.errors import report_error
+from deplodock.cli.errors import describe, run_command
 from deplodock.dialects import get_all_dialects
+from deplodock.files import write_atomic
 from deplodock.passes import get_all_passes
-from deplodock.passes.pipelines import STAGES, pipeline_spec
+from deplodock.passes.pipelines import STAGES, input_stage, pipeline_spec, stage_of
 
 #: xDSL's own passes that make sense on deplodock IR at any level.
 UPSTREAM_PASSES: tuple[str, ...] = ("canonicalize", "cse", "dce", "licm")
@@ -32,6 +40,38 @@ def strip_builtin_module(spec: str) -> str:
     spec = spec.strip()
     match = re.fullmatch(r"builtin\.module\((.*)\)", spec, flags=re.DOTALL)
     return strip_builtin_module(match.group(1)) if match else spec
+
+
+class PipelineError(ValueError):
+    """A `-p`/`--pass-pipeline` this driver cannot run."""
+
+
+def check_pipeline(spec: str) -> None:
+    """Rejects, with one line, what xDSL would crash on or silently misread.
+
+    MLIR nests pass managers (`func.func(cse)` runs `cse` on each function); deplodock's
+    passes all run on the whole module, so a nested spec is refused with the flat spelling.
+    Syntax errors surface here too, at the column of the spec as the user typed it.
+    """
+    nested = re.search(r"([\w.-]+)\(([^()]*)\)", spec)
+    if nested:
+        raise PipelineError(
+            f"nested pass pipeline '{nested.group(0)}' is not supported (deplodock passes run "
+            f"on the whole module): write -p '{nested.group(2)}'"
+        )
+    list(parse_pipeline(spec))
+
+
+def note_stage_mismatch(pass_name: str, module: ModuleOp) -> None:
+    """A pass the user named, given IR of another level, has nothing to do: say so on stderr
+    rather than print the input unchanged in silence."""
+    expected, actual = input_stage(pass_name), stage_of(module)
+    if expected is not None and expected != actual:
+        print(
+            f"deplodock-opt: note: {pass_name} reads {expected}-level IR but the module is at "
+            f"the {actual} level: it has nothing to do",
+            file=sys.stderr,
+        )
 
 
 def expand_stage_pipelines(spec: str) -> str:
@@ -69,6 +109,11 @@ def _cuda_target() -> type:
 
 class DeplodockOptMain(xDSLOptMain):
     version_format = "deplodock-opt on xdsl {xdsl_version}"
+    #: `-o FILE`'s text, kept in memory until the run has succeeded.
+    output: _KeptStringIO | None = None
+    #: The passes named in `-p` (not those a `lower-to-<stage>` expands to).
+    named_passes: frozenset[str] | set[str] = frozenset()
+    _verify: Callable[[ModulePass | None, ModuleOp, ModulePass | None], None] | None = None
 
     def register_all_dialects(self) -> None:
         for name, loader in get_all_dialects().items():
@@ -109,29 +154,91 @@ class DeplodockOptMain(xDSLOptMain):
         )
 
     def setup_pipeline(self) -> None:
-        self.args.passes = expand_stage_pipelines(strip_builtin_module(self.args.passes or ""))
+        spec = strip_builtin_module(self.args.passes or "")
+        check_pipeline(spec)
+        self.named_passes = {p.name for p in parse_pipeline(spec)}
+        self.args.passes = expand_stage_pipelines(spec)
         super().setup_pipeline()
+        verify = self.pipeline.callback
+        self.pipeline = PassPipeline(self.pipeline.passes, self._between_passes)
+        self._verify = verify
+
+    def _between_passes(
+        self, previous: ModulePass | None, module: ModuleOp, next_pass: ModulePass | None
+    ) -> None:
+        if self._verify is not None:
+            self._verify(previous, module, next_pass)
         if self.args.print_ir_after_all:
-            self.pipeline = PassPipeline(self.pipeline.passes, self._print_after)
+            self._print_after(previous, module, next_pass)
+        if next_pass is not None and next_pass.name in self.named_passes:
+            note_stage_mismatch(next_pass.name, module)
+
+    def prepare_output(self) -> IO[str]:
+        """Collects the output in memory: `-o FILE` is written by `write_output`, at the end."""
+        if self.args.output_file is None:
+            return sys.stdout
+        self.output = _KeptStringIO()
+        return self.output
+
+    def run(self) -> None:
+        """`xDSLOptMain.run`, naming the input file in errors that cannot name it themselves."""
+        try:
+            super().run()
+        except (RecursionError, UnicodeDecodeError, VerifyException) as error:
+            raise InputError(describe(error, self.get_input_name())) from None
+
+    def output_resulting_program(self, prog: ModuleOp) -> str:
+        """The `cuda` target prints kernel- or cuda-level IR only: anything above is one
+        line, not an error deep in the printer."""
+        stage = stage_of(prog)
+        if parse_spec(self.args.target).name == "cuda" and stage not in ("kernel", "cuda"):
+            raise ValueError(
+                f"-t cuda prints kernel- or cuda-level IR, the module is at the {stage} level: "
+                "add -p lower-to-kernel"
+            )
+        return super().output_resulting_program(prog)
+
+    def write_output(self) -> None:
+        """Writes `-o FILE` atomically, once everything before it has succeeded."""
+        if self.args.output_file is not None:
+            assert isinstance(self.output, _KeptStringIO)
+            path = Path(self.args.output_file)
+            try:
+                write_atomic(path, self.output.kept)
+            except OSError as error:
+                raise OSError(f"-o {path}: {error.strerror or error}") from None
 
     def _print_after(self, previous: ModulePass | None, module, _next: ModulePass | None) -> None:
-        if not self.args.disable_verify:
-            module.verify()
         if previous is not None:
             print(f"// -----// IR Dump After {previous.name} //----- //", file=sys.stderr)
             Printer(stream=sys.stderr).print_op(module)
             print("\n", file=sys.stderr)
 
 
+class InputError(ValueError):
+    """The input file cannot be read as IR (not UTF-8, nested too deeply) or does not verify."""
+
+
+class _KeptStringIO(io.StringIO):
+    """An in-memory output that keeps its text when xDSL closes it."""
+
+    kept = ""
+
+    def close(self) -> None:
+        self.kept = self.getvalue()
+        super().close()
+
+
+def run_opt(args: Sequence[str]) -> int:
+    opt = DeplodockOptMain(description="deplodock IR optimizer driver", args=args)
+    opt.run()
+    opt.write_output()
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
-    try:
-        DeplodockOptMain(description="deplodock IR optimizer driver", args=args).run()
-    except (ParseError, DiagnosticException, ValueError, OSError) as error:
-        if "--traceback" in args:
-            raise
-        return report_error(error, tool="deplodock-opt")
-    return 0
+    return run_command(partial(run_opt, args), "deplodock-opt", "--traceback" in args)
 
 
 if __name__ == "__main__":

@@ -16,6 +16,10 @@ from xdsl.dialects.func import Func
 from xdsl.dialects.math import Math
 from xdsl.ir import Dialect
 
+from deplodock.dialects.common import lexer
+
+lexer.install()  # before any parse: see the module's docstring
+
 #: dialect name -> (module, attribute) of its `Dialect` object, in lowering order.
 DEPLODOCK_DIALECTS: dict[str, tuple[str, str]] = {
     "torch": ("deplodock.dialects.torch", "Torch"),

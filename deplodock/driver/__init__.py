@@ -18,12 +18,13 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 from xdsl.context import Context
-from xdsl.dialects.builtin import ModuleOp
-from xdsl.ir import Operation
+from xdsl.dialects.builtin import ModuleOp, ShapedType
+from xdsl.ir import Attribute, Operation
 from xdsl.parser import Parser
 from xdsl.printer import Printer
 
 from deplodock.dialects import make_context
+from deplodock.dialects.element_types import is_narrow_float, numpy_dtype
 from deplodock.dialects.queries import forward_function
 from deplodock.passes.pipelines import STAGES, lower, stage_of
 
@@ -154,13 +155,54 @@ def _model_reference(
 
 
 def program_from_file(path: Path) -> Program:
+    """A `.mlir` file: parsed and verified, never executed. Its reference (`run`) is the
+    file's own level interpreted on random inputs."""
     try:
         text = path.read_text()
     except OSError as error:
         raise OSError(f"cannot read {path}: {error.strerror}") from None
+    if not text.strip():
+        raise ValueError(f"{path} is empty: no IR to compile")
     module = Parser(make_context(), text, str(path)).parse_module()
     module.verify()
-    return Program(module, stage_of(module))
+    program = Program(module, stage_of(module))
+    program.reference = partial(_own_level_reference, module.clone())
+    narrow = any(is_narrow_float(getattr(t, "element_type", None)) for t in _forward_types(module))
+    program.tolerance = FILE_TOLERANCES["narrow" if narrow else "fp32"]
+    return program
+
+
+#: `run FILE.mlir` tolerance: the lowering against the file's own level, in the same dtype
+#: (only the order of long sums changes in fp32; bf16/fp16 round at different points).
+FILE_TOLERANCES = {"fp32": 1e-4, "narrow": 1e-2}
+
+
+def _forward_types(module: ModuleOp) -> list[Attribute]:
+    function_type = forward_function(module).function_type
+    return [*function_type.inputs.data, *function_type.outputs.data]
+
+
+def _own_level_reference(
+    original: ModuleOp, seed: int
+) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """Random `@forward` arguments and the outputs of the unlowered module on them.
+
+    Floats are standard normal; integer arguments are zeros, the one value valid as any
+    index (a `gather`'s indices), so a file's integer inputs are exercised only weakly.
+    """
+    from deplodock.backend.cpu_runner import run_on_cpu
+
+    rng = np.random.default_rng(seed)
+    arguments = []
+    for arg_type in forward_function(original).function_type.inputs.data:
+        assert isinstance(arg_type, ShapedType)
+        dtype = numpy_dtype(arg_type.get_element_type())
+        shape = tuple(arg_type.get_shape())
+        if np.issubdtype(dtype, np.floating):
+            arguments.append(rng.standard_normal(shape).astype(dtype))
+        else:
+            arguments.append(np.zeros(shape, dtype=dtype))
+    return arguments, run_on_cpu(original.clone(), arguments)
 
 
 def lower_stage(module: ModuleOp, stage: str, ctx: Context | None = None) -> None:
@@ -227,6 +269,15 @@ def kernel_counts(module: ModuleOp) -> tuple[int, int]:
     return launches, kernels
 
 
+def computes_nothing(program: Program) -> bool:
+    """No kernel launches (from the loop level on) or no op but the return (above it): the
+    outputs are the inputs or views of them, which a user who expected kernels should hear."""
+    if STAGES.index(program.stage) >= STAGES.index("loop"):
+        return kernel_counts(program.module)[0] == 0
+    forward = forward_function(program.module)
+    return all(op.name == "func.return" for op in forward.body.walk())
+
+
 def compile_summary(program: Program) -> str:
     """`<source>: 393 kernel launches, 17 unique kernels` (or the op count above the loop
     level), then the seconds per stage."""
@@ -286,14 +337,60 @@ def float64_outputs(module: torch.nn.Module, inputs: Sequence[torch.Tensor]) -> 
 
 
 def max_relative_error(actual: np.ndarray, expected: np.ndarray) -> float:
-    """max |actual - expected| / max |expected|: one number per output, robust near zeros."""
-    actual64 = np.asarray(actual, dtype=np.float64)
+    """max |actual - expected| / max |expected|: one number per output, robust near zeros.
+
+    Where the reference is NaN or infinite, the same NaN or infinity counts as a match (the
+    program computed what PyTorch computes, `log` of a negative say); any other value there,
+    or a non-finite value where the reference is finite, makes the error infinite.
+    """
+    actual64, expected64 = _as_float64_pair(actual, expected)
+    finite = np.isfinite(expected64)
+    if not np.array_equal(_nonfinite_agree(actual64, expected64), np.ones_like(finite)):
+        return float("inf")
+    scale = max(float(np.max(np.abs(expected64[finite]), initial=0.0)), np.finfo(np.float64).tiny)
+    error = np.max(np.abs(actual64[finite] - expected64[finite]), initial=0.0)
+    return float(error / scale) if np.isfinite(error) else float("inf")
+
+
+def first_mismatch(
+    actual: np.ndarray, expected: np.ndarray, tolerance: float
+) -> tuple[tuple[int, ...], float, float] | None:
+    """(index, actual, expected) of the first element (row-major) off by more than
+    `tolerance` relative to max |expected| or non-finite where the reference differs."""
+    actual64, expected64 = _as_float64_pair(actual, expected)
+    finite = np.isfinite(expected64)
+    scale = max(float(np.max(np.abs(expected64[finite]), initial=0.0)), np.finfo(np.float64).tiny)
+    with np.errstate(invalid="ignore"):
+        off = np.abs(np.where(finite, actual64 - expected64, 0.0)) > tolerance * scale
+    bad = off | ~_nonfinite_agree(actual64, expected64) | (finite & ~np.isfinite(actual64))
+    if not bad.any():
+        return None
+    index = tuple(int(i) for i in np.unravel_index(int(np.argmax(bad)), bad.shape))
+    return index, float(actual64[index]), float(expected64[index])
+
+
+def _as_float64_pair(actual: np.ndarray, expected: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Both in float64, reference values beyond the range of `actual`'s float type made
+    infinite: PyTorch in that type overflows there too (`exp(1000)` in fp32 is inf)."""
+    actual = np.asarray(actual)
+    actual64 = actual.astype(np.float64)
     expected64 = np.asarray(expected, dtype=np.float64)
     if actual64.shape != expected64.shape:
         raise ValueError(f"shape {actual64.shape} differs from the reference {expected64.shape}")
-    scale = max(float(np.max(np.abs(expected64), initial=0.0)), np.finfo(np.float64).tiny)
-    error = np.max(np.abs(actual64 - expected64), initial=0.0)
-    return float(error / scale) if np.isfinite(error) else float("inf")
+    if np.issubdtype(actual.dtype, np.floating) and actual.dtype.itemsize < 8:
+        limit = float(np.finfo(actual.dtype).max)
+        with np.errstate(invalid="ignore"):
+            expected64 = np.where(
+                np.abs(expected64) > limit, np.sign(expected64) * np.inf, expected64
+            )
+    return actual64, expected64
+
+
+def _nonfinite_agree(actual: np.ndarray, expected: np.ndarray) -> np.ndarray:
+    """True where the reference is finite, or where actual is the same NaN or infinity."""
+    same_nan = np.isnan(actual) & np.isnan(expected)
+    same_inf = np.isinf(expected) & (actual == expected)
+    return np.isfinite(expected) | same_nan | same_inf
 
 
 @dataclass
@@ -302,6 +399,8 @@ class RunReport:
     errors: list[float]
     tolerance: float
     seconds: float
+    #: Where the first failing output first differs: `output 0 at [3, 1]: nan (expected 0.5)`.
+    mismatch: str = field(default="", kw_only=True)
 
     @property
     def ok(self) -> bool:
@@ -315,10 +414,23 @@ class RunReport:
     def summary(self) -> str:
         worst = max(self.errors, default=0.0)
         verdict = "OK" if self.ok else "MISMATCH"
+        where = f"; {self.mismatch}" if self.mismatch and not self.ok else ""
         return (
             f"{verdict}: {self.subject}, {len(self.errors)} output(s), "
-            f"max relative error {worst:.3e} (tolerance {self.tolerance:.0e})"
+            f"max relative error {worst:.3e} (tolerance {self.tolerance:.0e}){where}"
         )
+
+
+def describe_mismatch(
+    actual: Sequence[np.ndarray], expected: Sequence[np.ndarray], tolerance: float
+) -> str:
+    """`output 0 at [3, 1]: nan (expected 0.5)` for the first output that fails, else ''."""
+    for number, (a, e) in enumerate(zip(actual, expected, strict=True)):
+        found = first_mismatch(a, e, tolerance)
+        if found is not None:
+            index, got, want = found
+            return f"output {number} at {list(index)}: {got:.6g} (expected {want:.6g})"
+    return ""
 
 
 def arguments_and_reference(
@@ -346,4 +458,5 @@ def run_and_compare(program: Program, seed: int = 0, tolerance: float | None = N
     actual = run_on_cpu(program.module, arguments)
     seconds = time.perf_counter() - start
     errors = [max_relative_error(a, e) for a, e in zip(actual, expected, strict=True)]
-    return RunReport(program.stage, errors, tolerance, seconds)
+    mismatch = describe_mismatch(actual, expected, tolerance)
+    return RunReport(program.stage, errors, tolerance, seconds, mismatch=mismatch)

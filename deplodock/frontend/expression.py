@@ -137,6 +137,9 @@ class _Splitter(ast.NodeTransformer):
             return ast.copy_location(ast.Name(f"__m{len(self.modules) - 1}", ast.Load()), node)
         return self.generic_visit(node)
 
+    def visit_Lambda(self, node: ast.Lambda) -> ast.AST:
+        raise _error(node, "a lambda is not supported: write the computation itself")
+
     def visit_Name(self, node: ast.Name) -> ast.AST:
         if node.id not in NAMESPACE and node.id not in SAFE_BUILTINS:
             raise _error(node, f"unknown name {node.id!r}")

@@ -117,6 +117,7 @@ def make_config(source: ModelSource, layers: int | None = None) -> Any:
 
     values = dict(source.config)
     model_type = values.pop("model_type")
+    _check_positive_sizes(source.name, values)
     total = int(values.get("num_hidden_layers", 0))
     if layers is not None:
         if not 1 <= layers <= total:
@@ -130,6 +131,25 @@ def make_config(source: ModelSource, layers: int | None = None) -> Any:
         return AutoConfig.for_model(model_type, **values)
     except (TypeError, ValueError) as error:
         raise ModelError(f"bad config for {source.name}: {error}") from None
+
+
+#: Config sizes transformers divides by or allocates from: zero or negative is a bad config.
+POSITIVE_SIZES = (
+    "hidden_size",
+    "intermediate_size",
+    "num_attention_heads",
+    "num_key_value_heads",
+    "num_hidden_layers",
+    "vocab_size",
+    "head_dim",
+)
+
+
+def _check_positive_sizes(name: str, values: dict[str, Any]) -> None:
+    for key in POSITIVE_SIZES:
+        value = values.get(key)
+        if value is not None and (type(value) is not int or value <= 0):
+            raise ModelError(f"bad config for {name}: {key} is {value!r} (need a positive integer)")
 
 
 def build_causal_lm(
@@ -292,9 +312,11 @@ def reference_model(source: ModelSource, config: Any, seed: int = 0) -> Any:
     """
     from transformers import AutoModelForCausalLM
 
-    from deplodock.frontend.weights import safetensors_files
+    from deplodock.frontend.weights import check_shapes, safetensors_files
 
     if source.directory is not None and safetensors_files(source.directory):
+        meta = build_causal_lm(config, torch.float32, device="meta")
+        check_shapes(source.directory, {k: v.shape for k, v in meta.state_dict().items()})
         with _quiet_transformers():  # no progress bars on the tool's stderr
             model = AutoModelForCausalLM.from_pretrained(
                 source.directory, config=config, attn_implementation="sdpa", dtype=torch.float32

@@ -63,6 +63,25 @@ def load_safetensors(directory: Path) -> dict[str, torch.Tensor]:
     return tensors
 
 
+def check_shapes(directory: Path, expected: Mapping[str, Sequence[int]]) -> None:
+    """Compares the tensor shapes in the checkpoint's headers (no data is read) with
+    `expected`, by name, so a mismatch is one line naming the tensor and both shapes."""
+    from safetensors import SafetensorError, safe_open
+
+    for path in safetensors_files(directory):
+        try:
+            with safe_open(path, framework="pt") as f:
+                shapes = {name: tuple(f.get_slice(name).get_shape()) for name in f.keys()}
+        except (OSError, SafetensorError) as error:
+            raise WeightError(f"cannot read {path}: {error}") from None
+        for name, shape in shapes.items():
+            want = tuple(expected.get(name, shape))
+            if shape != want:
+                raise WeightError(
+                    f"{path.name}: tensor '{name}' has shape {shape}, the model expects {want}"
+                )
+
+
 def param_names(module: ModuleOp, function: str = "forward") -> list[str | None]:
     """Per argument of `@function`: its `deplodock.param` name, or None for a call input.
 

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 from xdsl.context import Context
 from xdsl.dialects import arith
-from xdsl.dialects.builtin import DictionaryAttr, ModuleOp
+from xdsl.dialects.builtin import DictionaryAttr, MemRefType, ModuleOp
 from xdsl.ir import Block, Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import PatternRewriteWalker
@@ -102,8 +102,20 @@ class SerialCloner:
             self.mapping[old] = res
 
 
+def check_not_empty(kernel: loop.KernelOp) -> None:
+    """Rejects a kernel over a zero-size buffer: the scheduling passes divide by extents,
+    and a kernel with no elements has nothing to schedule."""
+    for position, arg_type in enumerate(kernel.arg_types):
+        if isinstance(arg_type, MemRefType) and 0 in arg_type.get_shape():
+            raise PassFailedException(
+                f"convert-loop-to-tile: kernel @{kernel.sym_name.data}: zero-size buffer "
+                f"{arg_type} (argument {position}): empty tensors are not supported"
+            )
+
+
 def unscheduled_kernel(kernel: loop.KernelOp) -> tile.KernelOp:
     """`kernel` as one block of one warp, every thread running every loop whole."""
+    check_not_empty(kernel)
     new = tile.KernelOp(kernel.sym_name.data, kernel.arg_types)
     schedule = kernel.attributes.get("schedule")
     if isinstance(schedule, DictionaryAttr):

@@ -26,7 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from xdsl.context import Context
-from xdsl.dialects.builtin import FunctionType, ModuleOp, TensorType
+from xdsl.dialects.builtin import FunctionType, ModuleOp, ShapedType, TensorType
 from xdsl.dialects.func import FuncOp, ReturnOp
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import (
@@ -71,6 +71,20 @@ def _check_lifted(module: ModuleOp) -> None:
                     raise PassFailedException("convert-tensor-to-loop: a tensor is returned")
 
 
+def _check_not_empty(module: ModuleOp) -> None:
+    """Rejects a zero-size tensor, which no kernel can be built for (the loop builders index
+    every dimension of a reduction and the schedulers divide by extents)."""
+    for op in module.walk():
+        values = [*op.results, *(a for r in op.regions for b in r.blocks for a in b.args)]
+        for value in values:
+            if isinstance(value.type, ShapedType) and 0 in value.type.get_shape():
+                where = f"%{value.name_hint}" if value.name_hint else op.name
+                raise PassFailedException(
+                    f"convert-tensor-to-loop: zero-size tensor {value.type} ({where}): "
+                    "empty tensors are not supported"
+                )
+
+
 @dataclass(frozen=True)
 class ConvertTensorToLoopPass(ModulePass):
     """Lift each `tensor.*` op of `@forward` into a `loop.kernel` + alloc + launch."""
@@ -80,6 +94,7 @@ class ConvertTensorToLoopPass(ModulePass):
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         if find_function(op) is None:
             raise PassFailedException("convert-tensor-to-loop: the module has no @forward")
+        _check_not_empty(op)
         namer = KernelNamer({symbol_name(kernel) for kernel in kernel_symbols(op)} | {"forward"})
         PatternRewriteWalker(ForwardToMemrefs(), apply_recursively=False).rewrite_module(op)
         patterns: list[RewritePattern] = list(lift_patterns(namer))

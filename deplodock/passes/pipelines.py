@@ -36,6 +36,16 @@ STAGE_PASSES: dict[str, tuple[str, ...]] = {
 }
 
 
+def input_stage(pass_name: str) -> str | None:
+    """The level a stage pass reads: a stage's first pass converts from the stage above,
+    the others (fusion, scheduling) rework the stage itself; None for other passes."""
+    for index, stage in enumerate(STAGES):
+        names = STAGE_PASSES[stage]
+        if pass_name in names:
+            return STAGES[index - 1] if pass_name == names[0] else stage
+    return None
+
+
 def check_stage(stage: str) -> None:
     if stage not in STAGES:
         raise ValueError(f"unknown stage '{stage}' (expected one of {', '.join(STAGES)})")

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import ClassVar
 
-from xdsl.dialects.builtin import IndexType, MemRefType
+from xdsl.dialects.builtin import IndexType, IntegerAttr, MemRefType
 from xdsl.ir import Operation, SSAValue
 from xdsl.irdl import (
     AnyAttr,
@@ -23,15 +23,51 @@ from xdsl.irdl import (
 from xdsl.traits import MemoryAllocEffect, MemoryReadEffect, MemoryWriteEffect
 from xdsl.utils.exceptions import VerifyException
 
+from deplodock.dialects.common.loops import ForOpBase, StaticForOpBase
+
 
 def _verify_indices(op: Operation, memref: SSAValue, indices: Sequence[SSAValue]) -> None:
-    """One index per dimension: the ops address single elements, never slices."""
+    """One index per dimension (the ops address single elements, never slices), and none
+    provably out of bounds (`index_range`)."""
     assert isinstance(memref.type, MemRefType)
     rank = memref.type.get_num_dims()
     if len(indices) != rank:
         raise VerifyException(
             f"{op.name}: expected {rank} indices for {memref.type}, got {len(indices)}"
         )
+    for dim, (index, size) in enumerate(zip(indices, memref.type.get_shape(), strict=True)):
+        bounds = index_range(op, index)
+        if bounds is not None and size >= 0 and (bounds[0] < 0 or bounds[1] >= size):
+            name = f"%{index.name_hint}" if index.name_hint else f"index {dim}"
+            raise VerifyException(
+                f"{op.name}: {name} ranges over [{bounds[0]}, {bounds[1]}], out of bounds "
+                f"for dimension {dim} of {memref.type} (size {size})"
+            )
+
+
+def index_range(access: Operation, index: SSAValue) -> tuple[int, int] | None:
+    """The values `index` provably takes at `access`, when the IR alone fixes them: an
+    integer constant, or the induction variable of a loop with a static end (its first and
+    last iterate; a dynamic start such as a thread id is non-negative). None when unknown,
+    and for an access under an `if` between it and the loop, which may be the guard that
+    keeps a rounded-up loop in bounds."""
+    owner = index.owner
+    if isinstance(owner, Operation):
+        value = owner.properties.get("value") if owner.name == "arith.constant" else None
+        return (value.value.data, value.value.data) if isinstance(value, IntegerAttr) else None
+    loop = owner.parent_op()
+    if not isinstance(loop, ForOpBase) or index is not loop.induction_var:
+        return None
+    parent = access.parent_op()
+    while parent is not None and parent is not loop:
+        if parent.name.endswith(".if"):
+            return None
+        parent = parent.parent_op()
+    if isinstance(loop, StaticForOpBase):
+        if loop.trip_count == 0:
+            return None
+        return loop.lower, loop.lower + (loop.trip_count - 1) * loop.step_value
+    return 0, loop.upper - 1
 
 
 class LoadOpBase(IRDLOperation):
