@@ -72,11 +72,14 @@ def _check_lifted(module: ModuleOp) -> None:
 
 
 def _check_not_empty(module: ModuleOp) -> None:
-    """Rejects a zero-size tensor, which no kernel can be built for (the loop builders index
-    every dimension of a reduction and the schedulers divide by extents)."""
+    """Rejects a zero-size tensor that is computed with, which no kernel can be built for (the
+    loop builders index every dimension of a reduction and the schedulers divide by extents).
+    An unused one (a KV cache's `torch.tensor([])` that `cat` skipped) is harmless."""
     for op in module.walk():
         values = [*op.results, *(a for r in op.regions for b in r.blocks for a in b.args)]
         for value in values:
+            if not value.uses:
+                continue
             if isinstance(value.type, ShapedType) and 0 in value.type.get_shape():
                 where = f"%{value.name_hint}" if value.name_hint else op.name
                 raise PassFailedException(
