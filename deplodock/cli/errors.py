@@ -10,6 +10,7 @@ input may nest) live here once.
 from __future__ import annotations
 
 import itertools
+import os
 import re
 import sys
 from collections.abc import Callable, Iterator
@@ -96,6 +97,14 @@ def deep_recursion() -> Iterator[None]:
         sys.setrecursionlimit(previous)
 
 
+def _silence_stdout() -> None:
+    """Points stdout at /dev/null, so the interpreter's final flush into the closed pipe
+    does not print its own error at exit."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+
+
 def run_command(
     command: Callable[[], int], tool: str, traceback: bool, source: str | None = None
 ) -> int:
@@ -112,6 +121,9 @@ def run_command(
             raise
         print(f"{tool}: interrupted", file=sys.stderr)
         return INTERRUPTED
+    except BrokenPipeError:  # `deplodock compile ... | head`: the reader has what it wanted
+        _silence_stdout()
+        return 0
     except (Exception, ArgSpecParseError) as error:
         if traceback:
             raise
