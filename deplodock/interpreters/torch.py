@@ -193,13 +193,15 @@ _REDUCE: dict[type[Operation], Callable[..., np.ndarray]] = {
 def _run_unary(
     _: InterpreterFunctions, __: Interpreter, op: Operation, args: PythonValues
 ) -> PythonValues:
-    return _out(op, _UNARY[type(op)](_wide(args[0])))
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):  # log(0) = -inf, ...
+        return _out(op, _UNARY[type(op)](_wide(args[0])))
 
 
 def _run_binary(
     _: InterpreterFunctions, __: Interpreter, op: Operation, args: PythonValues
 ) -> PythonValues:
-    return _out(op, _BINARY[type(op)](_wide(args[0]), _wide(args[1])))
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):  # IEEE, as PyTorch
+        return _out(op, _BINARY[type(op)](_wide(args[0]), _wide(args[1])))
 
 
 def _run_reduce(
