@@ -102,6 +102,10 @@ class FuncOp(common.KernelOpBase):
     def shared_allocs(self) -> list[SharedAllocOp]:
         return [op for op in self.walk() if isinstance(op, SharedAllocOp)]
 
+    def shared_bytes(self) -> int:
+        """Static shared memory of one block: the sum of its `kernel.shared_alloc`s."""
+        return sum(buffer_bytes(op.result.type) for op in self.shared_allocs())
+
     def verify_(self) -> None:
         super().verify_()
         where = f"kernel.func @{self.sym_name.data}"
@@ -114,7 +118,7 @@ class FuncOp(common.KernelOpBase):
         if self.grid_size <= 0:
             raise VerifyException(f"{where}: grid must be positive, got {self.grid_size}")
         try:
-            total = sum(buffer_bytes(op.result.type) for op in self.shared_allocs())
+            total = self.shared_bytes()
         except UnsupportedElementType as error:
             raise VerifyException(f"{where}: shared array of {error}") from None
         if total > MAX_STATIC_SHARED_BYTES:

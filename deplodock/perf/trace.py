@@ -33,7 +33,7 @@ from xdsl.interpreter import Interpreter, PythonValues, impl, register_impls
 from xdsl.ir import Operation, SSAValue
 
 from deplodock.dialects import kernel
-from deplodock.dialects.element_types import byte_size, numpy_dtype
+from deplodock.dialects.element_types import buffer_bytes, byte_size, numpy_dtype
 from deplodock.dialects.hardware import WARP_SIZE, is_shared
 from deplodock.dialects.queries import enclosing_module
 from deplodock.interpreters import make_interpreter
@@ -469,26 +469,7 @@ def trace_kernel(
         block=threads,
         traced_blocks=traced,
         weights=weights,
-        buffer_bytes={
-            trace.name_of(arg): byte_size(arg.type.element_type) * _elements(arg.type)
-            for arg in fn.body.block.args
-        },
+        buffer_bytes={trace.name_of(arg): buffer_bytes(arg.type) for arg in fn.body.block.args},
         bytes_in_flight_per_warp=_bytes_in_flight(trace, unroll),
-        shared_bytes=_shared_bytes(fn),
-    )
-
-
-def _elements(memref: MemRefType) -> int:
-    count = 1
-    for size in memref.get_shape():
-        count *= size
-    return count
-
-
-def _shared_bytes(fn: kernel.FuncOp) -> int:
-    """Static shared memory of the kernel: the sum of its `kernel.shared_alloc`s."""
-    return sum(
-        byte_size(op.result.type.element_type) * _elements(op.result.type)
-        for op in fn.walk()
-        if isinstance(op, kernel.SharedAllocOp)
+        shared_bytes=fn.shared_bytes(),
     )
