@@ -5,23 +5,37 @@ holds `tile.threads` (the threads of one block, run in lock-step). Inside, `tile
 per-thread loop with a dynamic start (the thread id for a cooperative strided loop,
 `b * T + t` for a grid-stride loop, a constant for a serial loop) and `tile.combine` reduces
 a per-thread value over the block. Other ops (`arith`, `math`, loads, stores) run once per
-thread. Kernels, loops, loads, stores and the host ops share their syntax and verifiers with
+thread.
+
+The scheduling passes add structure (docs/scheduling.md):
+
+- `tile.block_tile`: which tile of the output axes a block owns (with grouped raster order);
+- `tile.thread_tile`: which rows (or columns) of that tile one thread owns in registers;
+- `tile.shared_alloc` + `tile.barrier`: a shared-memory stage of the block and its ordering;
+- `tile.if`: a bounds guard for partial tiles.
+
+Kernels, loops, loads, stores and the host ops share their syntax and verifiers with
 `loop` and `kernel` through `common/`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import ClassVar
 
 from xdsl.dialects.builtin import (
     I64,
     AnyFloat,
+    ArrayAttr,
     DictionaryAttr,
     IndexType,
     IntegerAttr,
     IntegerType,
+    MemRefType,
+    StringAttr,
+    i1,
 )
-from xdsl.ir import Block, Dialect, Operation, Region, SSAValue
+from xdsl.ir import Block, BlockArgument, Dialect, Operation, Region, SSAValue
 from xdsl.irdl import (
     AnyAttr,
     IRDLOperation,
@@ -34,20 +48,30 @@ from xdsl.irdl import (
     region_def,
     result_def,
     traits_def,
+    var_result_def,
 )
 from xdsl.parser import Parser
 from xdsl.printer import Printer
 from xdsl.traits import (
     HasAncestor,
     HasParent,
+    MemoryAllocEffect,
     NoTerminator,
     Pure,
+    RecursiveMemoryEffect,
     SingleBlockImplicitTerminator,
+    ensure_terminator,
 )
 from xdsl.utils.exceptions import VerifyException
 
 from deplodock.dialects import common
-from deplodock.dialects.hardware import MAX_THREADS_PER_BLOCK, WARP_SIZE, is_valid_block_size
+from deplodock.dialects.hardware import (
+    MAX_THREADS_PER_BLOCK,
+    SHARED_MEMORY_SPACE,
+    WARP_SIZE,
+    is_shared,
+    is_valid_block_size,
+)
 from deplodock.dialects.reduce_kind import ReduceKind, ReduceKindAttr
 
 
@@ -163,10 +187,10 @@ class ThreadsOp(ParallelRegionOpBase):
 
 @irdl_op_definition
 class YieldOp(common.YieldOpBase):
-    """`tile.yield %a : f32`: the loop-carried values of the next iteration."""
+    """`tile.yield %a : f32`: next iter_args of a `tile.for`; empty (elided) in `tile.if`."""
 
     name = "tile.yield"
-    traits = lazy_traits_def(lambda: (HasParent(ForOp),))
+    traits = lazy_traits_def(lambda: (HasParent(ForOp, IfOp),))
 
 
 @irdl_op_definition
@@ -212,6 +236,349 @@ class CombineOp(IRDLOperation):
 
 
 @irdl_op_definition
+class IfOp(IRDLOperation):
+    """`tile.if %cond { ... }`: the body runs on the threads where `%cond` holds.
+
+    The scheduling passes use it to guard the cells of a partial tile (`m < M`); it has no
+    results, so a guarded computation ends in stores.
+    """
+
+    name = "tile.if"
+
+    cond = operand_def(i1)
+    body = region_def("single_block")
+
+    traits = traits_def(SingleBlockImplicitTerminator(YieldOp), RecursiveMemoryEffect())
+
+    def __init__(self, cond: SSAValue | Operation, body: Region | None = None):
+        super().__init__(operands=[cond], regions=[Region(Block()) if body is None else body])
+        ensure_terminator(self, SingleBlockImplicitTerminator(YieldOp))
+
+    def verify_(self) -> None:
+        last = self.body.block.last_op
+        if isinstance(last, YieldOp) and last.arguments:
+            raise VerifyException("tile.if: has no results, so its tile.yield takes none")
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(" ")
+        printer.print_ssa_value(self.cond)
+        printer.print_string(" ")
+        printer.print_region(self.body, print_entry_block_args=False, print_block_terminators=False)
+        printer.print_op_attributes(self.attributes)
+
+    @classmethod
+    def parse(cls, parser: Parser) -> IfOp:
+        cond = parser.parse_operand(i1)
+        body = parser.parse_region()
+        op = cls(cond, body)
+        op.attributes |= parser.parse_optional_attr_dict()
+        return op
+
+
+@irdl_op_definition
+class BarrierOp(IRDLOperation):
+    """`tile.barrier`: every thread of the block waits until all have arrived, so shared
+    memory written before it is visible to every thread after it (`__syncthreads()`).
+
+    Every thread must reach it: it may not sit in a `tile.if` or a per-thread loop.
+    """
+
+    name = "tile.barrier"
+    assembly_format = "attr-dict"
+    traits = traits_def(HasAncestor(ThreadsOp))
+
+    def verify_(self) -> None:
+        parent = self.parent_op()
+        while parent is not None and not isinstance(parent, ThreadsOp):
+            if isinstance(parent, IfOp):
+                raise VerifyException(
+                    "tile.barrier: must not be nested in a tile.if (divergent control flow)"
+                )
+            if isinstance(parent, ForOp) and depends_on_thread(parent.lb):
+                raise VerifyException(
+                    "tile.barrier: must not be nested in a tile.for whose start depends on "
+                    "the thread (divergent control flow)"
+                )
+            parent = parent.parent_op()
+
+
+def depends_on_thread(value: SSAValue) -> bool:
+    """Whether `value` may differ between the threads of a block (walks the def chain).
+
+    Divergence comes from the `tile.threads` induction variable (the thread id) and what is
+    computed from it; a loop's induction variable depends on the thread when its start does,
+    an iter_arg when its initial value does.
+    """
+    seen: set[SSAValue] = set()
+    work = [value]
+    while work:
+        current = work.pop()
+        if current in seen:
+            continue
+        seen.add(current)
+        if isinstance(current, BlockArgument):
+            owner = current.block.parent_op()
+            if isinstance(owner, ThreadsOp):
+                return True
+            if isinstance(owner, common.DynamicForOpBase):
+                work.append(owner.operands[current.index])
+            continue
+        work.extend(current.owner.operands)
+    return False
+
+
+@irdl_op_definition
+class SharedAllocOp(IRDLOperation):
+    """`%s = tile.shared_alloc : memref<16x65xf32, 3>`: a shared-memory array of the block.
+
+    Every thread of the block sees the same array (its values are per block, not per
+    thread); a stage fills it cooperatively and a `tile.barrier` publishes it.
+    """
+
+    name = "tile.shared_alloc"
+    result = result_def(MemRefType)
+    assembly_format = "attr-dict `:` type($result)"
+    traits = traits_def(MemoryAllocEffect(), HasParent(ThreadsOp))
+
+    def __init__(self, memref_type: MemRefType, name_hint: str | None = None):
+        super().__init__(result_types=[memref_type])
+        if name_hint is not None:
+            self.result.name_hint = name_hint
+
+    def verify_(self) -> None:
+        if not is_shared(self.result.type):
+            raise VerifyException(
+                f"tile.shared_alloc: result must be in memory space {SHARED_MEMORY_SPACE} "
+                f"(shared), got {self.result.type}"
+            )
+
+
+def _int_array(values: Sequence[int]) -> ArrayAttr[IntegerAttr]:
+    return ArrayAttr([IntegerAttr(v, 64) for v in values])
+
+
+def _ints(attr: ArrayAttr) -> tuple[int, ...]:
+    return tuple(a.value.data for a in attr.data)  # type: ignore[attr-defined]
+
+
+def _bracketed(values: Sequence[int]) -> str:
+    return "[" + ", ".join(str(v) for v in values) + "]"
+
+
+def _parse_ints(parser: Parser) -> list[int]:
+    return parser.parse_comma_separated_list(
+        parser.Delimiter.SQUARE, lambda: parser.parse_integer(allow_boolean=False)
+    )
+
+
+@irdl_op_definition
+class BlockTileOp(IRDLOperation):
+    """`%o:3 = tile.block_tile %b counts [4, 8, 16] sizes [1, 64, 128] group 8`.
+
+    Block `b` of the grid owns one tile of the output axes: `counts` tiles along each axis,
+    each `sizes` long, and the results are the tile's origin on each axis (tile index times
+    size). Blocks walk the tiles row-major, except that the last two axes (M, N) go in
+    *groups* of `group` tile rows: consecutive blocks sweep a `group x N` band column by
+    column, so blocks running together share rows of A and columns of B in L2 (`group 1`
+    is plain row-major). The grid has `prod(counts)` blocks.
+    """
+
+    name = "tile.block_tile"
+    block = operand_def(IndexType)
+    counts = prop_def(ArrayAttr[IntegerAttr])
+    sizes = prop_def(ArrayAttr[IntegerAttr])
+    group = prop_def(IntegerAttr[I64])
+    origins = var_result_def(IndexType)
+
+    traits = traits_def(Pure(), HasAncestor(GridOp))
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(" ")
+        printer.print_ssa_value(self.block)
+        printer.print_string(f" counts {_bracketed(self.tile_counts)}")
+        printer.print_string(f" sizes {_bracketed(self.tile_sizes)} group {self.group_rows}")
+        printer.print_op_attributes(self.attributes)
+
+    @classmethod
+    def parse(cls, parser: Parser) -> BlockTileOp:
+        block = parser.parse_operand()
+        parser.parse_keyword("counts")
+        counts = _parse_ints(parser)
+        parser.parse_keyword("sizes")
+        sizes = _parse_ints(parser)
+        parser.parse_keyword("group")
+        group = parser.parse_integer(allow_boolean=False)
+        op = cls(block, counts, sizes, group)
+        op.attributes |= parser.parse_optional_attr_dict()
+        return op
+
+    def __init__(
+        self,
+        block: SSAValue,
+        counts: Sequence[int],
+        sizes: Sequence[int],
+        group: int = 1,
+    ):
+        super().__init__(
+            operands=[block],
+            properties={
+                "counts": _int_array(counts),
+                "sizes": _int_array(sizes),
+                "group": IntegerAttr(group, 64),
+            },
+            result_types=[[IndexType()] * len(counts)],
+        )
+
+    @property
+    def tile_counts(self) -> tuple[int, ...]:
+        return _ints(self.counts)
+
+    @property
+    def tile_sizes(self) -> tuple[int, ...]:
+        return _ints(self.sizes)
+
+    @property
+    def group_rows(self) -> int:
+        return self.group.value.data
+
+    def verify_(self) -> None:
+        counts, sizes = self.tile_counts, self.tile_sizes
+        if not counts or len(counts) != len(sizes) or len(self.origins) != len(counts):
+            raise VerifyException(
+                "tile.block_tile: counts, sizes and results must have one entry per axis"
+            )
+        if min(counts) <= 0 or min(sizes) <= 0 or self.group_rows <= 0:
+            raise VerifyException("tile.block_tile: counts, sizes and group must be positive")
+
+
+def grouped_tile_indices(block: int, counts: Sequence[int], group: int) -> tuple[int, ...]:
+    """The tile index on each axis of block `block` (`tile.block_tile`'s order).
+
+    The leading axes are row-major over the blocks; the last two walk in groups of `group`
+    rows: within a band of `group` tile rows, consecutive blocks go down the rows first.
+    """
+    rest, per_batch = block, 1
+    for count in counts[-2:]:
+        per_batch *= count
+    batch, pid = divmod(rest, per_batch)
+    leading: list[int] = []
+    for count in reversed(counts[:-2]):
+        batch, index = divmod(batch, count)
+        leading.insert(0, index)
+    if len(counts) == 1:
+        return (pid,)
+    rows, cols = counts[-2], counts[-1]
+    band = group * cols
+    first_row = (pid // band) * group
+    rows_in_band = min(rows - first_row, group)
+    row = first_row + (pid % band) % rows_in_band
+    col = (pid % band) // rows_in_band
+    return (*leading, row, col)
+
+
+@irdl_op_definition
+class ThreadTileOp(IRDLOperation):
+    """`%mm:8 = tile.thread_tile %t dim 0 of [16, 16] cells 8 blocked`.
+
+    The threads of a block form a `threads[0] x threads[1]` grid (thread `t` at row
+    `t / threads[1]`, column `t % threads[1]`); along `dim`, each thread owns `cells`
+    positions of the block tile, held in registers. The results are those block-local
+    positions: `blocked` gives thread coordinate `c` the run `c*cells + i`, `interleaved`
+    gives it `i*threads[dim] + c` (neighbouring threads then touch neighbouring elements,
+    which keeps global stores coalesced and shared reads free of bank conflicts).
+    """
+
+    name = "tile.thread_tile"
+    thread = operand_def(IndexType)
+    dim = prop_def(IntegerAttr[I64])
+    threads = prop_def(ArrayAttr[IntegerAttr])
+    cells = prop_def(IntegerAttr[I64])
+    layout = prop_def(StringAttr)
+    positions = var_result_def(IndexType)
+
+    traits = traits_def(Pure(), HasAncestor(ThreadsOp))
+
+    LAYOUTS: ClassVar[tuple[str, ...]] = ("blocked", "interleaved")
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(" ")
+        printer.print_ssa_value(self.thread)
+        printer.print_string(f" dim {self.axis} of {_bracketed(self.thread_grid)}")
+        printer.print_string(f" cells {self.cell_count} {self.layout.data}")
+        printer.print_op_attributes(self.attributes)
+
+    @classmethod
+    def parse(cls, parser: Parser) -> ThreadTileOp:
+        thread = parser.parse_operand()
+        parser.parse_keyword("dim")
+        dim = parser.parse_integer(allow_boolean=False)
+        parser.parse_keyword("of")
+        threads = _parse_ints(parser)
+        parser.parse_keyword("cells")
+        cells = parser.parse_integer(allow_boolean=False)
+        layout = parser.parse_identifier()
+        if layout not in cls.LAYOUTS:
+            parser.raise_error(f"expected a layout ({', '.join(cls.LAYOUTS)}), got '{layout}'")
+        op = cls(thread, dim, threads, cells, layout)
+        op.attributes |= parser.parse_optional_attr_dict()
+        return op
+
+    def __init__(self, thread: SSAValue, dim: int, threads: Sequence[int], cells: int, layout: str):
+        super().__init__(
+            operands=[thread],
+            properties={
+                "dim": IntegerAttr(dim, 64),
+                "threads": _int_array(threads),
+                "cells": IntegerAttr(cells, 64),
+                "layout": StringAttr(layout),
+            },
+            result_types=[[IndexType()] * cells],
+        )
+
+    @property
+    def thread_grid(self) -> tuple[int, ...]:
+        return _ints(self.threads)
+
+    @property
+    def axis(self) -> int:
+        return self.dim.value.data
+
+    @property
+    def cell_count(self) -> int:
+        return self.cells.value.data
+
+    def position(self, thread: int, cell: int) -> int:
+        """The block-local position of `cell` for thread `thread` (the op's semantics)."""
+        cols = self.thread_grid[1]
+        coord = thread // cols if self.axis == 0 else thread % cols
+        if self.layout.data == "blocked":
+            return coord * self.cell_count + cell
+        return cell * self.thread_grid[self.axis] + coord
+
+    def verify_(self) -> None:
+        grid = self.thread_grid
+        if len(grid) != 2 or min(grid) <= 0:
+            raise VerifyException("tile.thread_tile: threads must be two positive extents")
+        if self.axis not in (0, 1):
+            raise VerifyException(f"tile.thread_tile: dim must be 0 or 1, got {self.axis}")
+        if self.layout.data not in self.LAYOUTS:
+            raise VerifyException(
+                f"tile.thread_tile: layout must be one of {', '.join(self.LAYOUTS)}, "
+                f"got '{self.layout.data}'"
+            )
+        if len(self.positions) != self.cell_count or self.cell_count <= 0:
+            raise VerifyException("tile.thread_tile: one result per cell")
+        threads = self.parent_op()
+        while threads is not None and not isinstance(threads, ThreadsOp):
+            threads = threads.parent_op()
+        if threads is not None and grid[0] * grid[1] != threads.count:
+            raise VerifyException(
+                f"tile.thread_tile: a {grid[0]}x{grid[1]} thread grid in a block of "
+                f"{threads.count} threads"
+            )
+
+
+@irdl_op_definition
 class LoadOp(common.LoadOpBase):
     """`%v = tile.load %buf[%i, ...] : memref<...>`: one element per thread."""
 
@@ -252,6 +619,11 @@ Tile = Dialect(
         ThreadsOp,
         ForOp,
         YieldOp,
+        IfOp,
+        BarrierOp,
+        SharedAllocOp,
+        BlockTileOp,
+        ThreadTileOp,
         CombineOp,
         LoadOp,
         StoreOp,

@@ -2,9 +2,13 @@
 
 `tile.grid` runs its body once per block; `tile.threads` binds the thread id to
 `np.arange(T)` and runs its body once for all threads of the block, with per-thread values
-as `(T,)` arrays. `tile.for` is a per-lane loop under an active-lane mask, loads and stores
-are masked gathers and scatters, and `tile.combine` reduces over the block; all of this is
-the shared lock-step machinery of `simt.py`. Host ops: `tile.alloc` (NaN-filled buffer) and
+as `(T,)` arrays. `tile.for` is a per-lane loop under an active-lane mask, `tile.if` a
+masked region, loads and stores are masked gathers and scatters, and `tile.combine` reduces
+over the block; all of this is the shared lock-step machinery of `simt.py`. Shared arrays
+(`tile.shared_alloc`) are `SharedBuffer`s with the race detector of the kernel level, and
+`tile.barrier` starts a new epoch, so a missing barrier in a schedule is caught here
+already. `tile.block_tile` and `tile.thread_tile` compute the positions their docstrings
+define. Host ops: `tile.alloc` (NaN-filled buffer) and
 `tile.launch` (runs the kernel symbol on the buffers, in place).
 """
 
@@ -24,8 +28,11 @@ from xdsl.ir import Operation
 from xdsl.utils.exceptions import InterpretationError
 
 from deplodock.dialects import tile
+from deplodock.dialects.element_types import numpy_dtype
 from deplodock.interpreters.common import alloc_impl, lookup_kernel, terminator_impl
+from deplodock.interpreters.shared_memory import SharedBuffer
 from deplodock.interpreters.simt import LockstepState, buffer_name
+from deplodock.interpreters.values import empty_buffer
 
 
 def _lockstep_stack(interpreter: Interpreter) -> list[LockstepState]:
@@ -35,6 +42,23 @@ def _lockstep_stack(interpreter: Interpreter) -> list[LockstepState]:
 def _current_state(interpreter: Interpreter) -> LockstepState | None:
     stack = _lockstep_stack(interpreter)
     return stack[-1] if stack else None
+
+
+def _require_state(interpreter: Interpreter, op: Operation) -> LockstepState:
+    state = _current_state(interpreter)
+    if state is None:
+        raise InterpretationError(f"{op.name}: outside tile.threads")
+    return state
+
+
+def _epochs(interpreter: Interpreter) -> dict[str, int]:
+    """The barrier epoch of the running block (`tile.barrier` counts up)."""
+    return interpreter.get_data(TileFunctions, "epoch", dict)
+
+
+def _active(state: LockstepState, indices: PythonValues) -> list[np.ndarray]:
+    mask = state.current_mask
+    return [state.lanes(i).astype(np.int64)[mask] for i in indices]
 
 
 def _scalar_indices(indices: PythonValues, op: Operation) -> tuple[int, ...]:
@@ -68,7 +92,47 @@ class TileFunctions(InterpreterFunctions):
         data = interpreter.get_data(TileFunctions, "block", dict)
         for block in range(op.count):
             data["id"] = block
+            _epochs(interpreter)["epoch"] = 0
             interpreter.run_ssacfg_region(op.body, (block,), "tile.grid")
+        return ()
+
+    @impl(tile.BlockTileOp)
+    def run_block_tile(self, interpreter: Interpreter, op: tile.BlockTileOp, args: PythonValues):
+        indices = tile.grouped_tile_indices(int(args[0]), op.tile_counts, op.group_rows)
+        return tuple(i * s for i, s in zip(indices, op.tile_sizes, strict=True))
+
+    @impl(tile.ThreadTileOp)
+    def run_thread_tile(self, interpreter: Interpreter, op: tile.ThreadTileOp, args: PythonValues):
+        threads = np.asarray(args[0], dtype=np.int64)
+        return tuple(op.position(threads, cell) for cell in range(op.cell_count))  # type: ignore[arg-type]
+
+    @impl(tile.SharedAllocOp)
+    def run_shared_alloc(
+        self, interpreter: Interpreter, op: tile.SharedAllocOp, args: PythonValues
+    ):
+        """A fresh shared array for this block (NaN-filled, like an uninitialized one)."""
+        return (SharedBuffer(buffer_name(op.result), empty_buffer(op.result.type)),)
+
+    @impl(tile.BarrierOp)
+    def run_barrier(self, interpreter: Interpreter, op: tile.BarrierOp, args: PythonValues):
+        state = _require_state(interpreter, op)
+        if not state.current_mask.all():
+            raise InterpretationError(
+                f"tile.barrier: reached by only some threads of block {state.block_id}"
+            )
+        _epochs(interpreter)["epoch"] = _epochs(interpreter).get("epoch", 0) + 1
+        return ()
+
+    @impl(tile.IfOp)
+    def run_if(self, interpreter: Interpreter, op: tile.IfOp, args: PythonValues):
+        state = _current_state(interpreter)
+        if state is None:
+            if bool(args[0]):
+                interpreter.run_ssacfg_region(op.body, (), "tile.if")
+            return ()
+        with state.masked(args[0]):
+            if state.any_active():
+                interpreter.run_ssacfg_region(op.body, (), "tile.if")
         return ()
 
     @impl(tile.ThreadsOp)
@@ -115,6 +179,14 @@ class TileFunctions(InterpreterFunctions):
     def run_load(self, interpreter: Interpreter, op: tile.LoadOp, args: PythonValues):
         buf, *indices = args
         state = _current_state(interpreter)
+        if isinstance(buf, SharedBuffer):
+            state = _require_state(interpreter, op)
+            mask = state.current_mask
+            epoch = _epochs(interpreter).get("epoch", 0)
+            values = buf.load(_active(state, indices), state.thread_ids[mask], epoch, op.name)
+            result = np.zeros(state.num_threads, dtype=numpy_dtype(op.res.type))
+            result[mask] = values
+            return (result,)
         if state is None:
             return (np.asarray(buf)[_scalar_indices(indices, op)],)
         return (state.gather(buf, indices, name=buffer_name(op.memref), op=op),)
@@ -123,6 +195,13 @@ class TileFunctions(InterpreterFunctions):
     def run_store(self, interpreter: Interpreter, op: tile.StoreOp, args: PythonValues):
         value, buf, *indices = args
         state = _current_state(interpreter)
+        if isinstance(buf, SharedBuffer):
+            state = _require_state(interpreter, op)
+            mask = state.current_mask
+            epoch = _epochs(interpreter).get("epoch", 0)
+            lanes = state.thread_ids[mask]
+            buf.store(_active(state, indices), state.lanes(value)[mask], lanes, epoch, op.name)
+            return ()
         if state is None:
             buf[_scalar_indices(indices, op)] = value
             return ()

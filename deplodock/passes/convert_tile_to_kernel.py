@@ -14,6 +14,12 @@ per-thread ops map one to one (`tile.for/yield/load/store` -> `kernel.*`), excep
   on the thread id and it is not inside a thread-strided loop) is guarded by
   `kernel.if (thread_id == 0)`, so exactly one thread writes.
 
+The schedule's structure ops become what they mean: `tile.if`, `tile.barrier` and
+`tile.shared_alloc` map one to one onto `kernel.if`, `kernel.barrier` and
+`kernel.shared_alloc`; `tile.block_tile` and `tile.thread_tile` expand into the index
+arithmetic of their definitions (division and remainder by the tile counts, grouped raster,
+blocked or interleaved cells).
+
 Host ops `tile.alloc/launch` become `kernel.alloc/launch`. No tile op remains.
 """
 
@@ -307,6 +313,138 @@ class CombineToShuffles(RewritePattern):
         return fold.res[0]
 
 
+class IfToKernel(RewritePattern):
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: tile.IfOp, rewriter: PatternRewriter) -> None:
+        body = rewriter.move_region_contents_to_new_regions(op.body)
+        if isinstance(last := body.block.last_op, tile.YieldOp):
+            rewriter.replace(last, kernel.YieldOp())
+        rewriter.replace(op, kernel.IfOp(op.cond, body))
+
+
+class BarrierToKernel(RewritePattern):
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: tile.BarrierOp, rewriter: PatternRewriter) -> None:
+        rewriter.replace(op, kernel.BarrierOp())
+
+
+class SharedAllocToKernel(RewritePattern):
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: tile.SharedAllocOp, rewriter: PatternRewriter) -> None:
+        new = kernel.SharedAllocOp(op.result.type, op.result.name_hint)
+        rewriter.replace(op, new)
+
+
+@dataclass
+class _IndexMath:
+    """Emits index arithmetic before one op, folding `x * 1`, `x + 0` and `x / 1`."""
+
+    rewriter: PatternRewriter
+    before: Operation
+
+    def _emit(self, op: Operation, name: str | None = None) -> SSAValue:
+        self.rewriter.insert(op, InsertPoint.before(self.before))
+        if name:
+            op.results[0].name_hint = name
+        return op.results[0]
+
+    def const(self, value: int) -> SSAValue:
+        return self._emit(arith.ConstantOp(IntegerAttr(value, IndexType())))
+
+    def div(self, a: SSAValue, b: int | SSAValue, name: str | None = None) -> SSAValue:
+        if b == 1:
+            return a
+        divisor = self.const(b) if isinstance(b, int) else b
+        return self._emit(arith.DivSIOp(a, divisor), name)
+
+    def rem(self, a: SSAValue, b: int | SSAValue, name: str | None = None) -> SSAValue:
+        if b == 1:
+            return self.const(0)
+        divisor = self.const(b) if isinstance(b, int) else b
+        return self._emit(arith.RemSIOp(a, divisor), name)
+
+    def mul(self, a: SSAValue, b: int, name: str | None = None) -> SSAValue:
+        return a if b == 1 else self._emit(arith.MuliOp(a, self.const(b)), name)
+
+    def add(self, a: SSAValue, b: SSAValue | int, name: str | None = None) -> SSAValue:
+        if b == 0:
+            return a
+        other = self.const(b) if isinstance(b, int) else b
+        return self._emit(arith.AddiOp(a, other), name)
+
+
+class BlockTileToArith(RewritePattern):
+    """`tile.block_tile` -> the tile index on each axis times the tile size."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: tile.BlockTileOp, rewriter: PatternRewriter) -> None:
+        math = _IndexMath(rewriter, op)
+        counts, group = op.tile_counts, op.group_rows
+        pid: SSAValue = op.block
+        indices: list[SSAValue] = []
+        if len(counts) > 2:
+            per_batch = counts[-1] * counts[-2]
+            batch = math.div(pid, per_batch, "batch")
+            pid = math.rem(pid, per_batch, "pid")
+            for count in reversed(counts[:-2]):
+                indices.insert(0, math.rem(batch, count))
+                batch = math.div(batch, count)
+        if len(counts) == 1:
+            indices.append(pid)
+        else:
+            indices += self._grouped(math, pid, counts[-2], counts[-1], group)
+        origins = [
+            math.mul(index, size, name=_origin_name(op, k))
+            for k, (index, size) in enumerate(zip(indices, op.tile_sizes, strict=True))
+        ]
+        rewriter.replace(op, [], origins)
+
+    @staticmethod
+    def _grouped(
+        math: _IndexMath, pid: SSAValue, rows: int, cols: int, group: int
+    ) -> list[SSAValue]:
+        """(row, col) of a block in the grouped raster (`tile.grouped_tile_indices`)."""
+        if group == 1:
+            return [math.div(pid, cols, "tile_m"), math.rem(pid, cols, "tile_n")]
+        if group >= rows:
+            return [math.rem(pid, rows, "tile_m"), math.div(pid, rows, "tile_n")]
+        band = group * cols
+        in_band = math.rem(pid, band, "in_band")
+        first_row = math.mul(math.div(pid, band), group, "first_row")
+        left = math._emit(arith.SubiOp(math.const(rows), first_row))
+        height = math._emit(arith.MinSIOp(left, math.const(group)), "band_rows")
+        row = math.add(first_row, math.rem(in_band, height), "tile_m")
+        return [row, math.div(in_band, height, "tile_n")]
+
+
+def _origin_name(op: Operation, k: int) -> str | None:
+    hint = op.results[k].name_hint
+    return hint or None
+
+
+class ThreadTileToArith(RewritePattern):
+    """`tile.thread_tile` -> the thread's coordinate and its cells' positions."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: tile.ThreadTileOp, rewriter: PatternRewriter) -> None:
+        math = _IndexMath(rewriter, op)
+        rows, cols = op.thread_grid
+        if op.axis == 0:
+            coord = math.div(op.thread, cols, "tm")
+        else:
+            coord = math.rem(op.thread, cols, "tn") if rows > 1 else op.thread
+        positions: list[SSAValue] = []
+        for cell in range(op.cell_count):
+            if op.layout.data == "blocked":
+                position = math.add(math.mul(coord, op.cell_count), cell)
+            else:
+                position = math.add(coord, cell * op.thread_grid[op.axis])
+            if position.name_hint is None and op.results[cell].name_hint:
+                position.name_hint = op.results[cell].name_hint
+            positions.append(position)
+        rewriter.replace(op, [], positions)
+
+
 class ReturnToKernel(RewritePattern):
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: tile.ReturnOp, rewriter: PatternRewriter) -> None:
@@ -332,7 +470,18 @@ class ConvertTileToKernelPass(ModulePass):
         kernels = _Kernels()
         _walk(op, TileKernelToFunc(), LowerHostOps("tile", kernel.AllocOp, kernel.LaunchOp))
         # Loops first, so the store and combine lowerings see kernel.for starts.
-        _walk(op, ForToKernel(), YieldToKernel(), LoadToKernel(), ReturnToKernel())
+        _walk(
+            op,
+            ForToKernel(),
+            IfToKernel(),
+            YieldToKernel(),
+            LoadToKernel(),
+            ReturnToKernel(),
+            BarrierToKernel(),
+            SharedAllocToKernel(),
+            BlockTileToArith(),
+            ThreadTileToArith(),
+        )
         _walk(op, StoreToKernel(kernels), CombineToShuffles(kernels))
         if left := next((o for o in op.walk() if o.dialect_name() == "tile"), None):
             raise PassFailedException(f"convert-tile-to-kernel: {left.name} was not lowered")
