@@ -18,6 +18,8 @@ DEPLODOCK_PASSES: dict[str, tuple[str, str]] = {
     "loop-fusion": ("loop_fusion", "LoopFusionPass"),
     "dedupe-kernels": ("dedupe_kernels", "DedupeKernelsPass"),
     "convert-loop-to-tile": ("convert_loop_to_tile", "ConvertLoopToTilePass"),
+    "tile-block": ("tile.block", "TileBlockPass"),
+    "tile-thread": ("tile.thread", "TileThreadPass"),
     "tile-grid-stride": ("tile.grid_stride", "TileGridStridePass"),
     "tile-rows-to-blocks": ("tile.rows_to_blocks", "TileRowsToBlocksPass"),
     "tile-loops-to-threads": ("tile.loops_to_threads", "TileLoopsToThreadsPass"),

@@ -26,6 +26,8 @@ STAGE_PASSES: dict[str, tuple[str, ...]] = {
     "loop": ("convert-tensor-to-loop", "loop-fusion", "dedupe-kernels"),
     "tile": (
         "convert-loop-to-tile",
+        "tile-block",
+        "tile-thread",
         "tile-grid-stride",
         "tile-rows-to-blocks",
         "tile-loops-to-threads",

@@ -91,7 +91,7 @@ class TileCooperativeReducePass(ModulePass):
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         for kernel in [k for k in op.ops if isinstance(k, tile.KernelOp)]:
             threads = schedule.threads_of(kernel)
-            if threads is None:
+            if threads is None or schedule.is_tiled_contraction(kernel):
                 continue
             written = written_buffers(kernel)
             for loop in schedule.top_loops(threads):

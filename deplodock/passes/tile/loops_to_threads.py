@@ -60,4 +60,5 @@ class TileLoopsToThreadsPass(ModulePass):
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         for kernel in [k for k in op.ops if isinstance(k, tile.KernelOp)]:
-            loops_to_threads(kernel, self.max_threads)
+            if not schedule.is_tiled_contraction(kernel):
+                loops_to_threads(kernel, self.max_threads)

@@ -54,6 +54,11 @@ def write_knob(kernel: tile.KernelOp, name: str, value: int) -> None:
     kernel.schedule = DictionaryAttr(knobs)
 
 
+def is_tiled_contraction(kernel: tile.KernelOp) -> bool:
+    """Whether `tile-block` owns this kernel's schedule (the baseline passes leave it)."""
+    return kernel.schedule is not None and "bm" in kernel.schedule.data
+
+
 def check_threads(kernel: tile.KernelOp, threads: int, knob: str) -> None:
     """A thread count the hardware runs: whole warps, at most 1024."""
     if not is_valid_block_size(threads):

@@ -1,0 +1,191 @@
+"""`tile-block`: each block of the grid computes one BM x BN tile of a contraction's output.
+
+Trigger: an unscheduled contraction kernel (`contraction.find_contraction`: output loops
+over M, N and batch axes around a reduce loop `acc += a * b`, M and N at least 16).
+
+Rewrite: the grid gets `batch x ceil(M / BM) x ceil(N / BN)` blocks; a `tile.block_tile`
+gives each block the origin `(m0, n0)` of its tile, walking the tiles in groups of `group`
+tile rows so that blocks that run at the same time share rows of A and columns of B in L2.
+Inside the block, two serial loops `mm < BM`, `nn < BN` sweep the tile (still run whole by
+every thread: `tile-thread` maps them onto threads and registers next). The row and column
+of a cell are clamped to the matrix for everything the cell *computes* (so a partial tile
+never reads out of bounds) and a `tile.if` keeps its *stores* to the cells inside the matrix.
+A reduce nest over several axes (a convolution's cin, kh, kw) becomes one K loop.
+
+    tile.for %i = %c0 to 128 {                  %m0, %n0 = tile.block_tile %b counts [2, 4]
+      tile.for %j = %c0 to 256 {                            sizes [64, 64] group 8
+        %acc = tile.for %k ... { a*b }   ==>    tile.for %mm = %c0 to 64 {
+        tile.store ... [%i, %j]                   tile.for %nn = %c0 to 64 {
+                                                    %m = arith.addi %m0, %mm ...
+
+Knobs (`schedule`): `bm`, `bn` (tile extents) and `group` (raster). The default heuristic
+(`default_block`) picks 128 x 128 for large outputs, 64 x 64 when that leaves too few
+blocks to fill the device, and 32 x 64 for small ones.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects import arith
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.ir import Operation, SSAValue
+from xdsl.passes import ModulePass
+from xdsl.rewriter import InsertPoint, Rewriter
+from xdsl.utils.exceptions import PassFailedException
+
+from deplodock.dialects import tile
+from deplodock.passes.constant_pool import ConstantPool
+from deplodock.passes.tile import schedule
+from deplodock.passes.tile.contraction import Contraction, find_contraction
+from deplodock.passes.tile.nests import body_ops, trip_count
+
+#: Tile extents the pass accepts (and the tuner may choose from).
+TILE_EXTENTS: tuple[int, ...] = (16, 32, 64, 128, 256)
+
+#: Enough blocks to keep a large GPU busy (about one wave of 132 SMs with 2 blocks each).
+BUSY_BLOCKS = 256
+
+
+def default_block(m: int, n: int, batch: int) -> tuple[int, int]:
+    """The heuristic BM x BN: the largest square-ish tile that still yields enough blocks."""
+    for bm, bn in ((128, 128), (64, 128), (64, 64), (32, 64)):
+        if bm > 2 * m or bn > 2 * n:
+            continue
+        blocks = batch * -(-m // bm) * -(-n // bn)
+        if blocks >= BUSY_BLOCKS:
+            return bm, bn
+    return (32, 64) if n >= 64 else (32, 32)
+
+
+def legal_blocks(found: Contraction) -> list[tuple[int, int]]:
+    """The (BM, BN) pairs the tuner may try for this kernel."""
+    return [
+        (bm, bn)
+        for bm in TILE_EXTENTS
+        for bn in TILE_EXTENTS
+        if bm <= 2 * max(found.m, 16) and bn <= 2 * max(found.n, 16)
+    ]
+
+
+def _flatten_reduce(found: Contraction, pool: ConstantPool) -> None:
+    """A reduce nest over several axes becomes one loop over their product."""
+    if len(found.reduce) == 1:
+        return
+    root = found.reduce[0]
+    flat = schedule.flatten_into(found.reduce, pool.index(0), 1, pool, list(root.inits))
+    flat.res[0].name_hint = root.res[0].name_hint
+    root.res[0].replace_all_uses_with(flat.res[0])
+    Rewriter.erase_op(root)
+    found.reduce = [flat]
+
+
+def _cell_loop(extent: int, name: str, pool: ConstantPool, point: InsertPoint) -> tile.ForOp:
+    loop = tile.ForOp(pool.index(0), extent, 1, [])
+    loop.induction_var.name_hint = name
+    loop.body.block.add_op(tile.YieldOp())
+    Rewriter.insert_op(loop, point)
+    return loop
+
+
+def _guard(build: schedule.IndexBuilder, pool: ConstantPool, checks: list[tuple[SSAValue, int]]):
+    """`v0 < e0 and v1 < e1 ...` (None when nothing needs checking)."""
+    cond: SSAValue | None = None
+    for value, extent in checks:
+        less = build.add(arith.CmpiOp(value, pool.index(extent), "slt"), "inside")
+        cond = less if cond is None else build.add(arith.AndIOp(cond, less), "inside")
+    return cond
+
+
+def _clamped(
+    build: schedule.IndexBuilder, pool: ConstantPool, value: SSAValue, extent: int, tile: int
+) -> SSAValue:
+    """`min(value, extent - 1)` when the tiles overhang the extent, else `value`."""
+    if extent % tile == 0:
+        return value
+    return build.add(arith.MinSIOp(value, pool.index(extent - 1)), f"{value.name_hint}_c")
+
+
+def block_contraction(found: Contraction, bm: int, bn: int, group: int) -> None:
+    """Rewrites one contraction kernel onto BM x BN tiles (see the module docstring)."""
+    kernel, threads = found.kernel, found.threads
+    pool = ConstantPool.adopting(threads.body.block)
+    _flatten_reduce(found, pool)
+    m, n = found.m, found.n
+    counts = [trip_count(loop) for loop in found.batch_axes] + [-(-m // bm), -(-n // bn)]
+    sizes = [1] * len(found.batch_axes) + [bm, bn]
+    origin = tile.BlockTileOp(kernel.grid.iv, counts, sizes, group)
+    names = [f"z{k}" for k in range(len(found.batch_axes))] + ["m0", "n0"]
+    for result, name in zip(origin.origins, names, strict=True):
+        result.name_hint = name
+    Rewriter.insert_op(origin, InsertPoint.before(threads))
+    schedule.set_count(kernel.grid, _product(counts))
+
+    root = found.free[0]
+    rows = _cell_loop(bm, "mm", pool, InsertPoint.before(root))
+    cols = _cell_loop(bn, "nn", pool, InsertPoint.at_start(rows.body.block))
+    point = InsertPoint.before(cols.body.block.last_op)  # type: ignore[arg-type]
+    build = schedule.IndexBuilder(point, pool)
+    *batch_origins, m0, n0 = origin.origins
+    row = build.add(arith.AddiOp(m0, rows.induction_var), "m")
+    col = build.add(arith.AddiOp(n0, cols.induction_var), "n")
+    build.delinearize(_clamped(build, pool, row, m, bm), found.m_axes)
+    build.delinearize(_clamped(build, pool, col, n, bn), found.n_axes)
+    for z, loop in zip(batch_origins, found.batch_axes, strict=True):
+        build.delinearize(z, [loop])
+    for outer in found.free[:-1]:
+        schedule.move_ops([op for op in body_ops(outer) if not isinstance(op, tile.ForOp)], point)
+    cell_ops = body_ops(found.free[-1])
+    schedule.move_ops(cell_ops, point)
+    stores = [op for op in cell_ops if not _is_pure(op)]
+    cond = _guard(build, pool, [(v, e) for v, e, t in ((row, m, bm), (col, n, bn)) if e % t])
+    if cond is not None and stores:
+        guard = tile.IfOp(cond)
+        Rewriter.insert_op(guard, point)
+        schedule.move_ops(stores, InsertPoint.before(guard.body.block.last_op))  # type: ignore[arg-type]
+    Rewriter.erase_op(root)
+    schedule.drop_unused_constants(threads)
+
+
+def _is_pure(op: Operation) -> bool:
+    return isinstance(op, tile.LoadOp | tile.ForOp) or op.dialect_name() in ("arith", "math")
+
+
+def _product(values: list[int]) -> int:
+    total = 1
+    for value in values:
+        total *= value
+    return total
+
+
+@dataclass(frozen=True)
+class TileBlockPass(ModulePass):
+    """Contractions: one BM x BN output tile per block (see the module docstring).
+
+    `bm`/`bn` 0 means "the heuristic's choice"; a kernel's `schedule` knobs win over both.
+    """
+
+    name = "tile-block"
+
+    bm: int = 0
+    bn: int = 0
+    group: int = 8
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        for kernel in [k for k in op.ops if isinstance(k, tile.KernelOp)]:
+            found = find_contraction(kernel)
+            if found is None:
+                continue
+            guess_m, guess_n = default_block(found.m, found.n, found.batch)
+            bm = schedule.read_knob(kernel, "bm", self.bm or guess_m)
+            bn = schedule.read_knob(kernel, "bn", self.bn or guess_n)
+            group = schedule.read_knob(kernel, "group", self.group)
+            for knob, value in (("bm", bm), ("bn", bn), ("group", group)):
+                if value <= 0:
+                    raise PassFailedException(
+                        f"tile.kernel @{kernel.sym_name.data}: {knob} must be positive, got {value}"
+                    )
+            block_contraction(found, bm, bn, group)
+            for knob, value in (("bm", bm), ("bn", bn), ("group", group)):
+                schedule.write_knob(kernel, knob, value)

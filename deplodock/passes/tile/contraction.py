@@ -1,0 +1,188 @@
+"""What the contraction passes ask of a kernel: is it a matmul, and which loops are M, N, K.
+
+A *contraction* is an unscheduled kernel whose loop nest is
+
+    output loops { [recomputable ops]  reduce nest (K) { acc += a * b }  epilogue }
+
+where `a` depends on some output axes and `b` on others. Each free loop is then an **M**
+axis (only `a` uses it: the rows of A), an **N** axis (only `b` uses it: the columns of B),
+or a **batch** axis (both, or neither). A linear `x[m, k] * w[n, k]` has M = (m), N = (n);
+a bmm adds a batch axis; a convolution lowered through an index map has M = (n, oh, ow)
+and N = (cout), with K = (cin, kh, kw). Fused prologues (inside `a` or `b`) and epilogues
+(bias, activation, residual) ride along unchanged.
+
+`find_contraction` returns this description or None; `tile-block` uses it to tile the
+output axes, and the later passes find its structure again through the ops it wrote
+(`tile.block_tile`, `tile.thread_tile`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from xdsl.dialects import arith
+from xdsl.ir import Block, BlockArgument, Operation, SSAValue
+
+from deplodock.dialects import tile
+from deplodock.dialects.queries import written_buffers
+from deplodock.dialects.reduce_kind import ReduceKind
+from deplodock.passes.tile import schedule
+from deplodock.passes.tile.nests import (
+    body_ops,
+    combiner_of,
+    free_chain,
+    is_hoistable,
+    is_serial,
+    reduce_chain,
+    start_of,
+    trip_count,
+)
+
+#: Output extents below which a contraction is left to the baseline schedule (a matrix-
+#: vector product is better served by threads cooperating along K than by 2-D tiles).
+MIN_TILED_EXTENT = 16
+
+
+@dataclass
+class Contraction:
+    """The loops of one contraction kernel (see the module docstring)."""
+
+    kernel: tile.KernelOp
+    threads: tile.ThreadsOp
+    free: list[tile.ForOp]
+    reduce: list[tile.ForOp]
+    m_axes: list[tile.ForOp]
+    n_axes: list[tile.ForOp]
+    batch_axes: list[tile.ForOp]
+
+    @property
+    def m(self) -> int:
+        return math.prod(trip_count(loop) for loop in self.m_axes)
+
+    @property
+    def n(self) -> int:
+        return math.prod(trip_count(loop) for loop in self.n_axes)
+
+    @property
+    def k(self) -> int:
+        return math.prod(trip_count(loop) for loop in self.reduce)
+
+    @property
+    def batch(self) -> int:
+        return math.prod(trip_count(loop) for loop in self.batch_axes)
+
+
+def _free_ivs_used(value: SSAValue, free: Sequence[tile.ForOp]) -> set[int]:
+    """Which free loops (by position in the nest) `value` is computed from."""
+    positions = {loop.induction_var: k for k, loop in enumerate(free)}
+    found: set[int] = set()
+    seen: set[SSAValue] = set()
+    work = [value]
+    while work:
+        current = work.pop()
+        if current in seen:
+            continue
+        seen.add(current)
+        if current in positions:
+            found.add(positions[current])
+        if isinstance(current, BlockArgument):
+            continue
+        work.extend(current.owner.operands)
+    return found
+
+
+def _product_operands(innermost: tile.ForOp) -> tuple[SSAValue, SSAValue] | None:
+    """`(a, b)` of a reduce loop carrying exactly `acc = acc + a * b`."""
+    if len(innermost.iter_args) != 1:
+        return None
+    combiner = combiner_of(innermost, 0)
+    if combiner is None or combiner.kind is not ReduceKind.ADD:
+        return None
+    element = combiner.op.operands[1 - combiner.acc_position]
+    product = element.owner
+    if not isinstance(product, arith.MulfOp):
+        return None
+    return product.lhs, product.rhs
+
+
+def _epilogue_is_simple(ops: Sequence[Operation], written: set[SSAValue]) -> bool:
+    """Ops after the reduce loop: no regions, and no load of a buffer the kernel writes
+    (the passes move stores after every computation of the cell)."""
+    for op in ops:
+        if op.regions:
+            return False
+        if isinstance(op, tile.LoadOp) and op.memref in written:
+            return False
+    return True
+
+
+def find_contraction(kernel: tile.KernelOp) -> Contraction | None:
+    """The contraction structure of an unscheduled kernel, or None."""
+    threads = schedule.threads_of(kernel)
+    if threads is None or kernel.grid.count != 1:
+        return None
+    written = written_buffers(kernel)
+    top = list(threads.body.block.ops)
+    loops = [op for op in top if isinstance(op, tile.ForOp)]
+    if len(loops) != 1 or loops[0].is_reduce or not is_serial(loops[0]):
+        return None
+    if not all(is_hoistable(op, written) for op in top if op is not loops[0]):
+        return None
+    free = free_chain(loops[0], written)
+    inner_ops = body_ops(free[-1])
+    reduces = [op for op in inner_ops if isinstance(op, tile.ForOp)]
+    if len(reduces) != 1 or not reduces[0].is_reduce or not is_serial(reduces[0]):
+        return None
+    red = reduce_chain(reduces[0], written)
+    if any(start_of(loop) != 0 or loop.step_value != 1 for loop in red):
+        return None
+    operands = _product_operands(red[-1])
+    if operands is None:
+        return None
+    after = inner_ops[inner_ops.index(reduces[0]) + 1 :]
+    before = inner_ops[: inner_ops.index(reduces[0])]
+    if not all(is_hoistable(op, written) for op in before):
+        return None
+    if not _epilogue_is_simple(after, written):
+        return None
+    uses_a = _free_ivs_used(operands[0], free)
+    uses_b = _free_ivs_used(operands[1], free)
+    m_axes = [loop for k, loop in enumerate(free) if k in uses_a and k not in uses_b]
+    n_axes = [loop for k, loop in enumerate(free) if k in uses_b and k not in uses_a]
+    batch = [loop for loop in free if loop not in m_axes and loop not in n_axes]
+    found = Contraction(kernel, threads, free, red, m_axes, n_axes, batch)
+    if found.m < MIN_TILED_EXTENT or found.n < MIN_TILED_EXTENT:
+        return None
+    return found
+
+
+# --- finding the tiled form again ------------------------------------------------------------
+
+
+def block_tile_of(kernel: tile.KernelOp) -> tile.BlockTileOp | None:
+    """The kernel's `tile.block_tile` (written by `tile-block`)."""
+    return next((op for op in kernel.grid.body.block.ops if isinstance(op, tile.BlockTileOp)), None)
+
+
+def thread_tiles_of(threads: tile.ThreadsOp) -> list[tile.ThreadTileOp]:
+    """The `tile.thread_tile` ops of a block (written by `tile-thread`), M side first."""
+    found = [op for op in threads.body.block.ops if isinstance(op, tile.ThreadTileOp)]
+    return sorted(found, key=lambda op: op.axis)
+
+
+def k_loop_of(threads: tile.ThreadsOp) -> tile.ForOp | None:
+    """The register-tiled reduce loop: the first top-level reduce loop of the block."""
+    return next((op for op in schedule.top_loops(threads) if op.is_reduce), None)
+
+
+def defined_in(value: SSAValue, block: Block) -> bool:
+    """Whether `value` is defined by an op (or is an argument) of `block` or nested in it."""
+    owner_block = value.block if isinstance(value, BlockArgument) else value.owner.parent_block()
+    while owner_block is not None:
+        if owner_block is block:
+            return True
+        parent = owner_block.parent_op()
+        owner_block = parent.parent_block() if parent is not None else None
+    return False

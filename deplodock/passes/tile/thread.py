@@ -1,0 +1,261 @@
+"""`tile-thread`: the threads of a block share its tile, each holding FM x FN cells in registers.
+
+Trigger: a kernel that `tile-block` has tiled (knobs `bm`, `bn`) and whose cell loops
+`mm < BM`, `nn < BN` are still serial.
+
+Rewrite: the block gets `(BM / FM) x (BN / FN)` threads. Two `tile.thread_tile` ops say
+which FM rows (`blocked`: a thread's rows are adjacent) and FN columns (`interleaved`:
+neighbouring threads own neighbouring columns, so a warp's stores are coalesced and its
+shared-memory reads of B hit distinct banks) each thread owns. The cell loops disappear:
+every op of the cell body is *replicated by what it depends on*: once if it depends on
+neither the row nor the column, FM times if on the row only (the loads of A), FN times if on
+the column only (the loads of B, a bias), FM x FN times if on both. The K loop is
+interchanged with the cells: one loop carries all FM x FN accumulators, so each
+iteration loads FM values of A and FN of B and does FM x FN multiply-adds (an outer
+product), instead of 2 loads per multiply-add.
+
+    tile.for %mm = %c0 to 64 {                  %mm:4 = tile.thread_tile %t dim 0 of [16, 16] ...
+      tile.for %nn = %c0 to 64 {        ==>     %nn:4 = tile.thread_tile %t dim 1 of [16, 16] ...
+        %acc = tile.for %k ... {                %acc:16 = tile.for %k ... iter_args(... x16) {
+          a[m, k] * b[n, k] }                     4 loads of a, 4 of b, 16 mulf + addf }
+
+Knobs (`schedule`): `fm`, `fn` (register cells per thread). Default: 8 x 8 for 128 x 128
+tiles (256 threads), 4 x 4 below (64 x 64 -> 256 threads, 32 x 64 -> 128), so a thread
+keeps 16-64 accumulators, well within the 255 registers a thread may use.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.ir import Operation, SSAValue
+from xdsl.passes import ModulePass
+from xdsl.rewriter import InsertPoint, Rewriter
+from xdsl.utils.exceptions import PassFailedException
+
+from deplodock.dialects import tile
+from deplodock.dialects.hardware import is_valid_block_size
+from deplodock.passes.tile import schedule
+from deplodock.passes.tile.nests import body_ops
+
+#: What a value depends on: the row cell ("m"), the column cell ("n"), both, or neither.
+Axes = frozenset[str]
+NONE: Axes = frozenset()
+ROW: Axes = frozenset({"m"})
+COL: Axes = frozenset({"n"})
+BOTH: Axes = frozenset({"m", "n"})
+
+#: Register cells per thread the pass accepts along one axis.
+CELL_COUNTS: tuple[int, ...] = (1, 2, 4, 8, 16)
+
+
+def default_cells(bm: int, bn: int) -> tuple[int, int]:
+    """FM x FN: 8 x 8 for large tiles, else 4 x 4 (fewer when the tile is narrower)."""
+    if bm >= 128 and bn >= 128:
+        return 8, 8
+    return min(4, bm), min(4, bn)
+
+
+def legal_cells(bm: int, bn: int) -> list[tuple[int, int]]:
+    """The (FM, FN) pairs giving a legal block for a BM x BN tile."""
+    return [
+        (fm, fn)
+        for fm in CELL_COUNTS
+        for fn in CELL_COUNTS
+        if bm % fm == 0 and bn % fn == 0 and is_valid_block_size(bm // fm * (bn // fn))
+    ]
+
+
+@dataclass
+class Replicator:
+    """Clones the ops of one cell once per register cell they depend on.
+
+    `axes[v]` says what a value depends on; `copies[v][(i, j)]` is the clone of `v` for row
+    cell `i` and column cell `j` (an index is 0 on an axis the value does not depend on).
+    """
+
+    fm: int
+    fn: int
+    axes: dict[SSAValue, Axes] = field(default_factory=dict)
+    copies: dict[SSAValue, dict[tuple[int, int], SSAValue]] = field(default_factory=dict)
+
+    def seed(self, value: SSAValue, axes: Axes, copies: dict[tuple[int, int], SSAValue]):
+        self.axes[value] = axes
+        self.copies[value] = copies
+
+    def axes_of(self, value: SSAValue) -> Axes:
+        return self.axes.get(value, NONE)
+
+    def cells(self, axes: Axes) -> list[tuple[int, int]]:
+        rows = range(self.fm) if "m" in axes else range(1)
+        cols = range(self.fn) if "n" in axes else range(1)
+        return list(itertools.product(rows, cols))
+
+    def lookup(self, value: SSAValue, cell: tuple[int, int]) -> SSAValue:
+        axes = self.axes_of(value)
+        if not axes:
+            return value
+        i, j = cell
+        return self.copies[value][(i if "m" in axes else 0, j if "n" in axes else 0)]
+
+    def op_axes(self, op: Operation) -> Axes:
+        """Union over the operands and the outside values used in its regions."""
+        found: set[str] = set()
+        for operand in op.operands:
+            found |= self.axes_of(operand)
+        for inner in op.walk():
+            if inner is op:
+                continue
+            for operand in inner.operands:
+                found |= self.axes_of(operand)
+        return frozenset(found)
+
+    def mapper(self, op: Operation, cell: tuple[int, int]) -> dict[SSAValue, SSAValue]:
+        values = {v for inner in op.walk() for v in inner.operands}
+        return {v: self.lookup(v, cell) for v in values if self.axes_of(v)}
+
+    def replicate(self, ops: list[Operation], point: InsertPoint) -> None:
+        """Moves (no dependence) or clones (per cell) every op of `ops` to `point`."""
+        for op in ops:
+            axes = self.op_axes(op)
+            if not axes:
+                op.detach()
+                Rewriter.insert_op(op, point)
+                continue
+            clones: list[Operation] = []
+            for cell in self.cells(axes):
+                clone = op.clone(value_mapper=self.mapper(op, cell))
+                Rewriter.insert_op(clone, point)
+                clones.append(clone)
+                _name_clone(op, clone, cell, axes)
+            cells = self.cells(axes)
+            for k, result in enumerate(op.results):
+                per_cell = {c: clone.results[k] for c, clone in zip(cells, clones, strict=True)}
+                self.seed(result, axes, per_cell)
+
+    def interchange(self, loop: tile.ForOp, point: InsertPoint) -> tile.ForOp:
+        """The cell's reduce loop, once, carrying one accumulator per (cell, iter_arg)."""
+        cells = self.cells(BOTH)
+        inits = [self.lookup(init, cell) for init in loop.inits for cell in cells]
+        new = tile.ForOp(loop.lb, loop.upper, loop.step_value, inits)
+        Rewriter.insert_op(new, point)
+        new.induction_var.name_hint = loop.induction_var.name_hint
+        self.seed(loop.induction_var, NONE, {})
+        loop.induction_var.replace_all_uses_with(new.induction_var)
+        count = len(cells)
+        for k, arg in enumerate(loop.iter_args):
+            mine = new.iter_args[k * count : (k + 1) * count]
+            for cell, new_arg in zip(cells, mine, strict=True):
+                new_arg.name_hint = _cell_name(arg.name_hint, cell, BOTH)
+            self.seed(arg, BOTH, dict(zip(cells, mine, strict=True)))
+        body_end = InsertPoint.at_end(new.body.block)
+        self.replicate(body_ops(loop), body_end)
+        old_yield = loop.body.block.last_op
+        assert isinstance(old_yield, tile.YieldOp)
+        yielded = [self.lookup(v, cell) for v in old_yield.arguments for cell in cells]
+        new.body.block.add_op(tile.YieldOp(*yielded))
+        for k, result in enumerate(loop.res):
+            mine = new.res[k * count : (k + 1) * count]
+            for cell, new_result in zip(cells, mine, strict=True):
+                new_result.name_hint = _cell_name(result.name_hint, cell, BOTH)
+            self.seed(result, BOTH, dict(zip(cells, mine, strict=True)))
+        return new
+
+
+def _cell_name(hint: str | None, cell: tuple[int, int], axes: Axes) -> str | None:
+    if hint is None:
+        return None
+    suffix = "".join(str(c) for c, axis in zip(cell, ("m", "n"), strict=True) if axis in axes)
+    return f"{hint}_{suffix}"
+
+
+def _name_clone(op: Operation, clone: Operation, cell: tuple[int, int], axes: Axes) -> None:
+    for old, new in zip(op.results, clone.results, strict=True):
+        new.name_hint = _cell_name(old.name_hint, cell, axes)
+
+
+def _cell_loops(threads: tile.ThreadsOp) -> tuple[tile.ForOp, tile.ForOp] | None:
+    """The serial `mm` and `nn` loops `tile-block` left in the block, if still there."""
+    loops = schedule.top_loops(threads)
+    if len(loops) != 1 or loops[0].is_reduce:
+        return None
+    inner = [op for op in body_ops(loops[0])]
+    if len(inner) != 1 or not isinstance(inner[0], tile.ForOp):
+        return None
+    return loops[0], inner[0]
+
+
+def thread_contraction(kernel: tile.KernelOp, fm: int, fn: int) -> bool:
+    """Maps the tile of a blocked contraction onto threads x register cells."""
+    threads = schedule.threads_of(kernel)
+    if threads is None or (loops := _cell_loops(threads)) is None:
+        return False
+    rows, cols = loops
+    bm, bn = rows.upper, cols.upper
+    if bm % fm or bn % fn:
+        raise PassFailedException(
+            f"tile.kernel @{kernel.sym_name.data}: the {bm}x{bn} tile is not a whole number "
+            f"of {fm}x{fn} register cells"
+        )
+    grid = (bm // fm, bn // fn)
+    schedule.check_threads(kernel, grid[0] * grid[1], "threads (bm/fm * bn/fn)")
+    schedule.set_count(threads, grid[0] * grid[1])
+    point = InsertPoint.before(rows)
+    row_tile = tile.ThreadTileOp(threads.iv, 0, grid, fm, "blocked")
+    col_tile = tile.ThreadTileOp(threads.iv, 1, grid, fn, "interleaved")
+    Rewriter.insert_op([row_tile, col_tile], point)
+    for k, value in enumerate(row_tile.positions):
+        value.name_hint = f"mm_{k}"
+    for k, value in enumerate(col_tile.positions):
+        value.name_hint = f"nn_{k}"
+    rep = Replicator(fm, fn)
+    rep.seed(rows.induction_var, ROW, {(i, 0): v for i, v in enumerate(row_tile.positions)})
+    rep.seed(cols.induction_var, COL, {(0, j): v for j, v in enumerate(col_tile.positions)})
+    for op in body_ops(cols):
+        if isinstance(op, tile.ForOp) and op.is_reduce:
+            rep.interchange(op, point)
+        else:
+            rep.replicate([op], point)
+    _erase_emptied(rows)
+    schedule.drop_unused_constants(threads)
+    return True
+
+
+def _erase_emptied(rows: tile.ForOp) -> None:
+    """The cell loops go, with the originals of every op that was cloned per cell."""
+    inside = set(rows.walk())
+    for op in inside:
+        for result in op.results:
+            if any(use.operation not in inside for use in result.uses):
+                raise PassFailedException(f"tile-thread: {op.name} still used after the rewrite")
+    Rewriter.erase_op(rows, safe_erase=False)
+
+
+@dataclass(frozen=True)
+class TileThreadPass(ModulePass):
+    """Blocked contractions: FM x FN register cells per thread (see the module docstring).
+
+    `fm`/`fn` 0 means "the heuristic's choice"; a kernel's `schedule` knobs win over both.
+    """
+
+    name = "tile-thread"
+
+    fm: int = 0
+    fn: int = 0
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        for kernel in [k for k in op.ops if isinstance(k, tile.KernelOp)]:
+            if kernel.schedule is None or "bm" not in kernel.schedule.data:
+                continue
+            bm = schedule.read_knob(kernel, "bm", 0)
+            bn = schedule.read_knob(kernel, "bn", 0)
+            guess_m, guess_n = default_cells(bm, bn)
+            fm = schedule.read_knob(kernel, "fm", self.fm or guess_m)
+            fn = schedule.read_knob(kernel, "fn", self.fn or guess_n)
+            if thread_contraction(kernel, fm, fn):
+                schedule.write_knob(kernel, "fm", fm)
+                schedule.write_knob(kernel, "fn", fn)
+                schedule.write_knob(kernel, "threads", bm // fm * (bn // fn))
