@@ -17,6 +17,11 @@ MAX_THREADS_PER_BLOCK = 1024
 WARP_SIZE = 32
 MAX_STATIC_SHARED_BYTES = 48 * 1024
 
+#: Shared memory is 32 banks of 4-byte words; one request takes as many passes (wavefronts)
+#: as the busiest bank has distinct words.
+SHARED_BANKS = 32
+SHARED_BANK_BYTES = 4
+
 #: `__shfl_xor_sync` participation mask: every lane of the warp.
 FULL_WARP_MASK = (1 << WARP_SIZE) - 1
 

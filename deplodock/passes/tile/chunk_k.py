@@ -1,0 +1,115 @@
+"""`tile-chunk-k`: the K loop of a register-tiled contraction walks K in chunks of BK.
+
+Trigger: a kernel that `tile-thread` has mapped (knob `fm`), whose K loop (the top-level
+reduce loop of the block, starting at 0 with step 1) is longer than two chunks.
+
+Rewrite: `for k < K` becomes `for ko < K - K % BK step BK { for ki < BK { k = ko + ki } }`,
+and the last `K % BK` iterations, if any, run in a *cleanup* loop `for k = K - K % BK to K`
+that continues from the chunked loop's accumulators. Alone this changes no arithmetic; it
+gives `tile-stage` a chunk to copy into shared memory before the `ki` loop reads it, with
+every staged chunk whole (no bounds checks along K).
+
+    %acc:16 = tile.for %k = %c0 to 100             %p:16 = tile.for %ko = %c0 to 96 step 16 ... {
+        iter_args(...) { body(k) }        ==>        %q:16 = tile.for %ki = %c0 to 16 ... {
+                                                       %k = arith.addi %ko, %ki ... body(k) }
+                                                   %acc:16 = tile.for %k = %c96 to 100 ...
+
+Knob (`schedule`): `bk` (default 16: a 128 x 16 fp32 slab of A is 8 KiB, so two operands
+double-buffered stay well inside 48 KiB of shared memory).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects import arith
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.ir import SSAValue
+from xdsl.passes import ModulePass
+from xdsl.rewriter import InsertPoint, Rewriter
+from xdsl.utils.exceptions import PassFailedException
+
+from deplodock.dialects import tile
+from deplodock.passes.constant_pool import ConstantPool
+from deplodock.passes.tile import schedule
+from deplodock.passes.tile.contraction import k_loop_of
+from deplodock.passes.tile.nests import body_ops, start_of
+
+#: Chunk lengths the pass accepts (and the tuner may choose from).
+CHUNKS: tuple[int, ...] = (4, 8, 16, 32, 64)
+
+
+def legal_chunks(k: int) -> list[int]:
+    return [bk for bk in CHUNKS if 2 * bk <= k]
+
+
+def chunk_k(kernel: tile.KernelOp, bk: int) -> bool:
+    """Splits the K loop of a register-tiled kernel into chunks (see the module doc)."""
+    threads = schedule.threads_of(kernel)
+    loop = k_loop_of(threads) if threads is not None else None
+    if loop is None or start_of(loop) != 0 or loop.step_value != 1:
+        return False
+    if any(isinstance(op, tile.ForOp) for op in body_ops(loop)):
+        return False  # already chunked
+    k = loop.upper
+    if k < 2 * bk:
+        return False
+    main = k - k % bk
+    pool = ConstantPool.adopting(threads.body.block)  # type: ignore[union-attr]
+    cleanup = loop.clone() if main < k else None
+    outer = tile.ForOp(pool.index(0), main, bk, list(loop.inits))
+    inner = tile.ForOp(pool.index(0), bk, 1, list(outer.iter_args))
+    outer.induction_var.name_hint, inner.induction_var.name_hint = "ko", "ki"
+    for new, old in zip(outer.iter_args, loop.iter_args, strict=True):
+        new.name_hint = old.name_hint
+    for new, old in zip(inner.iter_args, loop.iter_args, strict=True):
+        new.name_hint = old.name_hint
+    Rewriter.insert_op(outer, InsertPoint.before(loop))
+    outer.body.block.add_ops([inner, tile.YieldOp(*inner.res)])
+    k_value = arith.AddiOp(outer.induction_var, inner.induction_var)
+    k_value.result.name_hint = loop.induction_var.name_hint
+    inner.body.block.add_op(k_value)
+    loop.induction_var.replace_all_uses_with(k_value.result)
+    for old, new in zip(loop.iter_args, inner.iter_args, strict=True):
+        old.replace_all_uses_with(new)
+    schedule.move_ops(list(loop.body.block.ops), InsertPoint.at_end(inner.body.block))
+    results: list[SSAValue] = list(outer.res)
+    if cleanup is not None:
+        rest = tile.ForOp(pool.index(main), k, 1, results)
+        rest.induction_var.name_hint = loop.induction_var.name_hint
+        for new, old in zip(rest.iter_args, loop.iter_args, strict=True):
+            new.name_hint = old.name_hint
+        mapping = {cleanup.induction_var: rest.induction_var}
+        mapping |= dict(zip(cleanup.iter_args, rest.iter_args, strict=True))
+        for op in cleanup.body.block.ops:
+            rest.body.block.add_op(op.clone(value_mapper=mapping))
+        Rewriter.insert_op(rest, InsertPoint.after(outer))
+        results = list(rest.res)
+        cleanup.erase()
+    for old, new in zip(loop.res, results, strict=True):
+        new.name_hint = old.name_hint
+        old.replace_all_uses_with(new)
+    Rewriter.erase_op(loop)
+    return True
+
+
+@dataclass(frozen=True)
+class TileChunkKPass(ModulePass):
+    """Register-tiled contractions: K in chunks of `bk` plus a cleanup loop."""
+
+    name = "tile-chunk-k"
+
+    bk: int = 16
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        for kernel in [k for k in op.ops if isinstance(k, tile.KernelOp)]:
+            if kernel.schedule is None or "fm" not in kernel.schedule.data:
+                continue
+            bk = schedule.read_knob(kernel, "bk", self.bk)
+            if bk <= 0:
+                raise PassFailedException(
+                    f"tile.kernel @{kernel.sym_name.data}: bk must be positive, got {bk}"
+                )
+            if chunk_k(kernel, bk):
+                schedule.write_knob(kernel, "bk", bk)

@@ -1,0 +1,341 @@
+"""`tile-stage`: a contraction's operands go through shared memory, one K chunk at a time.
+
+Trigger: a kernel that `tile-chunk-k` has chunked (knob `bk`). In its `ki` loop, every
+global load whose address depends on `ki` and on exactly one register cell of one
+`tile.thread_tile` (a row cell: operand **a**, a column cell: operand **b**) is a candidate;
+loads that compute the same address for different cells form one *stage*.
+
+Rewrite, per stage: a shared slab `tile.shared_alloc` holds the whole block tile's rows (or
+columns) for one chunk: E x BK elements, E = BM (or BN). At the top of each `ko` iteration
+the block's threads copy the chunk cooperatively (a loop strided over the threads; its
+addresses are the load's own index arithmetic with the cell replaced by the slab row and
+`ki` by the slab column, so fused prologues, clamps and convolution windows come along), a
+`tile.barrier` publishes it, the `ki` loop reads the slab instead of global memory, and a
+second barrier keeps the next copy from overwriting what slower threads still read. Each
+element of A is then read from global memory once per block instead of once per thread
+column that uses it. The slab keeps the global order of its innermost index (`[E][BK]`
+when the load's last index moves with K, else `[BK][E]`), so copies are coalesced.
+
+    tile.for %ko ... {                          %a_s = tile.shared_alloc : memref<64x16xf32, 3>
+      tile.for %ki ... {                        tile.for %ko ... {
+        %a = tile.load %x[%m_0, %k]   ==>         tile.for %l = %t to 1024 step 256 { copy }
+        ...                                       tile.barrier
+                                                  tile.for %ki ... {
+                                                    %a = tile.load %a_s[%mm_0, %ki] }
+                                                  tile.barrier
+
+Knob (`schedule`): `stage`, a bit mask of the operands staged (1 = a, 2 = b; default 3).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from xdsl.context import Context
+from xdsl.dialects import arith
+from xdsl.dialects.builtin import ModuleOp, StringAttr
+from xdsl.ir import BlockArgument, Operation, SSAValue
+from xdsl.passes import ModulePass
+from xdsl.rewriter import InsertPoint, Rewriter
+from xdsl.utils.exceptions import PassFailedException
+
+from deplodock.dialects import tile
+from deplodock.dialects.element_types import buffer_bytes
+from deplodock.dialects.hardware import MAX_STATIC_SHARED_BYTES, is_shared, shared_memref
+from deplodock.passes.constant_pool import ConstantPool
+from deplodock.passes.tile import schedule
+from deplodock.passes.tile.contraction import defined_in, thread_tiles_of
+from deplodock.passes.tile.nests import body_ops
+
+#: Operand names and their bit in the `stage` knob.
+OPERAND_BITS: dict[str, int] = {"a": 1, "b": 2}
+
+
+@dataclass
+class Candidate:
+    """A global load of the `ki` loop that reads one cell's row (or column) of a chunk."""
+
+    load: tile.LoadOp
+    cell: SSAValue
+    tile_op: tile.ThreadTileOp
+    signature: tuple
+
+
+@dataclass
+class Stage:
+    """Loads that read the same slab (one per cell) and the slab that replaces them."""
+
+    operand: str
+    members: list[Candidate] = field(default_factory=list)
+
+    @property
+    def template(self) -> Candidate:
+        return self.members[0]
+
+
+def _slice(load: tile.LoadOp, threads: tile.ThreadsOp) -> list[Operation]:
+    """The ops inside the block that compute the load's indices, in program order."""
+    found: dict[Operation, None] = {}
+    work = list(load.indices)
+    while work:
+        value = work.pop()
+        if isinstance(value, BlockArgument):
+            continue
+        op = value.owner
+        if op in found or not defined_in(value, threads.body.block):
+            continue
+        if isinstance(op, tile.ThreadTileOp | arith.ConstantOp):
+            continue
+        found[op] = None
+        work.extend(op.operands)
+    return sorted(found, key=_position)
+
+
+def _position(op: Operation) -> tuple[int, ...]:
+    """A key that orders ops of nested blocks as they appear in the program text."""
+    path: list[int] = []
+    current: Operation | None = op
+    while current is not None and current.parent_block() is not None:
+        block = current.parent_block()
+        path.insert(0, block.get_operation_index(current))  # type: ignore[union-attr]
+        current = block.parent_op()  # type: ignore[union-attr]
+    return tuple(path)
+
+
+def _cells_used(ops: Iterable[Operation], load: tile.LoadOp) -> list[tuple[SSAValue, int]]:
+    operands = [v for op in ops for v in op.operands] + list(load.indices)
+    found: dict[SSAValue, int] = {}
+    for value in operands:
+        owner = value.owner
+        if isinstance(owner, tile.ThreadTileOp):
+            found[value] = owner.axis
+    return list(found.items())
+
+
+def _depends_on(ops: list[Operation], load: tile.LoadOp, value: SSAValue) -> bool:
+    return any(value in op.operands for op in [*ops, load])
+
+
+def _signature(ops: list[Operation], load: tile.LoadOp, cell: SSAValue, ki: SSAValue) -> tuple:
+    """The address computation with the cell abstracted: equal for loads of one slab."""
+    names: dict[SSAValue, str] = {cell: "cell", ki: "ki"}
+
+    def name(value: SSAValue) -> str:
+        if value not in names:
+            names[value] = f"v{len(names)}" if not _is_leaf(value, ops) else f"leaf{id(value)}"
+        return names[value]
+
+    parts = []
+    for op in [*ops, load]:
+        props = tuple(sorted((k, str(v)) for k, v in op.properties.items()))
+        parts.append((op.name, props, tuple(name(v) for v in op.operands)))
+        for result in op.results:
+            name(result)
+    return tuple(parts)
+
+
+def _is_leaf(value: SSAValue, ops: list[Operation]) -> bool:
+    return isinstance(value, BlockArgument) or value.owner not in ops
+
+
+def find_stages(ki_loop: tile.ForOp, threads: tile.ThreadsOp) -> list[Stage]:
+    """Candidate loads of the `ki` loop grouped into stages (see the module docstring)."""
+    ki = ki_loop.induction_var
+    stages: dict[tuple, Stage] = {}
+    for op in body_ops(ki_loop):
+        if not isinstance(op, tile.LoadOp) or is_shared(op.memref.type):
+            continue
+        ops = _slice(op, threads)
+        cells = _cells_used(ops, op)
+        if len(cells) != 1 or not _reaches(ops, op, ki):
+            continue
+        cell, axis = cells[0]
+        tile_op = cell.owner
+        assert isinstance(tile_op, tile.ThreadTileOp)
+        signature = (op.memref, axis, _signature(ops, op, cell, ki))
+        operand = "a" if axis == 0 else "b"
+        stage = stages.setdefault(signature, Stage(operand))
+        stage.members.append(Candidate(op, cell, tile_op, signature))
+    return list(stages.values())
+
+
+def _reaches(ops: list[Operation], load: tile.LoadOp, value: SSAValue) -> bool:
+    return _depends_on(ops, load, value)
+
+
+def _innermost_moves_with_k(template: Candidate, ki: SSAValue, threads: tile.ThreadsOp) -> bool:
+    """Whether the load's last index depends on `ki` (then the slab is `[E][BK]`)."""
+    last = template.load.indices[-1]
+    work, seen = [last], set()
+    while work:
+        value = work.pop()
+        if value is ki:
+            return True
+        if value in seen or isinstance(value, BlockArgument):
+            continue
+        seen.add(value)
+        if defined_in(value, threads.body.block):
+            work.extend(value.owner.operands)
+    return False
+
+
+def _build_stage(
+    stage: Stage,
+    ko_loop: tile.ForOp,
+    ki_loop: tile.ForOp,
+    threads: tile.ThreadsOp,
+    pool: ConstantPool,
+    copy_point: InsertPoint,
+) -> tile.SharedAllocOp:
+    template = stage.template
+    tile_op = template.tile_op
+    extent = tile_op.cell_count * tile_op.thread_grid[tile_op.axis]
+    bk = ki_loop.upper
+    ki = ki_loop.induction_var
+    k_inner = _innermost_moves_with_k(template, ki, threads)
+    shape = [extent, bk] if k_inner else [bk, extent]
+    element = template.load.res.type
+    buffer = template.load.memref.name_hint or "buf"
+    alloc = tile.SharedAllocOp(shared_memref(element, shape), f"{buffer}_{stage.operand}_s")
+    alloc.attributes["stage"] = StringAttr(stage.operand)
+    Rewriter.insert_op(alloc, InsertPoint.at_start(threads.body.block))
+    # The copy: a loop over the slab strided over the block's threads.
+    copy = tile.ForOp(threads.iv, extent * bk, threads.count, [])
+    copy.induction_var.name_hint = "l"
+    copy.body.block.add_op(tile.YieldOp())
+    Rewriter.insert_op(copy, copy_point)
+    body = schedule.IndexBuilder(InsertPoint.before(copy.body.block.last_op), pool)  # type: ignore[arg-type]
+    lin = copy.induction_var
+    inner_extent = shape[1]
+    outer = body.add(arith.DivSIOp(lin, pool.index(inner_extent)), "row")
+    inner = body.add(arith.RemSIOp(lin, pool.index(inner_extent)), "col")
+    position, kk = (outer, inner) if k_inner else (inner, outer)
+    mapping: dict[SSAValue, SSAValue] = {template.cell: position, ki: kk}
+    ops = _slice(template.load, threads)
+    needs_clone = _dependent_ops(ops, {template.cell, ki})
+    needs_clone |= {op for op in ops if defined_in(op.results[0], ko_loop.body.block)}
+    for op in ops:
+        if op in needs_clone:
+            clone = op.clone(value_mapper=mapping)
+            body.add(clone)
+            for old, new in zip(op.results, clone.results, strict=True):
+                mapping[old] = new
+                new.name_hint = old.name_hint
+    load = tile.LoadOp(template.load.memref, [mapping.get(i, i) for i in template.load.indices])
+    load.res.name_hint = f"{buffer}_v"
+    body.add(load)
+    slot = [position, kk] if k_inner else [kk, position]
+    Rewriter.insert_op(tile.StoreOp(load.res, alloc.result, slot), body.point)
+    # The ki loop reads the slab.
+    for member in stage.members:
+        read_at = [member.cell, ki] if k_inner else [ki, member.cell]
+        read = tile.LoadOp(alloc.result, read_at)
+        read.res.name_hint = member.load.res.name_hint
+        Rewriter.replace_op(member.load, read)
+    return alloc
+
+
+def _dependent_ops(ops: list[Operation], roots: set[SSAValue]) -> set[Operation]:
+    """The ops of `ops` that (transitively) use one of `roots`."""
+    tainted = set(roots)
+    found: set[Operation] = set()
+    for op in ops:
+        if any(v in tainted for v in op.operands):
+            found.add(op)
+            tainted.update(op.results)
+    return found
+
+
+def _erase_dead(block_ops: list[Operation]) -> None:
+    """Index arithmetic the replaced loads no longer use goes (pure ops without uses)."""
+    changed = True
+    while changed:
+        changed = False
+        for op in block_ops:
+            if op.parent is None:
+                continue
+            pure = op.dialect_name() in ("arith", "math") or isinstance(op, tile.LoadOp)
+            if pure and not op.regions and all(not r.uses for r in op.results):
+                Rewriter.erase_op(op)
+                changed = True
+
+
+def stage_operands(kernel: tile.KernelOp, mask: int) -> int:
+    """Stages the operands selected by `mask`; returns the mask of those staged."""
+    threads = schedule.threads_of(kernel)
+    if threads is None or not thread_tiles_of(threads):
+        return 0
+    ko_loop = next(
+        (op for op in schedule.top_loops(threads) if op.is_reduce and _chunked(op)), None
+    )
+    if ko_loop is None or any(isinstance(op, tile.SharedAllocOp) for op in threads.body.ops):
+        return 0
+    ki_loop = next(op for op in body_ops(ko_loop) if isinstance(op, tile.ForOp))
+    stages = [s for s in find_stages(ki_loop, threads) if OPERAND_BITS[s.operand] & mask]
+    if not stages:
+        return 0
+    pool = ConstantPool.adopting(threads.body.block)
+    copy_point = InsertPoint.before(ki_loop)
+    for stage in stages:
+        _build_stage(stage, ko_loop, ki_loop, threads, pool, copy_point)
+    Rewriter.insert_op(tile.BarrierOp(), InsertPoint.before(ki_loop))
+    Rewriter.insert_op(tile.BarrierOp(), InsertPoint.after(ki_loop))
+    _erase_dead(list(ki_loop.body.block.ops))
+    _erase_dead(list(threads.body.block.ops))
+    _check_shared_budget(kernel, threads)
+    staged = 0
+    for stage in stages:
+        staged |= OPERAND_BITS[stage.operand]
+    return staged
+
+
+def _chunked(loop: tile.ForOp) -> bool:
+    inner = [op for op in body_ops(loop) if isinstance(op, tile.ForOp)]
+    return len(inner) == 1 and inner[0].is_reduce
+
+
+def shared_bytes_of(threads: tile.ThreadsOp) -> int:
+    """Bytes of the block's shared allocations."""
+    return sum(
+        buffer_bytes(op.result.type)  # type: ignore[arg-type]
+        for op in threads.body.ops
+        if isinstance(op, tile.SharedAllocOp)
+    )
+
+
+def _check_shared_budget(kernel: tile.KernelOp, threads: tile.ThreadsOp) -> None:
+    used = shared_bytes_of(threads)
+    if used > MAX_STATIC_SHARED_BYTES:
+        raise PassFailedException(
+            f"tile-stage: kernel @{kernel.sym_name.data} needs {used} bytes of shared memory "
+            f"for its stages, more than the {MAX_STATIC_SHARED_BYTES} a block may have "
+            "(choose smaller bm/bn/bk)"
+        )
+
+
+@dataclass(frozen=True)
+class TileStagePass(ModulePass):
+    """Chunked contractions: operands copied through shared memory (see the module doc).
+
+    `operands` lists what to stage (`a`, `b` or `a,b`); a kernel's `stage` knob wins.
+    """
+
+    name = "tile-stage"
+
+    operands: str = "a,b"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        requested = 0
+        for name in filter(None, (part.strip() for part in self.operands.split(","))):
+            if name not in OPERAND_BITS:
+                raise PassFailedException(
+                    f"tile-stage: unknown operand '{name}' (expected a, b or a,b)"
+                )
+            requested |= OPERAND_BITS[name]
+        for kernel in [k for k in op.ops if isinstance(k, tile.KernelOp)]:
+            if kernel.schedule is None or "bk" not in kernel.schedule.data:
+                continue
+            mask = schedule.read_knob(kernel, "stage", requested)
+            stage_operands(kernel, mask)
+            schedule.write_knob(kernel, "stage", mask)
