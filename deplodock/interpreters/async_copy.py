@@ -138,9 +138,11 @@ def issue_copy(
     args: Sequence[Any],
     epoch: int,
     names: tuple[str, str],
+    read: bool = True,
 ) -> None:
     """One `cp_async` / `copy_async` on the active lanes: read the source now (zeros where
-    the predicate is false), record the copy as pending in each thread's current group."""
+    the predicate is false), record the copy as pending in each thread's current group.
+    With `read=False` (the performance tracer, whose global buffers are virtual) zeros land."""
     nd, ns = len(op.dst_indices), len(op.src_indices)
     dst, src = args[0], args[1 + nd]
     dst_indices, src_indices = list(args[1 : 1 + nd]), list(args[2 + nd : 2 + nd + ns])
@@ -155,7 +157,7 @@ def issue_copy(
     reading = state.lanes(pred).astype(bool)
     values = np.zeros((lanes.size, count), dtype=dst.data.dtype)
     flat = np.zeros((lanes.size, count), dtype=np.int64)
-    with state.masked(reading):
+    with state.masked(reading if read else False):
         read_mask = state.current_mask[mask]
         for k in range(count):
             if state.any_active():

@@ -108,6 +108,48 @@ def store_shared(
     )
 
 
+def load_vector(state: BlockState, op: kernel.LoadVectorOp, args: PythonValues) -> PythonValues:
+    """`width` aligned consecutive elements per active lane (shared: race-checked)."""
+    buf, *indices = args
+    name = buffer_name(op.memref)
+    check_vector_alignment(state.lanes, indices, op.width, name, op)
+    results = []
+    for k in range(op.width):
+        at = shifted(indices, k)
+        if isinstance(buf, SharedBuffer):
+            mask = state.lanes.current_mask
+            got = buf.load(
+                _active_indices(state, at), state.lanes.thread_ids[mask], state.epoch, op.name
+            )
+            value = np.zeros(state.lanes.num_threads, dtype=numpy_dtype(op.res[k].type))
+            value[mask] = got
+        else:
+            value = state.lanes.gather(buf, at, name=name, op=op)
+        results.append(value)
+    return tuple(results)
+
+
+def store_vector(state: BlockState, op: kernel.StoreVectorOp, args: PythonValues) -> None:
+    """The active lanes write `width` aligned consecutive elements (shared: race-checked)."""
+    width = op.width
+    values, buf, indices = args[:width], args[width], args[width + 1 :]
+    name = buffer_name(op.memref)
+    check_vector_alignment(state.lanes, indices, width, name, op)
+    mask = state.lanes.current_mask
+    for k, value in enumerate(values):
+        at = shifted(indices, k)
+        if isinstance(buf, SharedBuffer):
+            buf.store(
+                _active_indices(state, at),
+                state.lanes.lanes(value)[mask],
+                state.lanes.thread_ids[mask],
+                state.epoch,
+                op.name,
+            )
+        else:
+            state.lanes.scatter(buf, at, value, name=name, op=op)
+
+
 @register_impls
 class KernelFunctions(InterpreterFunctions):
     """`@impl`s of the kernel ops; the running block's state lives on the interpreter
@@ -234,45 +276,11 @@ class KernelFunctions(InterpreterFunctions):
     def run_load_vector(
         self, interpreter: Interpreter, op: kernel.LoadVectorOp, args: PythonValues
     ):
-        buf, *indices = args
-        state = _block(interpreter, op)
-        name = buffer_name(op.memref)
-        check_vector_alignment(state.lanes, indices, op.width, name, op)
-        results = []
-        for k in range(op.width):
-            at = shifted(indices, k)
-            if isinstance(buf, SharedBuffer):
-                mask = state.lanes.current_mask
-                got = buf.load(
-                    _active_indices(state, at), state.lanes.thread_ids[mask], state.epoch, op.name
-                )
-                value = np.zeros(state.lanes.num_threads, dtype=numpy_dtype(op.res[k].type))
-                value[mask] = got
-            else:
-                value = state.lanes.gather(buf, at, name=name, op=op)
-            results.append(value)
-        return tuple(results)
+        return load_vector(_block(interpreter, op), op, args)
 
     @impl(kernel.StoreVectorOp)
     def run_store_vector(
         self, interpreter: Interpreter, op: kernel.StoreVectorOp, args: PythonValues
     ):
-        width = op.width
-        values, buf, indices = args[:width], args[width], args[width + 1 :]
-        state = _block(interpreter, op)
-        name = buffer_name(op.memref)
-        check_vector_alignment(state.lanes, indices, width, name, op)
-        mask = state.lanes.current_mask
-        for k, value in enumerate(values):
-            at = shifted(indices, k)
-            if isinstance(buf, SharedBuffer):
-                buf.store(
-                    _active_indices(state, at),
-                    state.lanes.lanes(value)[mask],
-                    state.lanes.thread_ids[mask],
-                    state.epoch,
-                    op.name,
-                )
-            else:
-                state.lanes.scatter(buf, at, value, name=name, op=op)
+        store_vector(_block(interpreter, op), op, args)
         return ()
