@@ -19,6 +19,7 @@ DEPLODOCK_PASSES: dict[str, tuple[str, str]] = {
     "dedupe-kernels": ("dedupe_kernels", "DedupeKernelsPass"),
     "convert-loop-to-tile": ("convert_loop_to_tile", "ConvertLoopToTilePass"),
     "tile-grid-stride": ("tile.grid_stride", "TileGridStridePass"),
+    "tile-vectorize": ("tile.vectorize", "TileVectorizePass"),
     "tile-rows-to-blocks": ("tile.rows_to_blocks", "TileRowsToBlocksPass"),
     "tile-loops-to-threads": ("tile.loops_to_threads", "TileLoopsToThreadsPass"),
     "tile-cooperative-reduce": ("tile.cooperative_reduce", "TileCooperativeReducePass"),

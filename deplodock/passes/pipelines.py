@@ -27,6 +27,7 @@ STAGE_PASSES: dict[str, tuple[str, ...]] = {
     "tile": (
         "convert-loop-to-tile",
         "tile-grid-stride",
+        "tile-vectorize",
         "tile-rows-to-blocks",
         "tile-loops-to-threads",
         "tile-cooperative-reduce",
