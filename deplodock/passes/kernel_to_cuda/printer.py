@@ -325,7 +325,7 @@ class KernelPrinter:
         at = self.element(op.memref, op.indices)
         self.line(f"const dd_vec<{args}> {var} = dd_load_vector<{args}>(&{at});")
         for k, result in enumerate(op.res):
-            self.values[result] = name(f"{var}.v[{k}]")
+            self.declare(result, name(f"{var}.v[{k}]"))
 
     def print_scalar(self, op: Operation) -> None:
         if len(op.results) != 1:
