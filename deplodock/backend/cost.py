@@ -201,6 +201,20 @@ class _Counter:
                     counts.loaded[op.memref] += n
                 else:
                     counts.stored[op.memref] += n
+            case kernel.LoadVectorOp() | kernel.StoreVectorOp():
+                t = op.memref.type
+                assert isinstance(t, MemRefType)
+                n = self.total(weight) * byte_size(t.element_type) * op.width
+                if is_shared(t):
+                    counts.shared += n
+                elif isinstance(op, kernel.LoadVectorOp):
+                    counts.loaded[op.memref] += n
+                else:
+                    counts.stored[op.memref] += n
+            case kernel.CpAsyncOp():
+                n = self.total(weight) * op.num_bytes  # a zero-filling copy reads nothing
+                counts.loaded[op.src] += n
+                counts.shared += n
             case kernel.IfOp():
                 cond = self.known(op.cond)
                 taken = weight if cond is UNKNOWN else weight * np.asarray(cond, dtype=np.int64)

@@ -4,7 +4,14 @@
 // a few nanoseconds each), switched at __syncthreads and warp shuffles; several host
 // threads run different blocks at once. See "the execution model" below. This is a
 // correctness oracle for the emitted CUDA, not a fast path: keep shapes modest.
+//
+// The same header is the device header of the GPU build: under nvcc (__CUDACC__) the
+// emulation is skipped and only the deplodock primitives at the end remain (cp.async,
+// vector accesses), whose GPU side (__CUDA_ARCH__) is inline PTX and whose CPU side
+// emulates the PTX ISA's documented semantics.
 #pragma once
+
+#ifndef __CUDACC__
 
 #include <pthread.h>
 #include <sys/mman.h>
@@ -31,7 +38,7 @@
 #define __forceinline__ inline __attribute__((always_inline))
 #define __launch_bounds__(...)
 #define __shared__ static thread_local
-#define __align__(n) alignas(n)
+#define __align__(n) __attribute__((aligned(n)))
 #define __constant__ static const
 // __restrict__ is a GNU keyword already.
 
@@ -256,6 +263,15 @@ struct Fiber {
   int tid = 0;
   int shfl_phase = 0;
   State state = State::Done;
+  // cp.async emulation: this thread's copies in flight and its committed-group count.
+  struct AsyncCopy {
+    void* dst;
+    unsigned char data[16];
+    int bytes;
+    int group;  // the commit count when issued: committed once commits > group
+  };
+  std::vector<AsyncCopy> async_copies;
+  int async_commits = 0;
 };
 
 struct Warp {
@@ -283,6 +299,13 @@ inline void fiber_main(void* raw) {
   auto* f = static_cast<Fiber*>(raw);
   for (;;) {  // one iteration per block this fiber takes part in
     f->worker->run(f->worker->launch);
+    if (!f->async_copies.empty()) {
+      std::fprintf(stderr,
+                   "cpu_simt: thread %d of block %u ends with %zu cp.async copies not waited "
+                   "for (missing cp.async.wait_group)\n",
+                   f->tid, blockIdx.x, f->async_copies.size());
+      std::abort();
+    }
     yield(State::Done);
   }
 }
@@ -303,6 +326,8 @@ inline void run_block(Worker& w) {
   for (Fiber& f : w.fibers) {
     f.state = State::Run;
     f.shfl_phase = 0;
+    f.async_copies.clear();
+    f.async_commits = 0;
   }
   for (;;) {
     for (Fiber& f : w.fibers) {
@@ -500,3 +525,123 @@ inline int launch(void (*fn)(P...), void** args, int grid, int block, int worker
 }
 
 }  // namespace deplodock_simt
+
+#endif  // !__CUDACC__
+
+// ---- deplodock device primitives: cp.async and vector accesses ------------------------
+//
+// The CUDA printer emits these calls; each is defined once, here, for both sides.
+//
+// cp.async (PTX ISA, "Data Movement: cp.async"): `cp.async.{ca,cg}.shared.global [dst],
+// [src], cp-size, src-size` copies cp-size bytes (4, 8, 16; .cg only 16) from global to
+// shared memory asynchronously, and zero-fills the bytes past src-size (here src-size is
+// cp-size or 0: a false predicate writes zeros and reads nothing). `cp.async.commit_group`
+// closes the thread's pending copies into a group; `cp.async.wait_group N` waits until at
+// most N of the thread's most recent groups are pending. Until the wait the data may land
+// at any time (or not): the CPU emulation defers every copy to the wait that retires it, so
+// code that reads without waiting sees the old contents, as it may on a GPU. Other threads
+// see the data only after a barrier (__syncthreads), which the emulation's fibers order.
+#ifdef __CUDACC__
+#define DD_DEVICE __device__ __forceinline__
+#else
+#define DD_DEVICE inline
+#endif
+
+template <int Bytes>
+DD_DEVICE void dd_cp_async(void* smem, const void* gmem, bool pred) {
+  static_assert(Bytes == 4 || Bytes == 8 || Bytes == 16, "cp.async copies 4, 8 or 16 bytes");
+#if defined(__CUDA_ARCH__)
+  const unsigned dst = (unsigned)__cvta_generic_to_shared(smem);
+  const int src_size = pred ? Bytes : 0;
+  if constexpr (Bytes == 16) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(gmem),
+                 "r"(src_size)
+                 : "memory");
+  } else {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;\n" ::"r"(dst), "l"(gmem),
+                 "n"(Bytes), "r"(src_size)
+                 : "memory");
+  }
+#elif !defined(__CUDACC__)
+  deplodock_simt::Fiber::AsyncCopy copy{smem, {}, Bytes, deplodock_simt::current->async_commits};
+  if (pred) std::memcpy(copy.data, gmem, Bytes);  // src-size 0: zero-fill, nothing read
+  deplodock_simt::current->async_copies.push_back(copy);
+#endif
+}
+
+DD_DEVICE void dd_cp_async_4(void* smem, const void* gmem, bool pred) {
+  dd_cp_async<4>(smem, gmem, pred);
+}
+DD_DEVICE void dd_cp_async_8(void* smem, const void* gmem, bool pred) {
+  dd_cp_async<8>(smem, gmem, pred);
+}
+DD_DEVICE void dd_cp_async_16(void* smem, const void* gmem, bool pred) {
+  dd_cp_async<16>(smem, gmem, pred);
+}
+
+DD_DEVICE void dd_cp_async_commit() {
+#if defined(__CUDA_ARCH__)
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+#elif !defined(__CUDACC__)
+  deplodock_simt::current->async_commits += 1;
+#endif
+}
+
+template <int N>
+DD_DEVICE void dd_cp_async_wait() {
+  static_assert(N >= 0, "cp.async.wait_group takes a non-negative group count");
+#if defined(__CUDA_ARCH__)
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+#elif !defined(__CUDACC__)
+  // Land every copy of a committed group older than the N most recent ones, in issue order
+  // (uncommitted copies belong to no group: wait_group does not wait for them).
+  deplodock_simt::Fiber* f = deplodock_simt::current;
+  const int limit = f->async_commits - N;
+  auto& copies = f->async_copies;
+  size_t kept = 0;
+  for (size_t i = 0; i < copies.size(); ++i) {
+    if (copies[i].group < limit)
+      std::memcpy(copies[i].dst, copies[i].data, copies[i].bytes);
+    else
+      copies[kept++] = copies[i];
+  }
+  copies.resize(kept);
+#endif
+}
+
+// Vector accesses: N elements of T (8 or 16 bytes) in one `ld/st.v2|v4` (LDG.E.64/.128).
+// The address must be aligned to the vector size (a GPU faults otherwise; the emulation
+// reports it and aborts).
+template <class T, int N>
+struct alignas(sizeof(T) * N) dd_vec {
+  T v[N];
+};
+
+#if !defined(__CUDACC__)
+namespace deplodock_simt {
+inline void check_vector_alignment(const void* p, size_t bytes) {
+  if (reinterpret_cast<uintptr_t>(p) % bytes != 0) {
+    std::fprintf(stderr, "cpu_simt: misaligned %zu-byte vector access at %p\n", bytes, p);
+    std::abort();
+  }
+}
+}  // namespace deplodock_simt
+#endif
+
+template <class T, int N>
+DD_DEVICE dd_vec<T, N> dd_load_vector(const T* p) {
+  static_assert(sizeof(T) * N == 8 || sizeof(T) * N == 16, "vector accesses are 8 or 16 bytes");
+#if !defined(__CUDACC__)
+  deplodock_simt::check_vector_alignment(p, sizeof(T) * N);
+#endif
+  return *reinterpret_cast<const dd_vec<T, N>*>(p);
+}
+
+template <class T, int N>
+DD_DEVICE void dd_store_vector(T* p, const dd_vec<T, N>& value) {
+  static_assert(sizeof(T) * N == 8 || sizeof(T) * N == 16, "vector accesses are 8 or 16 bytes");
+#if !defined(__CUDACC__)
+  deplodock_simt::check_vector_alignment(p, sizeof(T) * N);
+#endif
+  *reinterpret_cast<dd_vec<T, N>*>(p) = value;
+}

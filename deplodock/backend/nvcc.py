@@ -144,7 +144,9 @@ def compile_cubin(
         cu = Path(tmp) / "kernels.cu"
         cubin = Path(tmp) / "kernels.cubin"
         cu.write_text(source)
-        cmd = [nvcc_command(), f"-arch={arch}", "-cubin", "-Xptxas", "-v", *extra_flags]
+        # -I: the device header (`cpu_simt.h`: cp.async and vector primitives) resolves.
+        include = f"-I{Path(__file__).parent}"
+        cmd = [nvcc_command(), f"-arch={arch}", "-cubin", "-Xptxas", "-v", include, *extra_flags]
         proc = subprocess.run(
             [*cmd, "-o", str(cubin), str(cu)], capture_output=True, text=True, cwd=tmp
         )

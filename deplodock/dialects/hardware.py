@@ -52,3 +52,20 @@ def is_shared(memref_type: Attribute) -> bool:
 def shared_memref(element_type: Attribute, shape: list[int]) -> MemRefType:
     """The type of a static `__shared__` array of `shape`."""
     return MemRefType(element_type, shape, memory_space=IntegerAttr(SHARED_MEMORY_SPACE, 64))
+
+
+#: Sizes one `cp.async` may copy (PTX ISA, `cp.async`: cp-size is 4, 8 or 16 bytes).
+CP_ASYNC_BYTES: tuple[int, ...] = (4, 8, 16)
+#: `cp.async.cg` (bypass L1, cache in L2 only) takes only this size; 4 and 8 bytes use `.ca`.
+CP_ASYNC_CG_BYTES = 16
+#: The widest vector load or store of one thread (`ld.global.v4.f32`, `LDG.E.128`): 16 bytes.
+MAX_VECTOR_BYTES = 16
+#: The vector widths (elements) of `ld`/`st` `.v2` and `.v4`.
+VECTOR_WIDTHS: tuple[int, ...] = (2, 4)
+#: Bytes of one vector access deplodock emits (8 = `float2`, 16 = `float4`).
+VECTOR_BYTES: tuple[int, ...] = (8, MAX_VECTOR_BYTES)
+
+
+def cp_async_cache(nbytes: int) -> str:
+    """The `cp.async` cache modifier for a copy of `nbytes`: `cg` for 16, `ca` otherwise."""
+    return "cg" if nbytes == CP_ASYNC_CG_BYTES else "ca"

@@ -49,6 +49,7 @@ from xdsl.traits import (
 from xdsl.utils.exceptions import VerifyException
 
 from deplodock.dialects import common
+from deplodock.dialects.common import async_memory
 from deplodock.dialects.element_types import UnsupportedElementType, buffer_bytes
 from deplodock.dialects.hardware import (
     MAX_STATIC_SHARED_BYTES,
@@ -363,6 +364,51 @@ class LaunchOp(common.LaunchOpBase):
     name = "kernel.launch"
 
 
+# --------------------------------------------------------------------------------------------
+# Asynchronous copies (cp.async) and vector accesses (syntax and rules: common/async_memory.py)
+
+
+@irdl_op_definition
+class CpAsyncOp(async_memory.CpAsyncOpBase):
+    """`kernel.cp_async %dst[...], %src[...], 16 [if %p] : memref<..., 3>, memref<...>`:
+    PTX `cp.async.{ca,cg}.shared.global` (`if %p` false: zero-fill, src-size 0)."""
+
+    name = "kernel.cp_async"
+    traits = traits_def(HasAncestor(FuncOp))
+
+
+@irdl_op_definition
+class CpAsyncCommitOp(async_memory.CpAsyncCommitOpBase):
+    """`kernel.cp_async_commit`: PTX `cp.async.commit_group`."""
+
+    name = "kernel.cp_async_commit"
+    traits = traits_def(HasAncestor(FuncOp))
+
+
+@irdl_op_definition
+class CpAsyncWaitOp(async_memory.CpAsyncWaitOpBase):
+    """`kernel.cp_async_wait N`: PTX `cp.async.wait_group N`."""
+
+    name = "kernel.cp_async_wait"
+    traits = traits_def(HasAncestor(FuncOp))
+
+
+@irdl_op_definition
+class LoadVectorOp(async_memory.LoadVectorOpBase):
+    """`%a, %b, %c, %d = kernel.load_vector %buf[...] width 4 : memref<...>` (`float4`)."""
+
+    name = "kernel.load_vector"
+    traits = traits_def(HasAncestor(FuncOp))
+
+
+@irdl_op_definition
+class StoreVectorOp(async_memory.StoreVectorOpBase):
+    """`kernel.store_vector %a, %b, %c, %d, %buf[...] : memref<...>` (`float4`)."""
+
+    name = "kernel.store_vector"
+    traits = traits_def(HasAncestor(FuncOp))
+
+
 Kernel = Dialect(
     "kernel",
     [
@@ -380,6 +426,11 @@ Kernel = Dialect(
         StoreOp,
         AllocOp,
         LaunchOp,
+        CpAsyncOp,
+        CpAsyncCommitOp,
+        CpAsyncWaitOp,
+        LoadVectorOp,
+        StoreVectorOp,
     ],
     [],
 )

@@ -34,6 +34,11 @@ from xdsl.dialects.func import FuncOp
 from xdsl.ir import Attribute, Block, Operation, SSAValue
 from xdsl.traits import SymbolOpInterface
 
+from deplodock.dialects.common.async_memory import (
+    CpAsyncOpBase,
+    LoadVectorOpBase,
+    StoreVectorOpBase,
+)
 from deplodock.dialects.common.kernels import KernelOpBase, LaunchOpBase
 from deplodock.dialects.common.memory import LoadOpBase, StoreOpBase
 
@@ -107,13 +112,26 @@ def constant_index(value: SSAValue) -> int | None:
 
 
 def written_buffers(op: Operation) -> set[SSAValue]:
-    """The buffers some `X.store` inside `op` writes (loop, tile and kernel levels)."""
-    return {inner.memref for inner in op.walk() if isinstance(inner, StoreOpBase)}
+    """The buffers some `X.store` (or vector store, or async copy's destination) inside `op`
+    writes (loop, tile and kernel levels)."""
+    written: set[SSAValue] = set()
+    for inner in op.walk():
+        if isinstance(inner, StoreOpBase | StoreVectorOpBase):
+            written.add(inner.memref)
+        elif isinstance(inner, CpAsyncOpBase):
+            written.add(inner.dst)
+    return written
 
 
 def read_buffers(op: Operation) -> set[SSAValue]:
-    """The buffers some `X.load` inside `op` reads."""
-    return {inner.memref for inner in op.walk() if isinstance(inner, LoadOpBase)}
+    """The buffers some `X.load` (or vector load, or async copy's source) inside `op` reads."""
+    read: set[SSAValue] = set()
+    for inner in op.walk():
+        if isinstance(inner, LoadOpBase | LoadVectorOpBase):
+            read.add(inner.memref)
+        elif isinstance(inner, CpAsyncOpBase):
+            read.add(inner.src)
+    return read
 
 
 def argument_positions(block: Block, values: Iterable[SSAValue]) -> set[int]:

@@ -65,6 +65,7 @@ from xdsl.traits import (
 from xdsl.utils.exceptions import VerifyException
 
 from deplodock.dialects import common
+from deplodock.dialects.common import async_memory
 from deplodock.dialects.hardware import (
     MAX_THREADS_PER_BLOCK,
     SHARED_MEMORY_SPACE,
@@ -610,6 +611,50 @@ class LaunchOp(common.LaunchOpBase):
     name = "tile.launch"
 
 
+# Asynchronous copies and vector accesses (syntax and rules: common/async_memory.py); the
+# tile -> kernel lowering maps each to its kernel op one to one.
+
+
+@irdl_op_definition
+class CopyAsyncOp(async_memory.CpAsyncOpBase):
+    """`tile.copy_async %dst[...], %src[...], 16 [if %p] : memref<..., 3>, memref<...>`:
+    each thread copies BYTES from global to shared memory without a register round trip;
+    the copy lands by the `tile.async_wait` that retires its group."""
+
+    name = "tile.copy_async"
+    traits = traits_def(HasAncestor(ThreadsOp))
+
+
+@irdl_op_definition
+class AsyncCommitOp(async_memory.CpAsyncCommitOpBase):
+    """`tile.async_commit`: the thread's copies since the last commit form one group."""
+
+    name = "tile.async_commit"
+    traits = traits_def(HasAncestor(ThreadsOp))
+
+
+@irdl_op_definition
+class AsyncWaitOp(async_memory.CpAsyncWaitOpBase):
+    """`tile.async_wait N`: all but the thread's `N` most recent groups have landed."""
+
+    name = "tile.async_wait"
+    traits = traits_def(HasAncestor(ThreadsOp))
+
+
+@irdl_op_definition
+class LoadVectorOp(async_memory.LoadVectorOpBase):
+    """`%a, %b, %c, %d = tile.load_vector %buf[...] width 4 : memref<...>`: per thread."""
+
+    name = "tile.load_vector"
+
+
+@irdl_op_definition
+class StoreVectorOp(async_memory.StoreVectorOpBase):
+    """`tile.store_vector %a, %b, %c, %d, %buf[...] : memref<...>`: per thread."""
+
+    name = "tile.store_vector"
+
+
 Tile = Dialect(
     "tile",
     [
@@ -629,6 +674,11 @@ Tile = Dialect(
         StoreOp,
         AllocOp,
         LaunchOp,
+        CopyAsyncOp,
+        AsyncCommitOp,
+        AsyncWaitOp,
+        LoadVectorOp,
+        StoreVectorOp,
     ],
     [],
 )

@@ -7,6 +7,8 @@ masked region. Global buffers are the launch's numpy arrays, read and written wi
 gathers and scatters. Shared arrays are fresh `SharedBuffer`s per block that record, for
 each element, the writing thread and barrier epoch; `kernel.barrier` starts a new epoch, so
 an access that a missing `__syncthreads()` would leave unordered raises `RaceError`.
+`kernel.cp_async` is asynchronous (pending per thread and group until `kernel.cp_async_wait`
+lands it) and vector accesses are aligned scalar accesses: see `async_copy.py`.
 """
 
 from __future__ import annotations
@@ -27,6 +29,12 @@ from xdsl.utils.exceptions import InterpretationError
 
 from deplodock.dialects import kernel
 from deplodock.dialects.element_types import numpy_dtype
+from deplodock.interpreters.async_copy import (
+    AsyncCopies,
+    check_vector_alignment,
+    issue_copy,
+    shifted,
+)
 from deplodock.interpreters.common import alloc_impl, lookup_kernel, terminator_impl
 from deplodock.interpreters.shared_memory import SharedBuffer
 from deplodock.interpreters.simt import LockstepState, buffer_name
@@ -40,6 +48,10 @@ class BlockState:
     lanes: LockstepState
     epoch: int = 0
     shared: list[SharedBuffer] = field(default_factory=list)
+    copies: AsyncCopies = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.copies = AsyncCopies(self.lanes.num_threads)
 
 
 def _block(interpreter: Interpreter, op: Operation) -> BlockState:
@@ -53,11 +65,12 @@ def run_kernel(interpreter: Interpreter, func: kernel.FuncOp, buffers: PythonVal
     """Runs `func` on `buffers` (in place): every block, one after another."""
     stack: list[BlockState] = interpreter.get_data(KernelFunctions, "blocks", list)
     for block_id in range(func.grid_size):
-        stack.append(BlockState(LockstepState(func.block_size, block_id=block_id)))
+        state = BlockState(LockstepState(func.block_size, block_id=block_id))
+        stack.append(state)
+        where = f"kernel.func @{func.sym_name.data} block {block_id}"
         try:
-            interpreter.run_ssacfg_region(
-                func.body, buffers, f"kernel.func @{func.sym_name.data} block {block_id}"
-            )
+            interpreter.run_ssacfg_region(func.body, buffers, where)
+            state.copies.finish(where)
         finally:
             stack.pop()
 
@@ -93,6 +106,48 @@ def store_shared(
         state.epoch,
         op.name,
     )
+
+
+def load_vector(state: BlockState, op: kernel.LoadVectorOp, args: PythonValues) -> PythonValues:
+    """`width` aligned consecutive elements per active lane (shared: race-checked)."""
+    buf, *indices = args
+    name = buffer_name(op.memref)
+    check_vector_alignment(state.lanes, indices, op.width, name, op)
+    results = []
+    for k in range(op.width):
+        at = shifted(indices, k)
+        if isinstance(buf, SharedBuffer):
+            mask = state.lanes.current_mask
+            got = buf.load(
+                _active_indices(state, at), state.lanes.thread_ids[mask], state.epoch, op.name
+            )
+            value = np.zeros(state.lanes.num_threads, dtype=numpy_dtype(op.res[k].type))
+            value[mask] = got
+        else:
+            value = state.lanes.gather(buf, at, name=name, op=op)
+        results.append(value)
+    return tuple(results)
+
+
+def store_vector(state: BlockState, op: kernel.StoreVectorOp, args: PythonValues) -> None:
+    """The active lanes write `width` aligned consecutive elements (shared: race-checked)."""
+    width = op.width
+    values, buf, indices = args[:width], args[width], args[width + 1 :]
+    name = buffer_name(op.memref)
+    check_vector_alignment(state.lanes, indices, width, name, op)
+    mask = state.lanes.current_mask
+    for k, value in enumerate(values):
+        at = shifted(indices, k)
+        if isinstance(buf, SharedBuffer):
+            buf.store(
+                _active_indices(state, at),
+                state.lanes.lanes(value)[mask],
+                state.lanes.thread_ids[mask],
+                state.epoch,
+                op.name,
+            )
+        else:
+            state.lanes.scatter(buf, at, value, name=name, op=op)
 
 
 @register_impls
@@ -189,4 +244,43 @@ class KernelFunctions(InterpreterFunctions):
             state.lanes.scatter(buf, indices, value, name=buffer_name(op.memref), op=op)
             return ()
         store_shared(state, op, buf, indices, value)
+        return ()
+
+    # -- asynchronous copies and vector accesses ---------------------------------------------
+
+    @impl(kernel.CpAsyncOp)
+    def run_cp_async(self, interpreter: Interpreter, op: kernel.CpAsyncOp, args: PythonValues):
+        state = _block(interpreter, op)
+        names = (buffer_name(op.dst), buffer_name(op.src))
+        issue_copy(state.lanes, state.copies, op, args, state.epoch, names)
+        return ()
+
+    @impl(kernel.CpAsyncCommitOp)
+    def run_cp_async_commit(
+        self, interpreter: Interpreter, op: kernel.CpAsyncCommitOp, args: PythonValues
+    ):
+        state = _block(interpreter, op)
+        state.copies.commit(state.lanes.thread_ids[state.lanes.current_mask])
+        return ()
+
+    @impl(kernel.CpAsyncWaitOp)
+    def run_cp_async_wait(
+        self, interpreter: Interpreter, op: kernel.CpAsyncWaitOp, args: PythonValues
+    ):
+        state = _block(interpreter, op)
+        lanes = state.lanes.thread_ids[state.lanes.current_mask]
+        state.copies.wait(lanes, op.groups, state.epoch)
+        return ()
+
+    @impl(kernel.LoadVectorOp)
+    def run_load_vector(
+        self, interpreter: Interpreter, op: kernel.LoadVectorOp, args: PythonValues
+    ):
+        return load_vector(_block(interpreter, op), op, args)
+
+    @impl(kernel.StoreVectorOp)
+    def run_store_vector(
+        self, interpreter: Interpreter, op: kernel.StoreVectorOp, args: PythonValues
+    ):
+        store_vector(_block(interpreter, op), op, args)
         return ()

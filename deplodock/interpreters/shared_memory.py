@@ -11,6 +11,13 @@ threads to one element in the same epoch are unordered on a GPU, so:
   in the current epoch
 
 raise `RaceError`, naming the buffer, the threads, the element and the op.
+
+Asynchronous copies (`cp.async`, see `async_copy.py`) add a third record: the element's
+pending copy. Between its issue and the `cp.async.wait_group` that retires it, a copy may
+land at any moment, so any read or write of the element (by any thread, the issuing one
+included) is reported as a race ("cp.async not yet waited for"). When the copy lands it is a
+write of the issuing thread in the then current epoch: other threads need a barrier after
+the wait before they read it.
 """
 
 from __future__ import annotations
@@ -43,6 +50,7 @@ class SharedBuffer:
         self.writer_epoch = np.full(data.shape, -1, dtype=np.int64)
         self.reader_thread = np.full(data.shape, NO_THREAD, dtype=np.int64)
         self.reader_epoch = np.full(data.shape, -1, dtype=np.int64)
+        self.pending_thread = np.full(data.shape, NO_THREAD, dtype=np.int64)
 
     # -- helpers ---------------------------------------------------------------------------
 
@@ -87,6 +95,20 @@ class SharedBuffer:
             f"{element} {what} by {who} in the same barrier epoch ({op_name})"
         )
 
+    def _check_pending(self, flat: np.ndarray, lanes: np.ndarray, verb: str, op_name: str):
+        """Raises `RaceError` when an accessed element has a copy in flight."""
+        issuer = self.pending_thread.flat[flat]
+        pending = issuer != NO_THREAD
+        if not pending.any():
+            return
+        i = int(np.argmax(pending))
+        element = [int(k) for k in np.unravel_index(int(flat[i]), self.data.shape)]
+        raise RaceError(
+            f"race on shared buffer {self.name}: thread {int(lanes[i])} {verb} element "
+            f"{element} while a cp.async of thread {int(issuer[i])} to it is in flight: "
+            f"cp.async not yet waited for ({op_name})"
+        )
+
     # -- accesses --------------------------------------------------------------------------
 
     def load(
@@ -95,6 +117,7 @@ class SharedBuffer:
         """The values at `indices` for each lane; raises `RaceError` on a read after write."""
         lanes = np.asarray(lanes, dtype=np.int64)
         flat = self._flat(indices, lanes.size, op_name)
+        self._check_pending(flat, lanes, "reads", op_name)
         writer = self.writer_thread.flat[flat]
         racy = (self.writer_epoch.flat[flat] == epoch) & (writer != lanes) & (writer >= 0)
         self._check(racy, lanes, flat, writer, "reads ... written", op_name)
@@ -126,6 +149,14 @@ class SharedBuffer:
         flat = self._flat(indices, lanes.size, op_name)
         if flat.size == 0:
             return
+        self._check_pending(flat, lanes, "writes", op_name)
+        self._check_write(flat, lanes, epoch, op_name)
+        self.data.flat[flat] = np.broadcast_to(values, (lanes.size,))
+        self.writer_thread.flat[flat] = lanes
+        self.writer_epoch.flat[flat] = epoch
+
+    def _check_write(self, flat: np.ndarray, lanes: np.ndarray, epoch: int, op_name: str):
+        """Write after write (in this access or this epoch) or after read: `RaceError`."""
         order = np.argsort(flat, kind="stable")
         twice = np.zeros(lanes.size, dtype=bool)
         twice[order[1:]] = flat[order[1:]] == flat[order[:-1]]
@@ -138,6 +169,26 @@ class SharedBuffer:
         reader = self.reader_thread.flat[flat]
         racy = (self.reader_epoch.flat[flat] == epoch) & (reader != lanes) & (reader != NO_THREAD)
         self._check(racy, lanes, flat, reader, "writes ... read", op_name)
-        self.data.flat[flat] = np.broadcast_to(values, (lanes.size,))
+
+    # -- asynchronous copies ---------------------------------------------------------------
+
+    def issue_copy(self, flat: np.ndarray, lanes: np.ndarray, epoch: int, op_name: str) -> None:
+        """Marks elements `flat` (one per entry, `lanes` the issuing threads) as the target
+        of a copy in flight. The copy may land at once, so it is checked as a write now:
+        against other threads' accesses in this epoch and against copies already in flight."""
+        lanes = np.asarray(lanes, dtype=np.int64)
+        flat = np.asarray(flat, dtype=np.int64)
+        if flat.size == 0:
+            return
+        self._check_pending(flat, lanes, "copies to", op_name)
+        self._check_write(flat, lanes, epoch, op_name)
+        self.pending_thread.flat[flat] = lanes
+
+    def land_copy(
+        self, flat: np.ndarray, values: np.ndarray, lanes: np.ndarray, epoch: int
+    ) -> None:
+        """The copy to `flat` lands: a write of the issuing threads `lanes` in `epoch`."""
+        self.data.flat[flat] = values
         self.writer_thread.flat[flat] = lanes
         self.writer_epoch.flat[flat] = epoch
+        self.pending_thread.flat[flat] = NO_THREAD

@@ -8,8 +8,11 @@ over the block; all of this is the shared lock-step machinery of `simt.py`. Shar
 (`tile.shared_alloc`) are `SharedBuffer`s with the race detector of the kernel level, and
 `tile.barrier` starts a new epoch, so a missing barrier in a schedule is caught here
 already. `tile.block_tile` and `tile.thread_tile` compute the positions their docstrings
-define. Host ops: `tile.alloc` (NaN-filled buffer) and
-`tile.launch` (runs the kernel symbol on the buffers, in place).
+define. `tile.copy_async` is asynchronous (pending per thread and group until
+`tile.async_wait` lands it; a copy still in flight when the block's threads end is an
+error) and vector accesses are aligned scalar accesses (`async_copy.py`). Host ops:
+`tile.alloc` (NaN-filled buffer) and `tile.launch` (runs the kernel symbol on the buffers,
+in place).
 """
 
 from __future__ import annotations
@@ -29,6 +32,12 @@ from xdsl.utils.exceptions import InterpretationError
 
 from deplodock.dialects import tile
 from deplodock.dialects.element_types import numpy_dtype
+from deplodock.interpreters.async_copy import (
+    AsyncCopies,
+    check_vector_alignment,
+    issue_copy,
+    shifted,
+)
 from deplodock.interpreters.common import alloc_impl, lookup_kernel, terminator_impl
 from deplodock.interpreters.shared_memory import SharedBuffer
 from deplodock.interpreters.simt import LockstepState, buffer_name
@@ -66,6 +75,18 @@ def _scalar_indices(indices: PythonValues, op: Operation) -> tuple[int, ...]:
         return tuple(int(i) for i in indices)
     except TypeError as error:
         raise InterpretationError(f"{op.name}: per-thread index outside tile.threads") from error
+
+
+def _copies(interpreter: Interpreter, state: LockstepState) -> AsyncCopies:
+    """The copies in flight of the running `tile.threads` (one record per execution)."""
+    table: dict[int, AsyncCopies] = interpreter.get_data(TileFunctions, "async", dict)
+    return table.setdefault(id(state), AsyncCopies(state.num_threads))
+
+
+def _finish_copies(interpreter: Interpreter, state: LockstepState) -> None:
+    table: dict[int, AsyncCopies] = interpreter.get_data(TileFunctions, "async", dict)
+    if (copies := table.pop(id(state), None)) is not None:
+        copies.finish(f"tile.threads of block {state.block_id}")
 
 
 @register_impls
@@ -143,7 +164,9 @@ class TileFunctions(InterpreterFunctions):
         stack.append(state)
         try:
             interpreter.run_ssacfg_region(op.body, (state.thread_ids,), "tile.threads")
+            _finish_copies(interpreter, state)
         finally:
+            interpreter.get_data(TileFunctions, "async", dict).pop(id(state), None)
             stack.pop()
         return ()
 
@@ -206,4 +229,69 @@ class TileFunctions(InterpreterFunctions):
             buf[_scalar_indices(indices, op)] = value
             return ()
         state.scatter(buf, indices, value, name=buffer_name(op.memref), op=op)
+        return ()
+
+    # -- asynchronous copies and vector accesses ---------------------------------------------
+
+    @impl(tile.CopyAsyncOp)
+    def run_copy_async(self, interpreter: Interpreter, op: tile.CopyAsyncOp, args: PythonValues):
+        state = _require_state(interpreter, op)
+        epoch = _epochs(interpreter).get("epoch", 0)
+        names = (buffer_name(op.dst), buffer_name(op.src))
+        issue_copy(state, _copies(interpreter, state), op, args, epoch, names)
+        return ()
+
+    @impl(tile.AsyncCommitOp)
+    def run_async_commit(
+        self, interpreter: Interpreter, op: tile.AsyncCommitOp, args: PythonValues
+    ):
+        state = _require_state(interpreter, op)
+        _copies(interpreter, state).commit(state.thread_ids[state.current_mask])
+        return ()
+
+    @impl(tile.AsyncWaitOp)
+    def run_async_wait(self, interpreter: Interpreter, op: tile.AsyncWaitOp, args: PythonValues):
+        state = _require_state(interpreter, op)
+        epoch = _epochs(interpreter).get("epoch", 0)
+        _copies(interpreter, state).wait(state.thread_ids[state.current_mask], op.groups, epoch)
+        return ()
+
+    @impl(tile.LoadVectorOp)
+    def run_load_vector(self, interpreter: Interpreter, op: tile.LoadVectorOp, args: PythonValues):
+        buf, *indices = args
+        state = _require_state(interpreter, op)
+        name = buffer_name(op.memref)
+        check_vector_alignment(state, indices, op.width, name, op)
+        results = []
+        for k in range(op.width):
+            at = shifted(indices, k)
+            if isinstance(buf, SharedBuffer):
+                mask = state.current_mask
+                epoch = _epochs(interpreter).get("epoch", 0)
+                got = buf.load(_active(state, at), state.thread_ids[mask], epoch, op.name)
+                value = np.zeros(state.num_threads, dtype=numpy_dtype(op.res[k].type))
+                value[mask] = got
+            else:
+                value = state.gather(buf, at, name=name, op=op)
+            results.append(value)
+        return tuple(results)
+
+    @impl(tile.StoreVectorOp)
+    def run_store_vector(
+        self, interpreter: Interpreter, op: tile.StoreVectorOp, args: PythonValues
+    ):
+        width = op.width
+        values, buf, indices = args[:width], args[width], args[width + 1 :]
+        state = _require_state(interpreter, op)
+        name = buffer_name(op.memref)
+        check_vector_alignment(state, indices, width, name, op)
+        mask = state.current_mask
+        for k, value in enumerate(values):
+            at = shifted(indices, k)
+            if isinstance(buf, SharedBuffer):
+                epoch = _epochs(interpreter).get("epoch", 0)
+                lanes = state.thread_ids[mask]
+                buf.store(_active(state, at), state.lanes(value)[mask], lanes, epoch, op.name)
+            else:
+                state.scatter(buf, at, value, name=name, op=op)
         return ()

@@ -24,6 +24,7 @@ DEPLODOCK_PASSES: dict[str, tuple[str, str]] = {
     "tile-stage": ("tile.stage", "TileStagePass"),
     "tile-pad-shared": ("tile.pad_shared", "TilePadSharedPass"),
     "tile-grid-stride": ("tile.grid_stride", "TileGridStridePass"),
+    "tile-vectorize": ("tile.vectorize", "TileVectorizePass"),
     "tile-rows-to-blocks": ("tile.rows_to_blocks", "TileRowsToBlocksPass"),
     "tile-loops-to-threads": ("tile.loops_to_threads", "TileLoopsToThreadsPass"),
     "tile-cooperative-reduce": ("tile.cooperative_reduce", "TileCooperativeReducePass"),

@@ -18,7 +18,9 @@ The schedule's structure ops become what they mean: `tile.if`, `tile.barrier` an
 `tile.shared_alloc` map one to one onto `kernel.if`, `kernel.barrier` and
 `kernel.shared_alloc`; `tile.block_tile` and `tile.thread_tile` expand into the index
 arithmetic of their definitions (division and remainder by the tile counts, grouped raster,
-blocked or interleaved cells).
+blocked or interleaved cells). The asynchronous copies and vector accesses map one to one:
+`tile.copy_async/async_commit/async_wait/load_vector/store_vector` ->
+`kernel.cp_async/cp_async_commit/cp_async_wait/load_vector/store_vector`.
 
 Host ops `tile.alloc/launch` become `kernel.alloc/launch`. No tile op remains.
 """
@@ -452,6 +454,43 @@ class ReturnToKernel(RewritePattern):
 
 
 # --------------------------------------------------------------------------------------------
+# Asynchronous copies and vector accesses: one to one
+
+
+class CopyAsyncToKernel(RewritePattern):
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: tile.CopyAsyncOp, rewriter: PatternRewriter) -> None:
+        rewriter.replace(
+            op,
+            kernel.CpAsyncOp(op.dst, op.dst_indices, op.src, op.src_indices, op.num_bytes, op.pred),
+        )
+
+
+class AsyncCommitToKernel(RewritePattern):
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: tile.AsyncCommitOp, rewriter: PatternRewriter) -> None:
+        rewriter.replace(op, kernel.CpAsyncCommitOp())
+
+
+class AsyncWaitToKernel(RewritePattern):
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: tile.AsyncWaitOp, rewriter: PatternRewriter) -> None:
+        rewriter.replace(op, kernel.CpAsyncWaitOp(op.groups))
+
+
+class LoadVectorToKernel(RewritePattern):
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: tile.LoadVectorOp, rewriter: PatternRewriter) -> None:
+        rewriter.replace(op, kernel.LoadVectorOp(op.memref, op.indices, op.width))
+
+
+class StoreVectorToKernel(RewritePattern):
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: tile.StoreVectorOp, rewriter: PatternRewriter) -> None:
+        rewriter.replace(op, kernel.StoreVectorOp(op.values, op.memref, op.indices))
+
+
+# --------------------------------------------------------------------------------------------
 # The pass
 
 
@@ -481,6 +520,11 @@ class ConvertTileToKernelPass(ModulePass):
             SharedAllocToKernel(),
             BlockTileToArith(),
             ThreadTileToArith(),
+            CopyAsyncToKernel(),
+            AsyncCommitToKernel(),
+            AsyncWaitToKernel(),
+            LoadVectorToKernel(),
+            StoreVectorToKernel(),
         )
         _walk(op, StoreToKernel(kernels), CombineToShuffles(kernels))
         if left := next((o for o in op.walk() if o.dialect_name() == "tile"), None):

@@ -32,6 +32,7 @@ STAGE_PASSES: dict[str, tuple[str, ...]] = {
         "tile-stage",
         "tile-pad-shared",
         "tile-grid-stride",
+        "tile-vectorize",
         "tile-rows-to-blocks",
         "tile-loops-to-threads",
         "tile-cooperative-reduce",

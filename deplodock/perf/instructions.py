@@ -10,7 +10,10 @@ SASS of kernels like ours); where the SASS is available, a report may count from
 Classes and their pipes: `fma` and `fp32` (the FP32 pipe), `int` (the integer pipe),
 `sfu` (MUFU: transcendental approximations), `convert` (F2F/I2F), `shuffle`, `barrier`,
 `branch`, and the memory instructions `ld_global`, `st_global`, `ld_shared`, `st_shared`
-(counted by the tracer, which sees which buffer an access goes to).
+and `ldgsts` (counted by the tracer, which sees which buffer an access goes to). A vector
+load or store is one instruction of its class per warp (one 8- or 16-byte request per
+thread); a `cp.async` is one LDGSTS per warp (global to shared, no register round trip);
+`cp.async` commit and wait are one instruction each (LDGDEPBAR, DEPBAR).
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from deplodock.dialects.scalar_ops import CAST_OPS
 
 #: Instruction classes executed by the FP32 pipe.
 FP32_CLASSES = ("fma", "fp32")
-MEMORY_CLASSES = ("ld_global", "st_global", "ld_shared", "st_shared")
+MEMORY_CLASSES = ("ld_global", "st_global", "ld_shared", "st_shared", "ldgsts")
 CLASSES = (
     "fma",
     "fp32",
@@ -126,6 +129,8 @@ def op_cost(op: Operation, fused: set[Operation]) -> Cost:
         return {"shuffle": 1}
     if isinstance(op, kernel.BarrierOp):
         return {"barrier": 1}
+    if isinstance(op, kernel.CpAsyncCommitOp | kernel.CpAsyncWaitOp):
+        return {"barrier": 1}  # LDGDEPBAR / DEPBAR: scoreboard bookkeeping, no data
     if isinstance(op, kernel.IfOp):
         return {"branch": 1}
     if isinstance(op, kernel.YieldOp) and isinstance(op.parent_op(), kernel.ForOp):

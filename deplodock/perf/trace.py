@@ -10,6 +10,11 @@ tracer sees the active lanes' addresses and counts, per warp request:
 - shared: wavefronts by the bank rules (`memory.shared_wavefronts`) and the conflict-free
   minimum.
 
+A vector load or store is one request per warp of 8 or 16 bytes per thread (fewer requests
+and instructions than the scalar accesses it replaces); a `cp.async` is an LDGSTS: a global
+read (sectors, lines) and a shared write (wavefronts) in one instruction, with no register
+round trip.
+
 Global buffers are *virtual* during a trace: a read-only zero-stride view of the right shape,
 so an lm_head weight of 2 GB costs nothing; loads return zeros (addresses never depend on
 them in our kernels, except an embedding's row index, for which row 0 is as good as any).
@@ -37,7 +42,15 @@ from deplodock.dialects.element_types import buffer_bytes, byte_size, numpy_dtyp
 from deplodock.dialects.hardware import WARP_SIZE, is_shared
 from deplodock.dialects.queries import enclosing_module
 from deplodock.interpreters import make_interpreter
-from deplodock.interpreters.kernel import BlockState, KernelFunctions, load_shared, store_shared
+from deplodock.interpreters.async_copy import issue_copy
+from deplodock.interpreters.kernel import (
+    BlockState,
+    KernelFunctions,
+    load_shared,
+    load_vector,
+    store_shared,
+    store_vector,
+)
 from deplodock.interpreters.shared_memory import SharedBuffer
 from deplodock.interpreters.simt import LockstepState, buffer_name
 from deplodock.perf import memory
@@ -191,10 +204,18 @@ class _Trace:
         return np.flatnonzero(mask.reshape(-1, WARP_SIZE).any(axis=1))
 
     def record_global(
-        self, op: Operation, name: str, flat: np.ndarray, mask: np.ndarray, width: int
+        self,
+        op: Operation,
+        name: str,
+        flat: np.ndarray,
+        mask: np.ndarray,
+        width: int,
+        instruction: str | None = None,
     ) -> None:
+        """One request per active warp of `width` bytes per lane at element `flat * width`
+        (`instruction`: the class counted, by default `ld_global` / `st_global`)."""
         assert self.block is not None
-        store = isinstance(op, kernel.StoreOp)
+        store = isinstance(op, kernel.StoreOp | kernel.StoreVectorOp)
         lanes = np.flatnonzero(mask)
         if lanes.size == 0:
             return
@@ -208,15 +229,24 @@ class _Trace:
             self.block.global_store_requests += requests
             self.block.global_store_sectors += sectors_total
             self.block.global_store_lines += int(lines.sum())
-            self.block.instructions["st_global"] += requests
+            self.block.instructions[instruction or "st_global"] += requests
         else:
             self.block.global_load_requests += requests
             self.block.global_load_sectors += sectors_total
             self.block.global_load_lines += int(lines.sum())
-            self.block.instructions["ld_global"] += requests
+            self.block.instructions[instruction or "ld_global"] += requests
             self.region_sectors[_region_of(op)] += sectors_total
 
-    def record_shared(self, op: Operation, flat: np.ndarray, mask: np.ndarray, width: int) -> None:
+    def record_shared(
+        self,
+        op: Operation,
+        flat: np.ndarray,
+        mask: np.ndarray,
+        width: int,
+        instruction: str | None = None,
+    ) -> None:
+        """Wavefronts of one request per active warp (`instruction`: the class counted, by
+        default `ld_shared` / `st_shared`; "" counts none, for an LDGSTS already counted)."""
         assert self.block is not None
         addresses = flat * width
         for warp in self.active_warps(mask):
@@ -230,9 +260,10 @@ class _Trace:
                 int(active.sum()), width
             )
             self.block.shared_requests += 1
-            self.block.instructions[
-                "st_shared" if isinstance(op, kernel.StoreOp) else "ld_shared"
-            ] += 1
+            store = isinstance(op, kernel.StoreOp | kernel.StoreVectorOp)
+            name = instruction if instruction is not None else "st_shared" if store else "ld_shared"
+            if name:
+                self.block.instructions[name] += 1
 
     def snapshot(self) -> tuple[Any, ...]:
         """What `scale_since` needs to scale the counts a sampled loop adds."""
@@ -350,6 +381,62 @@ class TraceFunctions(KernelFunctions):
         trace.record_global(op, trace.name_of(op.memref), flat, state.lanes.current_mask, width)
         return ()
 
+    @impl(kernel.LoadVectorOp)
+    def run_load_vector(
+        self, interpreter: Interpreter, op: kernel.LoadVectorOp, args: PythonValues
+    ):
+        """One request of `width` elements per lane; global data is virtual (zeros)."""
+        buf, *indices = args
+        state, trace = _state(interpreter), _trace_of(interpreter)
+        nbytes = byte_size(op.memref.type.element_type) * op.width
+        if isinstance(buf, SharedBuffer):
+            flat = state.lanes.flat_indices(buf.data, indices, buf.name, op) // op.width
+            trace.record_shared(op, flat, state.lanes.current_mask, nbytes)
+            return load_vector(state, op, args)
+        flat = _flat(state.lanes, buf, indices, op) // op.width
+        trace.record_global(op, trace.name_of(op.memref), flat, state.lanes.current_mask, nbytes)
+        dtype = numpy_dtype(op.memref.type.element_type)
+        return tuple(np.zeros(state.lanes.num_threads, dtype=dtype) for _ in op.res)
+
+    @impl(kernel.StoreVectorOp)
+    def run_store_vector(
+        self, interpreter: Interpreter, op: kernel.StoreVectorOp, args: PythonValues
+    ):
+        buf, *indices = args[op.width :]
+        state, trace = _state(interpreter), _trace_of(interpreter)
+        nbytes = byte_size(op.memref.type.element_type) * op.width
+        if isinstance(buf, SharedBuffer):
+            flat = state.lanes.flat_indices(buf.data, indices, buf.name, op) // op.width
+            trace.record_shared(op, flat, state.lanes.current_mask, nbytes)
+            store_vector(state, op, args)
+            return ()
+        flat = _flat(state.lanes, buf, indices, op) // op.width
+        trace.record_global(op, trace.name_of(op.memref), flat, state.lanes.current_mask, nbytes)
+        return ()
+
+    @impl(kernel.CpAsyncOp)
+    def run_cp_async(self, interpreter: Interpreter, op: kernel.CpAsyncOp, args: PythonValues):
+        """An LDGSTS per warp: the global read (lanes whose predicate holds) and the shared
+        write of `BYTES` per lane; the copy is then issued as in the interpreter (its
+        race checks and waits apply), landing zeros (global memory is virtual)."""
+        state, trace = _state(interpreter), _trace_of(interpreter)
+        nd, ns = len(op.dst_indices), len(op.src_indices)
+        dst, src = args[0], args[1 + nd]
+        dst_indices, src_indices = args[1 : 1 + nd], args[2 + nd : 2 + nd + ns]
+        lanes, count = state.lanes, op.elements
+        mask = lanes.current_mask
+        reading = mask & (lanes.lanes(args[-1]).astype(bool) if op.pred is not None else True)
+        src_flat = lanes.flat_indices(src, src_indices, buffer_name(op.src), op) // count
+        trace.record_global(op, trace.name_of(op.src), src_flat, reading, op.num_bytes, "ldgsts")
+        if not reading.any():  # every lane zero-fills: the LDGSTS is issued all the same
+            assert trace.block is not None
+            trace.block.instructions["ldgsts"] += len(trace.active_warps(mask))
+        dst_flat = lanes.flat_indices(dst.data, dst_indices, dst.name, op) // count
+        trace.record_shared(op, dst_flat, mask, op.num_bytes, instruction="")
+        names = (dst.name, buffer_name(op.src))
+        issue_copy(lanes, state.copies, op, args, state.epoch, names, read=False)
+        return ()
+
     @impl(kernel.ForOp)
     def run_for(self, interpreter: Interpreter, op: kernel.ForOp, args: PythonValues):
         """A long streaming loop runs `SAMPLED_ITERATIONS` per lane; its counts are scaled."""
@@ -381,9 +468,11 @@ def _trips(lower: np.ndarray, upper: int, step: int) -> np.ndarray:
 
 def _is_streaming(op: kernel.ForOp) -> bool:
     """A loop whose iterations do the same thing: no shared memory, no barrier inside."""
+    accesses = kernel.LoadOp | kernel.StoreOp | kernel.LoadVectorOp | kernel.StoreVectorOp
+    asynchronous = kernel.CpAsyncOp | kernel.CpAsyncCommitOp | kernel.CpAsyncWaitOp
     return not any(
-        isinstance(inner, kernel.BarrierOp | kernel.SharedAllocOp)
-        or (isinstance(inner, kernel.LoadOp | kernel.StoreOp) and is_shared(inner.memref.type))
+        isinstance(inner, kernel.BarrierOp | kernel.SharedAllocOp | asynchronous)
+        or (isinstance(inner, accesses) and is_shared(inner.memref.type))
         for inner in op.walk()
     )
 

@@ -5,6 +5,13 @@ body. Readability of the output matters (it is what users read and what nvcc rep
 C names come from SSA name hints, constants are literals, and a pure scalar op used once in
 the same block is inlined into its user instead of getting a variable. Buffers are flat
 pointers indexed row-major; an argument the kernel never stores to is `const`.
+
+Asynchronous copies and vector accesses print as calls of the device primitives of
+`backend/cpu_simt.h` (GPU side inline PTX, CPU side the emulation), which such a kernel
+includes: `dd_cp_async_16(&s[i], &x[j], p)`, `dd_cp_async_commit()`,
+`dd_cp_async_wait<1>()`, `dd_load_vector<float, 4>(&x[i])` (a `dd_vec<float, 4>` whose
+`.v[k]` are the elements) and `dd_store_vector<float, 4>(&y[i], dd_vec<float, 4>{{a, b, c,
+d}})`. Shared arrays they touch are declared `__align__(16)`.
 """
 
 from __future__ import annotations
@@ -20,7 +27,7 @@ from xdsl.ir import Attribute, Block, BlockArgument, Operation, SSAValue
 
 from deplodock.dialects import kernel
 from deplodock.dialects.element_types import ELEMENT_TYPES
-from deplodock.dialects.hardware import FULL_WARP_MASK
+from deplodock.dialects.hardware import FULL_WARP_MASK, MAX_VECTOR_BYTES
 from deplodock.dialects.queries import unique_name, written_buffers
 from deplodock.passes.kernel_to_cuda.exprs import (
     Expr,
@@ -75,15 +82,43 @@ def _element_types(func: kernel.FuncOp) -> Iterable[Attribute]:
             yield a.type.element_type
 
 
+#: The device header that defines the cp.async and vector-access primitives.
+DEVICE_HEADER = "cpu_simt.h"
+
+#: Kernel ops printed as calls of the device header's primitives.
+PRIMITIVE_OPS = (
+    kernel.CpAsyncOp,
+    kernel.CpAsyncCommitOp,
+    kernel.CpAsyncWaitOp,
+    kernel.LoadVectorOp,
+    kernel.StoreVectorOp,
+)
+
+
+def uses_primitives(func: kernel.FuncOp) -> bool:
+    return any(isinstance(op, PRIMITIVE_OPS) for op in func.walk())
+
+
 def includes(func: kernel.FuncOp) -> list[str]:
     """The CUDA headers the kernel's element types need (`cuda_fp16.h`, `cuda_bf16.h`), in
-    the order f16 then bf16."""
+    the order f16 then bf16, then the device header when it uses its primitives."""
     headers = set()
     for t in _element_types(func):
         if t in ELEMENT_TYPES and (header := ELEMENT_TYPES[t].include) is not None:
             headers.add(header)
     order = [info.include for info in ELEMENT_TYPES.values() if info.include is not None]
-    return [h for h in order if h in headers]
+    return [h for h in order if h in headers] + ([DEVICE_HEADER] if uses_primitives(func) else [])
+
+
+def _vector_aligned_buffers(func: kernel.FuncOp) -> set[SSAValue]:
+    """Shared arrays that a cp.async or a vector access touches (they need 16-byte alignment)."""
+    buffers: set[SSAValue] = set()
+    for op in func.walk():
+        if isinstance(op, kernel.CpAsyncOp):
+            buffers.add(op.dst)
+        elif isinstance(op, kernel.LoadVectorOp | kernel.StoreVectorOp):
+            buffers.add(op.memref)
+    return buffers
 
 
 @dataclass(frozen=True)
@@ -227,8 +262,30 @@ class KernelPrinter:
             case kernel.SharedAllocOp():
                 t = op.result.type
                 var = self.fresh(op.result, "smem")
-                self.line(f"__shared__ {element_c_type(t.element_type)} {var}[{_elements(t)}];")
+                align = (
+                    f"__align__({MAX_VECTOR_BYTES}) "
+                    if op.result in _vector_aligned_buffers(self.func)
+                    else ""
+                )
+                ctype = element_c_type(t.element_type)
+                self.line(f"__shared__ {align}{ctype} {var}[{_elements(t)}];")
                 self.values[op.result] = name(var)
+            case kernel.CpAsyncOp():
+                dst = self.element(op.dst, op.dst_indices)
+                src = self.element(op.src, op.src_indices)
+                pred = "true" if op.pred is None else self.operand(op.pred).text
+                self.line(f"dd_cp_async_{op.num_bytes}(&{dst}, &{src}, {pred});")
+            case kernel.CpAsyncCommitOp():
+                self.line("dd_cp_async_commit();")
+            case kernel.CpAsyncWaitOp():
+                self.line(f"dd_cp_async_wait<{op.groups}>();")
+            case kernel.LoadVectorOp():
+                self.print_load_vector(op)
+            case kernel.StoreVectorOp():
+                args = self.vector_args(op.memref, op.width)
+                values = ", ".join(self.operand(v).text for v in op.values)
+                at = self.element(op.memref, op.indices)
+                self.line(f"dd_store_vector<{args}>(&{at}, dd_vec<{args}>{{{{{values}}}}});")
             case kernel.LoadOp():
                 self.declare(op.res, name(self.element(op.memref, op.indices)))
             case kernel.StoreOp():
@@ -255,6 +312,20 @@ class KernelPrinter:
                 self.print_scalar(op)
             case _:
                 raise PrinterError(f"no CUDA C translation for {op.name}")
+
+    def vector_args(self, buf: SSAValue, width: int) -> str:
+        """`float, 4`: the template arguments of a vector of `width` elements of `buf`."""
+        assert isinstance(buf.type, MemRefType)
+        return f"{element_c_type(buf.type.element_type)}, {width}"
+
+    def print_load_vector(self, op: kernel.LoadVectorOp) -> None:
+        args = self.vector_args(op.memref, op.width)
+        base = re.sub(r"\W", "_", op.res[0].name_hint or "")
+        var = self.unique(f"{base}_vec" if base and not base[0].isdigit() else "vec")
+        at = self.element(op.memref, op.indices)
+        self.line(f"const dd_vec<{args}> {var} = dd_load_vector<{args}>(&{at});")
+        for k, result in enumerate(op.res):
+            self.declare(result, name(f"{var}.v[{k}]"))
 
     def print_scalar(self, op: Operation) -> None:
         if len(op.results) != 1:

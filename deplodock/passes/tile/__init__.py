@@ -1,13 +1,15 @@
 """The scheduling passes: tile -> tile rewrites that each make one decision.
 
 `convert-loop-to-tile` leaves every kernel unscheduled (one block of one warp, every thread
-running every loop). The baseline schedule is then four small passes, run in this order by
-the `tile` stage; each maps some serial loops of a kernel onto blocks or threads and
-records its knobs in the kernel's `schedule` attribute (`schedule.py`):
+running every loop). The baseline schedule is then small passes, run in this order by the
+`tile` stage; each maps some serial loops of a kernel onto blocks or threads (or, for
+`tile-vectorize`, widens the accesses of a grid-stride loop) and records its knobs in the
+kernel's `schedule` attribute (`schedule.py`):
 
 | pass | applies to | decides |
 |---|---|---|
 | `tile-grid-stride` | elementwise kernels | every nest strided over all blocks x threads |
+| `tile-vectorize` | contiguous grid-stride kernels | elements per thread and access |
 | `tile-rows-to-blocks` | reducing kernels | one block per row of the outer free nest |
 | `tile-loops-to-threads` | a block's serial loops | block size; free nests strided over threads |
 | `tile-cooperative-reduce` | a block's serial loops | reductions split over threads + combine |

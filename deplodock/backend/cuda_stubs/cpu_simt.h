@@ -1,0 +1,2 @@
+// cpu_simt.h for the CPU emulation: the translation unit starts with the header itself.
+#pragma once

@@ -1,0 +1,204 @@
+"""`tile-vectorize`: a grid-stride elementwise kernel moves `width` elements per access.
+
+Trigger: a `tile.kernel` scheduled by `tile-grid-stride` (each top-level loop of its threads
+body is `tile.for %lin = %start to N step G*T`, `%start` per thread) whose loop bodies are
+straight-line `arith`/`math` with global `tile.load`/`tile.store`, where every access is
+contiguous along the loop: its row-major element offset is `lin + c`, with `c`, `N` and the
+buffer's innermost extent multiples of `width` (knob `vector` on the kernel's `schedule`,
+default the `width` option), and `width` elements of each buffer make an 8- or 16-byte
+vector. Anything else (a broadcast operand, a transposed read, an odd size such as 1001,
+nested control flow, shared memory) leaves the kernel alone.
+
+Rewrite: each thread handles `width` consecutive elements per iteration: the loop becomes
+`%lin = %start * width to N step G'*T*width` (`G' = min(ceil(N / (T*width)), max_blocks)`,
+the grid resized), the index arithmetic from `%lin` stays (it now gives the first element),
+every load becomes a `tile.load_vector`, the scalar computation is repeated once per
+element, and every store becomes a `tile.store_vector`. The knob used is recorded as
+`vector`.
+
+    tile.for %lin = %start to 1000 step 1024 {      %s4 = arith.muli %start, %c4 : index
+      %v = tile.load %x[%lin] : memref<1000xf32>     tile.for %lin = %s4 to 1000 step 1024 {
+      %r = arith.addf %v, %v : f32          ==>        %v, %v_1, %v_2, %v_3 = tile.load_vector
+      tile.store %r, %y[%lin] : memref<1000xf32>         %x[%lin] width 4 : memref<1000xf32>
+    }                                                   %r = arith.addf %v, %v : f32
+                                                        ... (%r_1, %r_2, %r_3)
+                                                        tile.store_vector %r, %r_1, %r_2, %r_3,
+                                                          %y[%lin] : memref<1000xf32>
+                                                      }
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from xdsl.context import Context
+from xdsl.dialects import arith
+from xdsl.dialects.builtin import IntegerAttr, MemRefType, ModuleOp
+from xdsl.ir import Operation, SSAValue
+from xdsl.passes import ModulePass
+from xdsl.rewriter import InsertPoint, Rewriter
+
+from deplodock.dialects import tile
+from deplodock.dialects.element_types import UnsupportedElementType, byte_size
+from deplodock.dialects.hardware import VECTOR_BYTES, is_shared
+from deplodock.passes.constant_pool import ConstantPool
+from deplodock.passes.tile import schedule
+
+#: Index arithmetic the contiguity check evaluates (on every iterate of the loop).
+_INDEX_OPS = {
+    arith.AddiOp: np.add,
+    arith.SubiOp: np.subtract,
+    arith.MuliOp: np.multiply,
+    arith.FloorDivSIOp: np.floor_divide,
+    arith.DivSIOp: lambda a, b: np.trunc(a / b).astype(np.int64),
+    arith.RemSIOp: np.fmod,
+}
+
+
+def _evaluate(value: SSAValue, lin: SSAValue, lins: np.ndarray, memo: dict) -> np.ndarray | None:
+    """`value` for every `lin` in `lins`, when it is index arithmetic on `lin` and constants."""
+    if value is lin:
+        return lins
+    if value in memo:
+        return memo[value]
+    op = value.owner
+    result = None
+    if isinstance(op, arith.ConstantOp) and isinstance(op.value, IntegerAttr):
+        result = np.int64(op.value.value.data)
+    elif isinstance(op, arith.IndexCastOp):
+        result = _evaluate(op.operands[0], lin, lins, memo)
+    elif isinstance(op, Operation) and type(op) in _INDEX_OPS:
+        a, b = (_evaluate(o, lin, lins, memo) for o in op.operands)
+        if a is not None and b is not None and not np.any(np.asarray(b) == 0):
+            result = _INDEX_OPS[type(op)](a, b)
+    memo[value] = result
+    return result
+
+
+def _contiguous(
+    access: tile.LoadOp | tile.StoreOp, lin: SSAValue, upper: int, width: int, memo: dict
+) -> bool:
+    """The access's element offset is `lin + c` on every iterate, `c` a multiple of `width`,
+    and `width` elements make a vector of the buffer's innermost dimension."""
+    memref = access.memref.type
+    assert isinstance(memref, MemRefType)
+    if is_shared(memref):
+        return False
+    try:
+        if width * byte_size(memref.element_type) not in VECTOR_BYTES:
+            return False
+    except UnsupportedElementType:
+        return False
+    shape = memref.get_shape()
+    if not shape or shape[-1] % width:
+        return False
+    lins = np.arange(upper, dtype=np.int64)
+    columns = [_evaluate(i, lin, lins, memo) for i in access.indices]
+    if any(c is None for c in columns):
+        return False
+    offset = np.zeros(upper, dtype=np.int64)
+    for column, size in zip(columns, shape, strict=True):
+        offset = offset * size + np.broadcast_to(column, (upper,))  # type: ignore[arg-type]
+    shift = offset - lins
+    return bool(np.all(shift == shift[0])) and int(shift[0]) % width == 0
+
+
+def _vectorizable(loop: tile.ForOp, width: int) -> bool:
+    if loop.iter_args or not tile.depends_on_thread(loop.lb) or loop.upper % width:
+        return False
+    memo: dict = {}
+    for op in loop.body.block.ops:
+        if isinstance(op, tile.YieldOp):
+            continue
+        if isinstance(op, tile.LoadOp | tile.StoreOp):
+            if not _contiguous(op, loop.induction_var, loop.upper, width, memo):
+                return False
+        elif op.dialect_name() not in ("arith", "math") or op.regions:
+            return False
+    return True
+
+
+def _vectorize_body(loop: tile.ForOp, width: int) -> None:
+    """Loads -> load_vector, data ops repeated per element, stores -> store_vector.
+
+    `lanes[k]` maps each element-0 value of the data path to its element-`k` twin."""
+    lanes: list[dict[SSAValue, SSAValue]] = [{} for _ in range(width)]
+    for op in list(loop.body.block.ops):
+        if isinstance(op, tile.LoadOp):
+            vector = tile.LoadVectorOp(op.memref, op.indices, width)
+            Rewriter.insert_op(vector, InsertPoint.before(op))
+            for k, result in enumerate(vector.res):
+                result.name_hint = op.res.name_hint
+                lanes[k][vector.res[0]] = result
+            op.res.replace_all_uses_with(vector.res[0])
+            Rewriter.erase_op(op)
+        elif isinstance(op, tile.StoreOp):
+            values = [lanes[k].get(op.value, op.value) for k in range(width)]
+            Rewriter.replace_op(op, tile.StoreVectorOp(values, op.memref, op.indices))
+        elif any(o in lanes[0] for o in op.operands):
+            copies = []
+            for k in range(width):
+                copy = op.clone(value_mapper=dict(lanes[k]))
+                Rewriter.insert_op(copy, InsertPoint.before(op))
+                copies.append(copy)
+            for i, old in enumerate(op.results):
+                old.replace_all_uses_with(copies[0].results[i])
+                for k in range(width):
+                    lanes[k][copies[0].results[i]] = copies[k].results[i]
+            Rewriter.erase_op(op)
+
+
+def vectorize(kernel: tile.KernelOp, width_default: int) -> bool:
+    """Vectorizes the grid-stride loops of `kernel` (module doc); False: left alone."""
+    threads = schedule.threads_of(kernel)
+    if threads is None:
+        return False
+    width = schedule.read_knob(kernel, "vector", width_default)
+    loops = schedule.top_loops(threads)
+    stride = kernel.grid.count * threads.count
+    if width <= 1 or not loops or any(loop.step_value != stride for loop in loops):
+        return False
+    if not all(_vectorizable(loop, width) for loop in loops):
+        return False
+    max_blocks = schedule.read_knob(kernel, "max_blocks", kernel.grid.count)
+    largest = max(loop.upper for loop in loops)
+    blocks = min(max(1, -(-largest // (threads.count * width))), max_blocks)
+    schedule.set_count(kernel.grid, blocks)
+    pool = ConstantPool.adopting(threads.body.block)
+    starts: dict[SSAValue, SSAValue] = {}
+    for loop in loops:
+        if loop.lb not in starts:
+            builder = schedule.IndexBuilder(InsertPoint.before(loop), pool)
+            name = f"{loop.lb.name_hint}{width}" if loop.lb.name_hint else None
+            starts[loop.lb] = builder.muli(loop.lb, width, name=name)
+        new = tile.ForOp(starts[loop.lb], loop.upper, blocks * threads.count * width)
+        Rewriter.insert_op(new, InsertPoint.before(loop))
+        new.induction_var.name_hint = loop.induction_var.name_hint
+        loop.induction_var.replace_all_uses_with(new.induction_var)
+        target = new.body.block
+        if isinstance(target.last_op, tile.YieldOp):
+            body: Sequence[Operation] = [
+                op for op in loop.body.block.ops if not isinstance(op, tile.YieldOp)
+            ]
+            schedule.move_ops(body, InsertPoint.before(target.last_op))
+        else:
+            schedule.move_ops(list(loop.body.block.ops), InsertPoint.at_end(target))
+        Rewriter.erase_op(loop)
+        _vectorize_body(new, width)
+    schedule.write_knob(kernel, "vector", width)
+    return True
+
+
+@dataclass(frozen=True)
+class TileVectorizePass(ModulePass):
+    """Grid-stride elementwise kernels: `width` elements per thread and access (module doc)."""
+
+    name = "tile-vectorize"
+
+    width: int = 4
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        for kernel in [k for k in op.ops if isinstance(k, tile.KernelOp)]:
+            vectorize(kernel, self.width)
