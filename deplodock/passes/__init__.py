@@ -23,6 +23,8 @@ DEPLODOCK_PASSES: dict[str, tuple[str, str]] = {
     "tile-chunk-k": ("tile.chunk_k", "TileChunkKPass"),
     "tile-stage": ("tile.stage", "TileStagePass"),
     "tile-pad-shared": ("tile.pad_shared", "TilePadSharedPass"),
+    "tile-multibuffer": ("tile.multibuffer", "TileMultibufferPass"),
+    "tile-pipeline": ("tile.pipeline", "TilePipelinePass"),
     "tile-grid-stride": ("tile.grid_stride", "TileGridStridePass"),
     "tile-vectorize": ("tile.vectorize", "TileVectorizePass"),
     "tile-rows-to-blocks": ("tile.rows_to_blocks", "TileRowsToBlocksPass"),

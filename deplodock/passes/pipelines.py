@@ -31,6 +31,8 @@ STAGE_PASSES: dict[str, tuple[str, ...]] = {
         "tile-chunk-k",
         "tile-stage",
         "tile-pad-shared",
+        "tile-multibuffer",
+        "tile-pipeline",
         "tile-grid-stride",
         "tile-vectorize",
         "tile-rows-to-blocks",

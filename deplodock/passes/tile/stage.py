@@ -199,7 +199,7 @@ def _build_stage(
     buffer = template.load.memref.name_hint or "buf"
     alloc = tile.SharedAllocOp(shared_memref(element, shape), f"{buffer}_{stage.operand}_s")
     alloc.attributes["stage"] = StringAttr(stage.operand)
-    Rewriter.insert_op(alloc, InsertPoint.at_start(threads.body.block))
+    Rewriter.insert_op(alloc, _after_leading_constants(threads))
     # The copy: a loop over the slab strided over the block's threads.
     copy = tile.ForOp(threads.iv, extent * bk, threads.count, [])
     copy.induction_var.name_hint = "l"
@@ -234,6 +234,19 @@ def _build_stage(
         read.res.name_hint = member.load.res.name_hint
         Rewriter.replace_op(member.load, read)
     return alloc
+
+
+def _after_leading_constants(threads: tile.ThreadsOp) -> InsertPoint:
+    """Where block-level allocations go: after the constants that lead the body (so the
+    constant pools of later passes keep finding them)."""
+    last = None
+    for op in threads.body.block.ops:
+        if not isinstance(op, arith.ConstantOp):
+            break
+        last = op
+    if last is None:
+        return InsertPoint.at_start(threads.body.block)
+    return InsertPoint.after(last)
 
 
 def _dependent_ops(ops: list[Operation], roots: set[SSAValue]) -> set[Operation]:
