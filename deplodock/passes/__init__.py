@@ -25,6 +25,7 @@ DEPLODOCK_PASSES: dict[str, tuple[str, str]] = {
     "tile-pad-shared": ("tile.pad_shared", "TilePadSharedPass"),
     "tile-multibuffer": ("tile.multibuffer", "TileMultibufferPass"),
     "tile-pipeline": ("tile.pipeline", "TilePipelinePass"),
+    "tile-async-copy": ("tile.async_copy", "TileAsyncCopyPass"),
     "tile-grid-stride": ("tile.grid_stride", "TileGridStridePass"),
     "tile-vectorize": ("tile.vectorize", "TileVectorizePass"),
     "tile-rows-to-blocks": ("tile.rows_to_blocks", "TileRowsToBlocksPass"),

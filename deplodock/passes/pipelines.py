@@ -33,6 +33,7 @@ STAGE_PASSES: dict[str, tuple[str, ...]] = {
         "tile-pad-shared",
         "tile-multibuffer",
         "tile-pipeline",
+        "tile-async-copy",
         "tile-grid-stride",
         "tile-vectorize",
         "tile-rows-to-blocks",

@@ -48,10 +48,18 @@ def _slot_value(staged: StagedLoop) -> SSAValue | None:
 
 
 def _clone_copies(
-    copies: list[Operation], mapping: dict[SSAValue, SSAValue], point: InsertPoint
+    copies: list[Operation],
+    mapping: dict[SSAValue, SSAValue],
+    point: InsertPoint,
+    chunk: int | None = None,
 ) -> None:
+    """Clones the copy loops at `point`; prologue copies are tagged with their chunk (so
+    `tile-async-copy` commits one group per chunk)."""
     for copy in copies:
-        Rewriter.insert_op(copy.clone(value_mapper=dict(mapping)), point)
+        clone = copy.clone(value_mapper=dict(mapping))
+        if chunk is not None:
+            clone.attributes["chunk"] = IntegerAttr(chunk, 64)
+        Rewriter.insert_op(clone, point)
 
 
 def pipeline(staged: StagedLoop, depth: int) -> bool:
@@ -70,6 +78,7 @@ def pipeline(staged: StagedLoop, depth: int) -> bool:
             staged.copies,
             {ko: start, slot: pool.index(c % depth)},
             InsertPoint.before(staged.ko),
+            chunk=c,
         )
     # Steady state: after the barrier, the copy of chunk c + ahead into its slot.
     after_barrier = InsertPoint.after(barrier)
