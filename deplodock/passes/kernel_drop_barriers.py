@@ -49,7 +49,7 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Block, Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import Rewriter
-from xdsl.traits import MemoryAllocEffect, Pure
+from xdsl.traits import MemoryAllocEffect, NoMemoryEffect
 
 from deplodock.dialects import kernel
 from deplodock.dialects.common import LoadOpBase, StoreOpBase
@@ -75,7 +75,7 @@ def _memory_access(op: Operation) -> tuple[SSAValue | None, bool] | None:
         return op.memref, False
     if isinstance(op, StoreOpBase):
         return op.memref, True
-    if op.dialect_name() in ("arith", "math") or op.has_trait(Pure):
+    if op.dialect_name() in ("arith", "math") or op.has_trait(NoMemoryEffect):
         return None
     if op.has_trait(MemoryAllocEffect) or isinstance(
         op, kernel.ShflXorOp | kernel.YieldOp | kernel.ReturnOp
