@@ -219,6 +219,7 @@ class ForToKernel(RewritePattern):
     def match_and_rewrite(self, op: tile.ForOp, rewriter: PatternRewriter) -> None:
         body = rewriter.move_region_contents_to_new_regions(op.body)
         new = kernel.ForOp(op.lb, op.upper, op.step_value, op.inits, body)
+        new.attributes |= {k: v for k, v in op.attributes.items() if k == "unroll"}
         rewriter.replace(op, new, new.res)
 
 

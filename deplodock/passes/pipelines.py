@@ -39,8 +39,10 @@ STAGE_PASSES: dict[str, tuple[str, ...]] = {
         "tile-rows-to-blocks",
         "tile-loops-to-threads",
         "tile-cooperative-reduce",
+        "tile-unroll",
+        "tile-hoist-invariant",
     ),
-    "kernel": ("convert-tile-to-kernel",),
+    "kernel": ("convert-tile-to-kernel", "kernel-drop-barriers"),
     "cuda": ("convert-kernel-to-cuda",),
 }
 

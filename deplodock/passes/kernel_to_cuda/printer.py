@@ -348,6 +348,8 @@ class KernelPrinter:
         self.values[op.induction_var] = name(iv)
         step = "++" + iv if op.step_value == 1 else f"{iv} += {op.step_value}"
         lb = self.operand(op.lb).text
+        if "unroll" in op.attributes:  # marked by tile-unroll: a small constant trip count
+            self.line("#pragma unroll")
         self.line(f"for ({self.index_type} {iv} = {lb}; {iv} < {op.upper}; {step}) {{")
         self.depth += 1
         self.print_block(op.body.block)

@@ -14,6 +14,13 @@ kernel's `schedule` attribute (`schedule.py`):
 | `tile-loops-to-threads` | a block's serial loops | block size; free nests strided over threads |
 | `tile-cooperative-reduce` | a block's serial loops | reductions split over threads + combine |
 
+Two clean-up passes then run on the scheduled kernel (last in the `tile` stage):
+
+| pass | applies to | decides |
+|---|---|---|
+| `tile-unroll` | constant-trip loop nests | `unroll` mark (`#pragma unroll`) up to `unroll` trips |
+| `tile-hoist-invariant` | any `tile.for` | loop-invariant pure ops and read-only loads moved out |
+
 A new scheduling pass is a module here with the same shape: a function that rewrites one
 `tile.kernel` (using `nests.py` to find loops and `schedule.py` to read its knobs and
 rewrite them), a `ModulePass` dataclass whose fields are the knobs' defaults, a line in
