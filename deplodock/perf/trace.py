@@ -165,6 +165,12 @@ def representative_blocks(grid: int) -> tuple[list[int], list[int]]:
     return [0, grid // 2, grid - 1], [1, grid - 2, 1]
 
 
+#: The pseudo-region of `cp.async` copies: a warp has the copies of one commit group, times
+#: the groups a `cp.async.wait_group N` lets stay in flight (N + 1), outstanding at once (the
+#: copies need no registers, so nothing else limits them).
+ASYNC_GROUPS = "cp.async groups"
+
+
 def _region_of(op: Operation) -> Operation:
     """The loop (or the kernel) whose one iteration issues `op`: `kernel.if` does not count."""
     parent = op.parent_op()
@@ -187,6 +193,7 @@ class _Trace:
         self.region_sectors: Counter[Operation] = Counter()
         self.region_runs: Counter[Operation] = Counter()
         self.trips: dict[Operation, int] = {}
+        self.async_depth = 1
         self.extra_load_bytes: defaultdict[str, float] = defaultdict(float)
         self.extra_store_bytes: defaultdict[str, float] = defaultdict(float)
         self.names = _buffer_names(fn)
@@ -235,7 +242,8 @@ class _Trace:
             self.block.global_load_sectors += sectors_total
             self.block.global_load_lines += int(lines.sum())
             self.block.instructions[instruction or "ld_global"] += requests
-            self.region_sectors[_region_of(op)] += sectors_total
+            region = ASYNC_GROUPS if instruction == "ldgsts" else _region_of(op)
+            self.region_sectors[region] += sectors_total  # type: ignore[index]
 
     def record_shared(
         self,
@@ -490,13 +498,19 @@ class _InstructionListener(Interpreter.Listener):
             return
         lanes = blocks[-1].lanes
         cost = trace.cost(op)
-        if not cost and not isinstance(op, kernel.ForOp):
+        if not cost and not isinstance(
+            op, kernel.ForOp | kernel.CpAsyncCommitOp | kernel.CpAsyncWaitOp
+        ):
             return
         warps = len(trace.active_warps(lanes.current_mask))
         for name, count in cost.items():
             trace.block.instructions[name] += count * warps
         if isinstance(op, kernel.YieldOp):
             trace.region_runs[op.parent_op()] += warps
+        elif isinstance(op, kernel.CpAsyncCommitOp):
+            trace.region_runs[ASYNC_GROUPS] += warps  # type: ignore[index]
+        elif isinstance(op, kernel.CpAsyncWaitOp):
+            trace.async_depth = max(trace.async_depth, op.groups + 1)
         elif isinstance(op, kernel.ForOp):
             lower = lanes.lanes(args[0])[lanes.current_mask]
             if lower.size:
@@ -519,7 +533,12 @@ def _bytes_in_flight(trace: _Trace, unroll: int) -> float:
     for region, sectors in trace.region_sectors.items():
         runs = trace.region_runs.get(region, 0)
         per_run = sectors / runs if runs else sectors
-        depth = min(unroll, trace.trips.get(region, 1)) if isinstance(region, kernel.ForOp) else 1
+        if region == ASYNC_GROUPS:
+            depth = trace.async_depth
+        elif isinstance(region, kernel.ForOp):
+            depth = min(unroll, trace.trips.get(region, 1))
+        else:
+            depth = 1
         weighted += sectors * per_run * memory.SECTOR_BYTES * depth
     return weighted / total_sectors
 

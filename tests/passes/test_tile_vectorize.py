@@ -84,9 +84,10 @@ def test_all_levels_match_the_loop_program(n: int, rows: int, expect: bool) -> N
     assert ("dd_load_vector<float, 4>" in source) == expect
 
 
-def test_runs_in_the_tile_stage_after_grid_stride() -> None:
+def test_runs_in_the_tile_stage_after_grid_stride_and_staging() -> None:
     stage = STAGE_PASSES["tile"]
-    assert stage.index("tile-vectorize") == stage.index("tile-grid-stride") + 1
+    assert stage.index("tile-grid-stride") < stage.index("tile-vectorize")
+    assert stage.index("tile-stage") < stage.index("tile-vectorize") < stage.index("tile-pad-shared")
 
 
 @needs_nvcc

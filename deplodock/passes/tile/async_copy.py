@@ -116,7 +116,7 @@ def vector_width(copy: CopyLoop) -> int:
     if slab.get_shape()[-1] % width or source.get_shape()[-1] % width:
         return 1
     col = copy.col.result
-    if copy.store.indices[-1] != col or len(col.uses) != 2:
+    if copy.store.indices[-1] != col or len(list(col.uses)) != 2:
         return 1
     last = copy.load.indices[-1].owner
     if not isinstance(last, arith.AddiOp) or col not in last.operands:

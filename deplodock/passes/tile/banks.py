@@ -74,9 +74,17 @@ def _evaluate(value: SSAValue, lanes: np.ndarray, memo: dict[SSAValue, np.ndarra
     raise Unknown(value)
 
 
-def wavefronts(access: tile.LoadOp | tile.StoreOp, row_length: int, warp: int = 0) -> int | None:
+def wavefronts(
+    access: tile.LoadOp | tile.StoreOp | tile.LoadVectorOp | tile.StoreVectorOp,
+    row_length: int,
+    warp: int = 0,
+) -> int | None:
     """Wavefronts one warp's request takes with rows of `row_length` elements (None when the
-    indices cannot be evaluated)."""
+    indices cannot be evaluated).
+
+    A lane moving 8 or 16 bytes (a vector access) is served a half or a quarter warp at a time,
+    each group with all 32 banks to itself, so the request costs the sum over its groups.
+    """
     lanes = np.arange(warp * WARP_SIZE, (warp + 1) * WARP_SIZE, dtype=np.int64)
     memo: dict[SSAValue, np.ndarray] = {}
     try:
@@ -88,6 +96,20 @@ def wavefronts(access: tile.LoadOp | tile.StoreOp, row_length: int, warp: int = 
     for k, index in enumerate(indices):
         extent = row_length if k == len(indices) - 1 else shape[k]
         flat = flat * extent + index
-    width = byte_size(access.memref.type.element_type)  # type: ignore[attr-defined]
-    words = np.unique(flat * width // SHARED_BANK_BYTES)
-    return int(np.bincount(words % SHARED_BANKS, minlength=SHARED_BANKS).max())
+    element = byte_size(access.memref.type.element_type)  # type: ignore[attr-defined]
+    count = _vector_count(access)
+    lane_bytes = element * count
+    group = WARP_SIZE * SHARED_BANK_BYTES // max(lane_bytes, SHARED_BANK_BYTES)
+    total = 0
+    for start in range(0, WARP_SIZE, group):
+        first = flat[start : start + group] * element
+        spans = [first + k * SHARED_BANK_BYTES for k in range(max(1, lane_bytes // 4))]
+        words = np.unique(np.concatenate(spans) // SHARED_BANK_BYTES)
+        total += int(np.bincount(words % SHARED_BANKS, minlength=SHARED_BANKS).max())
+    return total
+
+
+def _vector_count(access: object) -> int:
+    if isinstance(access, tile.LoadVectorOp | tile.StoreVectorOp):
+        return access.width
+    return 1

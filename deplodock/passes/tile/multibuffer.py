@@ -114,6 +114,10 @@ def multibuffer(staged: StagedLoop, depth: int) -> None:
             if isinstance(access, tile.LoadOp):
                 new = tile.LoadOp(slotted.result, [slot, *access.indices])
                 new.res.name_hint = access.res.name_hint
+            elif isinstance(access, tile.LoadVectorOp):
+                new = tile.LoadVectorOp(slotted.result, [slot, *access.indices], access.width)
+                for old_value, new_value in zip(access.res, new.res, strict=True):
+                    new_value.name_hint = old_value.name_hint
             elif isinstance(access, tile.StoreOp):
                 new = tile.StoreOp(access.value, slotted.result, [slot, *access.indices])
             else:

@@ -3,7 +3,8 @@
 Trigger: a `tile.shared_alloc` written by `tile-stage` (attribute `stage`) that has no
 padding yet.
 
-Decision: for every candidate padding `p` (0, 1, 2, 4 elements added to each row), count the
+Decision: for every candidate padding `p` (0, 1, 2, 4 elements added to each row; with vector
+reads of `w` elements only those keeping rows a multiple of `w` long, 8 included), count the
 wavefronts of every load and store of the slab for the first warp of the block
 (`banks.wavefronts`: the actual index arithmetic, evaluated lane by lane), each weighted by how
 often it runs per chunk; keep the cheapest `p` (the smallest on a tie).
@@ -59,16 +60,30 @@ def slab_cost(alloc: tile.SharedAllocOp, threads: tile.ThreadsOp, row_length: in
     total = 0
     for use in alloc.result.uses:
         access = use.operation
-        if not isinstance(access, tile.LoadOp | tile.StoreOp) or access.memref is not alloc.result:
+        accesses = tile.LoadOp | tile.StoreOp | tile.LoadVectorOp | tile.StoreVectorOp
+        if not isinstance(access, accesses) or access.memref is not alloc.result:
             continue
         count = wavefronts(access, row_length)
         total += (count if count is not None else 1) * _weight(access, threads)
     return total
 
 
+def vector_width(alloc: tile.SharedAllocOp) -> int:
+    """The widest vector access of the slab (rows must stay a multiple of it long, so every
+    vector stays aligned); 1 without vector accesses."""
+    widths = [
+        use.operation.width
+        for use in alloc.result.uses
+        if isinstance(use.operation, tile.LoadVectorOp | tile.StoreVectorOp)
+    ]
+    return max(widths, default=1)
+
+
 def best_padding(alloc: tile.SharedAllocOp, threads: tile.ThreadsOp) -> int:
     shape = alloc.result.type.get_shape()
-    costs = [(slab_cost(alloc, threads, shape[-1] + pad), pad) for pad in PADDINGS]
+    width = vector_width(alloc)
+    candidates = [pad for pad in (*PADDINGS, 8) if (shape[-1] + pad) % width == 0]
+    costs = [(slab_cost(alloc, threads, shape[-1] + pad), pad) for pad in candidates]
     return min(costs)[1]
 
 

@@ -1,5 +1,8 @@
 """`tile-vectorize`: a grid-stride elementwise kernel moves `width` elements per access.
 
+(On a staged contraction the same pass vectorizes the reads of the shared slabs instead:
+`vectorize_slabs.py`.)
+
 Trigger: a `tile.kernel` scheduled by `tile-grid-stride` (each top-level loop of its threads
 body is `tile.for %lin = %start to N step G*T`, `%start` per thread) whose loop bodies are
 straight-line `arith`/`math` with global `tile.load`/`tile.store`, where every access is
@@ -42,9 +45,10 @@ from xdsl.rewriter import InsertPoint, Rewriter
 
 from deplodock.dialects import tile
 from deplodock.dialects.element_types import UnsupportedElementType, byte_size
-from deplodock.dialects.hardware import VECTOR_BYTES, is_shared
+from deplodock.dialects.hardware import MAX_VECTOR_BYTES, VECTOR_BYTES, is_shared
 from deplodock.passes.constant_pool import ConstantPool
 from deplodock.passes.tile import schedule
+from deplodock.passes.tile.vectorize_slabs import vectorize_slab_reads
 
 #: Index arithmetic the contiguity check evaluates (on every iterate of the loop).
 _INDEX_OPS = {
@@ -201,4 +205,14 @@ class TileVectorizePass(ModulePass):
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         for kernel in [k for k in op.ops if isinstance(k, tile.KernelOp)]:
+            if kernel.schedule is not None and "stage" in kernel.schedule.data:
+                width = schedule.read_knob(kernel, "vector", MAX_VECTOR_BYTES)
+                if vectorize_slab_reads(kernel, width):
+                    schedule.write_knob(kernel, "vector", _slab_width(kernel))
+                continue
             vectorize(kernel, self.width)
+
+
+def _slab_width(kernel: tile.KernelOp) -> int:
+    """The width `vectorize_slab_reads` used: that of the kernel's first vector read."""
+    return next(len(op.res) for op in kernel.walk() if isinstance(op, tile.LoadVectorOp))
