@@ -29,7 +29,12 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 GUIDES = tuple(sorted((ROOT / "docs" / "guides").rglob("*.md")))
-DOCUMENTS = (ROOT / "README.md", ROOT / "docs" / "walkthrough.md", *GUIDES)
+DOCUMENTS = (
+    ROOT / "README.md",
+    ROOT / "docs" / "walkthrough.md",
+    ROOT / "docs" / "scheduling.md",
+    *GUIDES,
+)
 BLOCK = re.compile(r"```console\n\$ (?P<command>[^\n]*)\n(?P<output>.*?)```", re.DOTALL)
 CODE = re.compile(r"```(?:python|mlir)\n(?P<code>.*?)```", re.DOTALL)
 QUOTE_SOURCE = re.compile(r"(?:#|//) (?P<path>[\w./-]+)\n")

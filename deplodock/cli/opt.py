@@ -25,6 +25,7 @@ from xdsl.utils.arg_spec import parse_pipeline, parse_spec
 from xdsl.utils.exceptions import VerifyException
 from xdsl.xdsl_opt_main import xDSLOptMain
 
+from deplodock.cli.diffs import PassDiffs
 from deplodock.cli.errors import describe, run_command
 from deplodock.dialects import get_all_dialects
 from deplodock.files import write_atomic
@@ -150,6 +151,15 @@ class DeplodockOptMain(xDSLOptMain):
             help="print the IR after every pass (to stderr, as mlir-opt does)",
         )
         arg_parser.add_argument(
+            "--print-pass-diffs",
+            dest="print_pass_diffs",
+            nargs="?",
+            const="all",
+            metavar="PASS",
+            help="print, for every pass that changes the module (or only for PASS), its name "
+            "and options and a unified diff of the IR, instead of the final module",
+        )
+        arg_parser.add_argument(
             "--traceback", action="store_true", help="show Python tracebacks on errors"
         )
 
@@ -170,6 +180,8 @@ class DeplodockOptMain(xDSLOptMain):
             self._verify(previous, module, next_pass)
         if self.args.print_ir_after_all:
             self._print_after(previous, module, next_pass)
+        if self.args.print_pass_diffs:
+            self._differ(previous, module)
         if next_pass is not None and next_pass.name in self.named_passes:
             note_stage_mismatch(next_pass.name, module)
 
@@ -187,9 +199,18 @@ class DeplodockOptMain(xDSLOptMain):
         except (RecursionError, UnicodeDecodeError, VerifyException) as error:
             raise InputError(describe(error, self.get_input_name())) from None
 
+    @property
+    def _differ(self) -> PassDiffs:
+        if not hasattr(self, "_pass_diffs"):
+            only = self.args.print_pass_diffs
+            self._pass_diffs = PassDiffs(None if only == "all" else only)
+        return self._pass_diffs
+
     def output_resulting_program(self, prog: ModuleOp) -> str:
         """The `cuda` target prints kernel- or cuda-level IR only: anything above is one
-        line, not an error deep in the printer."""
+        line, not an error deep in the printer. With `--print-pass-diffs`, the diffs."""
+        if self.args.print_pass_diffs:
+            return self._differ.text
         stage = stage_of(prog)
         if parse_spec(self.args.target).name == "cuda" and stage not in ("kernel", "cuda"):
             raise ValueError(

@@ -19,8 +19,9 @@ A reduce nest over several axes (a convolution's cin, kh, kw) becomes one K loop
                                                     %m = arith.addi %m0, %mm ...
 
 Knobs (`schedule`): `bm`, `bn` (tile extents) and `group` (raster). The default heuristic
-(`default_block`) picks 128 x 128 for large outputs, 64 x 64 when that leaves too few
-blocks to fill the device, and 32 x 64 for small ones.
+(`default_block`) scores each tile of `DEFAULT_TILES` by its data reuse, the share of its
+area inside the matrix and how evenly its blocks fill the SMs (`tile_score`), and takes
+the best: 128 x 128 for large outputs, smaller tiles when those leave SMs idle.
 """
 
 from __future__ import annotations
@@ -42,21 +43,45 @@ from deplodock.passes.tile.contraction import Contraction, find_contraction
 from deplodock.passes.tile.nests import body_ops, trip_count
 
 #: Tile extents the pass accepts (and the tuner may choose from).
-TILE_EXTENTS: tuple[int, ...] = (16, 32, 64, 128, 256)
+TILE_EXTENTS: tuple[int, ...] = (16, 32, 64, 96, 128, 256)
 
-#: Enough blocks to keep a large GPU busy (about one wave of 132 SMs with 2 blocks each).
-BUSY_BLOCKS = 256
+#: The tiles the default heuristic weighs (BM, BN), largest first.
+DEFAULT_TILES: tuple[tuple[int, int], ...] = (
+    (128, 128),
+    (128, 96),
+    (128, 64),
+    (64, 128),
+    (64, 64),
+    (32, 64),
+    (32, 32),
+)
+
+#: Streaming multiprocessors the default heuristic fills (an H100 SXM5 has 132); a pass
+#: option, so another target can say its own.
+DEFAULT_SMS = 132
 
 
-def default_block(m: int, n: int, batch: int) -> tuple[int, int]:
-    """The heuristic BM x BN: the largest square-ish tile that still yields enough blocks."""
-    for bm, bn in ((128, 128), (64, 128), (64, 64), (32, 64)):
-        if bm > 2 * m or bn > 2 * n:
-            continue
-        blocks = batch * -(-m // bm) * -(-n // bn)
-        if blocks >= BUSY_BLOCKS:
-            return bm, bn
-    return (32, 64) if n >= 64 else (32, 32)
+def tile_score(m: int, n: int, batch: int, bm: int, bn: int, sms: int) -> float:
+    """How well a BM x BN tiling should run, relative to an ideal large tile.
+
+    Two factors: the *reuse* of a tile (multiply-adds per element loaded, `bm*bn/(bm+bn)`,
+    relative to 128 x 128), and the *balance* of the work over the SMs: the output area an
+    SM should compute (`batch*m*n / sms`) over the area the busiest SM computes (whole
+    tiles, partial tiles included).
+    """
+    reuse = min(1.0, (bm * bn / (bm + bn)) / 64.0)
+    blocks = batch * -(-m // bm) * -(-n // bn)
+    busiest = -(-blocks // sms) * bm * bn
+    balance = min(1.0, batch * m * n / sms / busiest)
+    return reuse * balance
+
+
+def default_block(m: int, n: int, batch: int, sms: int = DEFAULT_SMS) -> tuple[int, int]:
+    """The heuristic BM x BN: the best `tile_score` among `DEFAULT_TILES` (first on a tie)."""
+    candidates = [(bm, bn) for bm, bn in DEFAULT_TILES if bm <= 2 * m and bn <= 2 * n]
+    if not candidates:
+        return (32, 32)
+    return max(candidates, key=lambda t: tile_score(m, n, batch, t[0], t[1], sms))
 
 
 def legal_blocks(found: Contraction) -> list[tuple[int, int]]:
@@ -171,13 +196,14 @@ class TileBlockPass(ModulePass):
     bm: int = 0
     bn: int = 0
     group: int = 8
+    sms: int = DEFAULT_SMS
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         for kernel in [k for k in op.ops if isinstance(k, tile.KernelOp)]:
             found = find_contraction(kernel)
             if found is None:
                 continue
-            guess_m, guess_n = default_block(found.m, found.n, found.batch)
+            guess_m, guess_n = default_block(found.m, found.n, found.batch, self.sms)
             bm = schedule.read_knob(kernel, "bm", self.bm or guess_m)
             bn = schedule.read_knob(kernel, "bn", self.bn or guess_n)
             group = schedule.read_knob(kernel, "group", self.group)

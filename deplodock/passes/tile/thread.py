@@ -19,9 +19,9 @@ product), instead of 2 loads per multiply-add.
         %acc = tile.for %k ... {                %acc:16 = tile.for %k ... iter_args(... x16) {
           a[m, k] * b[n, k] }                     4 loads of a, 4 of b, 16 mulf + addf }
 
-Knobs (`schedule`): `fm`, `fn` (register cells per thread). Default: 8 x 8 for 128 x 128
-tiles (256 threads), 4 x 4 below (64 x 64 -> 256 threads, 32 x 64 -> 128), so a thread
-keeps 16-64 accumulators, well within the 255 registers a thread may use.
+Knobs (`schedule`): `fm`, `fn` (register cells per thread). Default: `bm/16 x bn/16`, at
+most 8 x 8 (128 x 128 -> 256 threads of 8 x 8 cells, 64 x 64 -> 256 of 4 x 4), so a thread
+keeps at most 64 accumulators, well within the 255 registers a thread may use.
 """
 
 from __future__ import annotations
@@ -49,14 +49,13 @@ COL: Axes = frozenset({"n"})
 BOTH: Axes = frozenset({"m", "n"})
 
 #: Register cells per thread the pass accepts along one axis.
-CELL_COUNTS: tuple[int, ...] = (1, 2, 4, 8, 16)
+CELL_COUNTS: tuple[int, ...] = (1, 2, 3, 4, 6, 8, 16)
 
 
 def default_cells(bm: int, bn: int) -> tuple[int, int]:
-    """FM x FN: 8 x 8 for large tiles, else 4 x 4 (fewer when the tile is narrower)."""
-    if bm >= 128 and bn >= 128:
-        return 8, 8
-    return min(4, bm), min(4, bn)
+    """FM x FN: a 16 x 16 thread grid (256 threads) when the tile allows, each thread
+    `bm/16 x bn/16` cells (8 x 8 for 128 x 128), at most 8 per axis."""
+    return max(1, min(8, bm // 16)), max(1, min(8, bn // 16))
 
 
 def legal_cells(bm: int, bn: int) -> list[tuple[int, int]]:

@@ -1,0 +1,59 @@
+"""`--print-pass-diffs`: what each pass of a pipeline changed, as unified diffs.
+
+A pipeline callback sees the module between passes; `PassDiffs` keeps the previous text and,
+when a pass changed it, records the pass (with its options, as a pipeline string names it)
+and the unified diff. Passes that changed nothing are not listed, so reading the output is
+reading the pipeline's decisions.
+"""
+
+from __future__ import annotations
+
+import difflib
+import io
+
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.passes import ModulePass
+from xdsl.printer import Printer
+
+#: Lines of context around each change.
+CONTEXT_LINES = 2
+
+
+def module_text(module: ModuleOp) -> str:
+    stream = io.StringIO()
+    Printer(stream=stream).print_op(module)
+    return stream.getvalue()
+
+
+class PassDiffs:
+    """Call it between passes (`PassPipeline` callback shape); read `text` at the end."""
+
+    def __init__(self, only: str | None = None) -> None:
+        #: The one pass to show (None: every pass).
+        self.only = only
+        self.previous: str | None = None
+        self.parts: list[str] = []
+
+    def __call__(self, previous: ModulePass | None, module: ModuleOp) -> None:
+        current = module_text(module)
+        shown = previous is not None and self.only in (None, previous.name)
+        if shown and self.previous is not None and current != self.previous:
+            assert previous is not None
+            diff = difflib.unified_diff(
+                self.previous.splitlines(),
+                current.splitlines(),
+                fromfile="before",
+                tofile="after",
+                n=CONTEXT_LINES,
+                lineterm="",
+            )
+            lines = list(diff)[2:]  # the ---/+++ header says nothing here
+            self.parts.append(f"// ---- {previous.pipeline_pass_spec()}\n" + "\n".join(lines))
+        self.previous = current
+
+    @property
+    def text(self) -> str:
+        if not self.parts:
+            what = f"pass {self.only}" if self.only else "pass"
+            return f"// no {what} changed the module\n"
+        return "\n".join(self.parts) + "\n"

@@ -1,0 +1,25 @@
+builtin.module {
+  loop.kernel @linear_kernel(%x0: memref<20x32xf32>, %p_0_weight: memref<16x32xf32>, %p_0_bias: memref<16xf32>, %linear: memref<20x16xf32>) {
+    %init = arith.constant 0.000000e+00 : f32
+    loop.for %i0 = 0 to 20 {
+      loop.for %i1 = 0 to 16 {
+        %add = loop.for %r1 = 0 to 32 iter_args(%acc = %init) -> (f32) {
+          %0 = loop.load %x0[%i0, %r1] : memref<20x32xf32>
+          %1 = loop.load %p_0_weight[%i1, %r1] : memref<16x32xf32>
+          %2 = arith.mulf %0, %1 : f32
+          %3 = arith.addf %acc, %2 : f32
+          loop.yield %3 : f32
+        }
+        %4 = loop.load %p_0_bias[%i1] : memref<16xf32>
+        %5 = arith.addf %add, %4 : f32
+        loop.store %5, %linear[%i0, %i1] : memref<20x16xf32>
+      }
+    }
+    loop.return
+  }
+  func.func @forward(%x0: memref<20x32xf32> {deplodock.input = "x0"}, %p_0_weight: memref<16x32xf32> {deplodock.param = "0.weight"}, %p_0_bias: memref<16xf32> {deplodock.param = "0.bias"}) -> memref<20x16xf32> {
+    %linear = loop.alloc : memref<20x16xf32>
+    loop.launch @linear_kernel(%x0, %p_0_weight, %p_0_bias, %linear) : (memref<20x32xf32>, memref<16x32xf32>, memref<16xf32>, memref<20x16xf32>) -> ()
+    func.return %linear : memref<20x16xf32>
+  }
+}
