@@ -9,8 +9,10 @@ until the data is needed). When the slab row and the global row are both contigu
 copy's column and every copy starts at a multiple of 16 bytes (the column is `U + col` with `U`
 a multiple of the vector width, rows a multiple of it long), each copy moves 16 bytes (4 fp32,
 8 bf16), the loop running a quarter (an eighth) as many times; otherwise 4 (or 2) bytes.
-Each chunk's copies end with `tile.async_commit` (one group per chunk, an empty one past the
-last chunk so every iteration commits), and the barrier before the chunk is read is preceded
+(A 2-byte element that cannot be moved 16 bytes at a time stays a plain copy: cp.async moves
+4, 8 or 16 bytes.) Each chunk's copies end with `tile.async_commit` (one group per chunk, an
+empty one past the last chunk so every iteration commits), and the barrier before the chunk
+is read is preceded
 by `tile.async_wait N`, N the groups allowed in flight: `depth - 2` when `tile-pipeline`
 copies ahead (the chunks after this one), else 0.
 
@@ -36,7 +38,7 @@ from xdsl.rewriter import InsertPoint, Rewriter
 
 from deplodock.dialects import tile
 from deplodock.dialects.element_types import byte_size
-from deplodock.dialects.hardware import CP_ASYNC_CG_BYTES
+from deplodock.dialects.hardware import CP_ASYNC_BYTES, CP_ASYNC_CG_BYTES
 from deplodock.dialects.queries import constant_index
 from deplodock.passes.constant_pool import ConstantPool
 from deplodock.passes.tile import schedule
@@ -131,6 +133,8 @@ def to_async(copy: CopyLoop, pool: ConstantPool) -> None:
     """Rewrites one copy loop (see the module docstring)."""
     width = vector_width(copy)
     element_bytes = byte_size(copy.load.res.type)
+    if width * element_bytes not in CP_ASYNC_BYTES:
+        return  # a 2-byte element alone: cp.async moves 4, 8 or 16 bytes; stays a plain copy
     loop = copy.loop
     if width > 1:
         inner = constant_index(copy.col.rhs)
