@@ -66,7 +66,9 @@ from xdsl.utils.exceptions import VerifyException
 
 from deplodock.dialects import common
 from deplodock.dialects.common import async_memory
+from deplodock.dialects.element_types import buffer_bytes
 from deplodock.dialects.hardware import (
+    MAX_STATIC_SHARED_BYTES,
     MAX_THREADS_PER_BLOCK,
     SHARED_MEMORY_SPACE,
     WARP_SIZE,
@@ -104,6 +106,40 @@ class KernelOp(common.KernelOpBase):
             raise VerifyException(
                 f"tile.kernel @{self.sym_name.data}: expected exactly one tile.grid directly "
                 f"in the body, found {len(grids)}"
+            )
+        self._verify_shared_memory()
+        self._verify_async_groups()
+
+    def _verify_shared_memory(self) -> None:
+        """A block's shared arrays fit the static shared memory of a CUDA block."""
+        used = sum(
+            buffer_bytes(op.result.type)  # type: ignore[arg-type]
+            for op in self.walk()
+            if isinstance(op, SharedAllocOp)
+        )
+        if used > MAX_STATIC_SHARED_BYTES:
+            raise VerifyException(
+                f"tile.kernel @{self.sym_name.data}: {used} bytes of shared memory per block, "
+                f"more than the {MAX_STATIC_SHARED_BYTES} a block may have"
+            )
+
+    def _verify_async_groups(self) -> None:
+        """Asynchronous copies are committed and waited for: a `tile.copy_async` without a
+        later `tile.async_commit`, or commits without any `tile.async_wait`, would leave
+        data landing at an unknown time."""
+        ops = list(self.walk())
+        copies = [k for k, op in enumerate(ops) if isinstance(op, CopyAsyncOp)]
+        commits = [k for k, op in enumerate(ops) if isinstance(op, AsyncCommitOp)]
+        waits = [k for k, op in enumerate(ops) if isinstance(op, AsyncWaitOp)]
+        name = self.sym_name.data
+        if copies and (not commits or max(commits) < max(copies)):
+            raise VerifyException(
+                f"tile.kernel @{name}: a tile.copy_async is not followed by a tile.async_commit"
+            )
+        if commits and not waits:
+            raise VerifyException(
+                f"tile.kernel @{name}: tile.async_commit groups are never waited for "
+                "(no tile.async_wait)"
             )
 
     @property

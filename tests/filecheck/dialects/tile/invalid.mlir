@@ -153,3 +153,47 @@ func.func @forward(%x: memref<32xf32>) {
   func.return
 }
 // CHECK: tile.launch: @forward is a func.func, not a kernel
+
+// -----
+
+// Two 16 KiB slabs and a 24 KiB one: more shared memory than a block may have (48 KiB).
+tile.kernel @k(%x: memref<64xf32>) {
+  tile.grid %b to 1 {
+    tile.threads %t to 32 {
+      %s0 = tile.shared_alloc : memref<4096xf32, 3 : i64>
+      %s1 = tile.shared_alloc : memref<4096xf32, 3 : i64>
+      %s2 = tile.shared_alloc : memref<6144xf32, 3 : i64>
+    }
+  }
+  tile.return
+}
+// CHECK: tile.kernel @k: 57344 bytes of shared memory per block, more than the 49152 a block may have
+
+// -----
+
+// A copy that is never committed lands at no defined time.
+tile.kernel @k(%x: memref<64xf32>) {
+  tile.grid %b to 1 {
+    tile.threads %t to 32 {
+      %s = tile.shared_alloc : memref<64xf32, 3 : i64>
+      tile.copy_async %s[%t], %x[%t], 4 : memref<64xf32, 3 : i64>, memref<64xf32>
+    }
+  }
+  tile.return
+}
+// CHECK: tile.kernel @k: a tile.copy_async is not followed by a tile.async_commit
+
+// -----
+
+// Committed groups that no tile.async_wait ever waits for.
+tile.kernel @k(%x: memref<64xf32>) {
+  tile.grid %b to 1 {
+    tile.threads %t to 32 {
+      %s = tile.shared_alloc : memref<64xf32, 3 : i64>
+      tile.copy_async %s[%t], %x[%t], 4 : memref<64xf32, 3 : i64>, memref<64xf32>
+      tile.async_commit
+    }
+  }
+  tile.return
+}
+// CHECK: tile.kernel @k: tile.async_commit groups are never waited for (no tile.async_wait)
