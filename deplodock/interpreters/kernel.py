@@ -113,18 +113,26 @@ def load_vector(state: BlockState, op: kernel.LoadVectorOp, args: PythonValues) 
     buf, *indices = args
     name = buffer_name(op.memref)
     check_vector_alignment(state.lanes, indices, op.width, name, op)
+    if isinstance(buf, SharedBuffer):
+        return _load_shared_vector(state, op, buf, indices)
+    return tuple(
+        state.lanes.gather(buf, shifted(indices, k), name=name, op=op) for k in range(op.width)
+    )
+
+
+def _load_shared_vector(
+    state: BlockState, op: kernel.LoadVectorOp, buf: SharedBuffer, indices: PythonValues
+) -> PythonValues:
+    """All `width` elements of every active lane in one race-checked shared read."""
+    mask = state.lanes.current_mask
+    per_element = [_active_indices(state, shifted(indices, k)) for k in range(op.width)]
+    columns = [np.concatenate(parts) for parts in zip(*per_element, strict=True)]
+    lanes = np.tile(state.lanes.thread_ids[mask], op.width)
+    got = buf.load(columns, lanes, state.epoch, op.name).reshape(op.width, -1)
     results = []
     for k in range(op.width):
-        at = shifted(indices, k)
-        if isinstance(buf, SharedBuffer):
-            mask = state.lanes.current_mask
-            got = buf.load(
-                _active_indices(state, at), state.lanes.thread_ids[mask], state.epoch, op.name
-            )
-            value = np.zeros(state.lanes.num_threads, dtype=numpy_dtype(op.res[k].type))
-            value[mask] = got
-        else:
-            value = state.lanes.gather(buf, at, name=name, op=op)
+        value = np.zeros(state.lanes.num_threads, dtype=numpy_dtype(op.res[k].type))
+        value[mask] = got[k]
         results.append(value)
     return tuple(results)
 

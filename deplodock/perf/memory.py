@@ -18,12 +18,17 @@ from __future__ import annotations
 
 import numpy as np
 
-from deplodock.dialects.hardware import WARP_SIZE
+from deplodock.dialects.hardware import SHARED_BANK_BYTES, SHARED_BANKS, WARP_SIZE
 
 SECTOR_BYTES = 32
 LINE_BYTES = 128
-SHARED_BANKS = 32
-BANK_BYTES = 4
+#: The bank geometry is a hardware fact (`dialects/hardware.py`).
+BANK_BYTES = SHARED_BANK_BYTES
+
+#: Wavefront counts by access pattern (addresses relative to their 128-byte row, width,
+#: lanes): a loop repeats the same pattern at shifted addresses, so most requests hit.
+_WAVEFRONT_CACHE: dict[tuple[bytes, int, bytes], int] = {}
+_CACHE_LIMIT = 1 << 16
 
 
 def _words(addresses: np.ndarray, width: int, unit: int) -> np.ndarray:
@@ -69,6 +74,17 @@ def shared_wavefronts(
     if len(addresses) == 0:
         return 0
     lanes = np.arange(len(addresses)) if lanes is None else np.asarray(lanes) % WARP_SIZE
+    row = SHARED_BANKS * BANK_BYTES
+    key = ((addresses - addresses.min() // row * row).tobytes(), width, lanes.tobytes())
+    if (known := _WAVEFRONT_CACHE.get(key)) is not None:
+        return known
+    total = _count_wavefronts(addresses, width, lanes)
+    if len(_WAVEFRONT_CACHE) < _CACHE_LIMIT:
+        _WAVEFRONT_CACHE[key] = total
+    return total
+
+
+def _count_wavefronts(addresses: np.ndarray, width: int, lanes: np.ndarray) -> int:
     group_size = WARP_SIZE * BANK_BYTES // max(width, BANK_BYTES)  # 32, 16 or 8 lanes
     groups = lanes // group_size
     total = 0

@@ -43,11 +43,13 @@ from deplodock.passes.tile.contraction import Contraction, find_contraction
 from deplodock.passes.tile.nests import body_ops, trip_count
 
 #: Tile extents the pass accepts (and the tuner may choose from).
-TILE_EXTENTS: tuple[int, ...] = (16, 32, 64, 96, 128, 256)
+TILE_EXTENTS: tuple[int, ...] = (16, 32, 64, 96, 112, 128, 256)
 
 #: The tiles the default heuristic weighs (BM, BN), largest first.
 DEFAULT_TILES: tuple[tuple[int, int], ...] = (
     (128, 128),
+    (128, 112),
+    (112, 128),
     (128, 96),
     (128, 64),
     (64, 128),
