@@ -87,7 +87,9 @@ def test_all_levels_match_the_loop_program(n: int, rows: int, expect: bool) -> N
 def test_runs_in_the_tile_stage_after_grid_stride_and_staging() -> None:
     stage = STAGE_PASSES["tile"]
     assert stage.index("tile-grid-stride") < stage.index("tile-vectorize")
-    assert stage.index("tile-stage") < stage.index("tile-vectorize") < stage.index("tile-pad-shared")
+    assert (
+        stage.index("tile-stage") < stage.index("tile-vectorize") < stage.index("tile-pad-shared")
+    )
 
 
 @needs_nvcc
