@@ -136,6 +136,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--iters", type=int, default=50, help="timed runs (default: 50)")
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds per case")
     parser.add_argument("--seed", type=int, default=0, help="seed of the inputs and weights")
+    parser.add_argument(
+        "--jobs",
+        type=int,
+        default=1,
+        help="with --model: cases modeled in parallel worker processes (default: 1)",
+    )
     return parser.parse_args(argv)
 
 
@@ -215,7 +221,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         except UnknownDevice as error:
             print(f"bench.kernels: error: {error}", file=sys.stderr)
             return 1
-        run_modeled_suite(cases, args.dtype, args.model.lower(), args.out)
+        run_modeled_suite(cases, args.dtype, args.model.lower(), args.out, jobs=args.jobs)
         return 0
     from deplodock.backend.device import cuda_unavailable_reason
 

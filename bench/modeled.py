@@ -115,6 +115,23 @@ def model_case(case: Case, dtype: str, device_key: str, gemm_rows: Sequence[dict
     }
 
 
+def _modeled_rows(
+    cases: Sequence[Case], dtype: str, device_key: str, gemm_rows: Sequence[dict], jobs: int
+):
+    """(case, row) in the order of `cases`; with `jobs > 1` the cases are modeled in worker
+    processes (each case is independent: its own compile and trace)."""
+    if jobs <= 1:
+        for case in cases:
+            yield case, model_case(case, dtype, device_key, gemm_rows)
+        return
+    from concurrent.futures import ProcessPoolExecutor
+
+    with ProcessPoolExecutor(max_workers=jobs) as pool:
+        futures = [pool.submit(model_case, case, dtype, device_key, gemm_rows) for case in cases]
+        for case, future in zip(cases, futures, strict=True):
+            yield case, future.result()
+
+
 def summary(rows: Sequence[dict]) -> dict[str, Any]:
     """Geomean % SOL per family and the five worst cases (lowest % SOL) with their limiter."""
     ok = [r for r in rows if r["status"] == "ok"]
@@ -264,12 +281,12 @@ def run_modeled_suite(
     device_key: str,
     out_dir: Path,
     echo: Callable[[str], object] = print,
+    jobs: int = 1,
 ) -> Path:
     gemm_rows = published_linear_rows()
     rows = []
     echo(f"{len(cases)} cases, {dtype}, MODELED on {device_key} (no GPU involved)")
-    for n, case in enumerate(cases, 1):
-        row = model_case(case, dtype, device_key, gemm_rows)
+    for n, (case, row) in enumerate(_modeled_rows(cases, dtype, device_key, gemm_rows, jobs), 1):
         rows.append(row)
         if row["status"] == "ok":
             detail = f"{row['modeled_us']:10.1f} us {row['sol_pct']:6.2f}% SOL  {row['limiter']}"
