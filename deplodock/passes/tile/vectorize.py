@@ -38,7 +38,7 @@ from dataclasses import dataclass
 import numpy as np
 from xdsl.context import Context
 from xdsl.dialects import arith
-from xdsl.dialects.builtin import IntegerAttr, MemRefType, ModuleOp
+from xdsl.dialects.builtin import IndexType, IntegerAttr, IntegerType, MemRefType, ModuleOp
 from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
@@ -121,7 +121,19 @@ def _vectorizable(loop: tile.ForOp, width: int) -> bool:
                 return False
         elif op.dialect_name() not in ("arith", "math") or op.regions:
             return False
+        elif _index_becomes_data(op):
+            return False  # e.g. arange: each element needs its own index, not the first one
     return True
+
+
+def _index_becomes_data(op: Operation) -> bool:
+    """An op turning an index into a data value (`arith.index_cast` to an integer): its
+    result differs per element of a vector, which the rewrite does not replicate."""
+    takes_index = any(isinstance(v.type, IndexType) for v in op.operands)
+    gives_data = any(not isinstance(r.type, IndexType | IntegerType) for r in op.results) or (
+        isinstance(op, arith.IndexCastOp)
+    )
+    return takes_index and gives_data
 
 
 def _vectorize_body(loop: tile.ForOp, width: int) -> None:
