@@ -137,6 +137,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds per case")
     parser.add_argument("--seed", type=int, default=0, help="seed of the inputs and weights")
     parser.add_argument(
+        "--merge",
+        action="store_true",
+        help="with --model: replace only the rows of the cases run in an existing results "
+        "file (re-model a few cases after a change)",
+    )
+    parser.add_argument(
         "--jobs",
         type=int,
         default=1,
@@ -221,7 +227,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         except UnknownDevice as error:
             print(f"bench.kernels: error: {error}", file=sys.stderr)
             return 1
-        run_modeled_suite(cases, args.dtype, args.model.lower(), args.out, jobs=args.jobs)
+        run_modeled_suite(
+            cases, args.dtype, args.model.lower(), args.out, jobs=args.jobs, merge=args.merge
+        )
         return 0
     from deplodock.backend.device import cuda_unavailable_reason
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import csv
 import datetime
+import json
 import math
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -130,6 +131,13 @@ def _modeled_rows(
         futures = [pool.submit(model_case, case, dtype, device_key, gemm_rows) for case in cases]
         for case, future in zip(cases, futures, strict=True):
             yield case, future.result()
+
+
+def _merged(old: Sequence[dict], new: Sequence[dict]) -> list[dict]:
+    """`old` rows in their order, those of the cases in `new` replaced (new cases appended)."""
+    fresh = {row["case"]: row for row in new}
+    rows = [fresh.pop(row["case"], row) for row in old]
+    return rows + list(fresh.values())
 
 
 def summary(rows: Sequence[dict]) -> dict[str, Any]:
@@ -282,6 +290,7 @@ def run_modeled_suite(
     out_dir: Path,
     echo: Callable[[str], object] = print,
     jobs: int = 1,
+    merge: bool = False,
 ) -> Path:
     gemm_rows = published_linear_rows()
     rows = []
@@ -293,8 +302,10 @@ def run_modeled_suite(
         else:
             detail = f"{row['status']}: {row['reason']}"
         echo(f"[{n:>2}/{len(cases)}] {case.name:<40} {detail}")
-    doc = document(rows, device_key, dtype)
     stem = out_dir / f"kernels-modeled-{device_key}-{dtype}"
+    if merge and stem.with_suffix(".json").exists():
+        rows = _merged(json.loads(stem.with_suffix(".json").read_text())["rows"], rows)
+    doc = document(rows, device_key, dtype)
     out_dir.mkdir(parents=True, exist_ok=True)
     write_json(stem.with_suffix(".json"), doc)
     stem.with_suffix(".md").write_text(markdown(doc))
