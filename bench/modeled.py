@@ -133,6 +133,14 @@ def _modeled_rows(
             yield case, future.result()
 
 
+def _model_case_named(name: str, dtype: str, device_key: str, gemm_rows: Sequence[dict]) -> dict:
+    """`model_case` in a worker process: cases hold closures, so they travel by name."""
+    from bench.cases import all_cases
+
+    case = next(c for c in all_cases() if c.name == name)
+    return model_case(case, dtype, device_key, gemm_rows)
+
+
 def _merged(old: Sequence[dict], new: Sequence[dict]) -> list[dict]:
     """`old` rows in their order, those of the cases in `new` replaced (new cases appended)."""
     fresh = {row["case"]: row for row in new}
