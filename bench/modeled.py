@@ -128,7 +128,10 @@ def _modeled_rows(
     from concurrent.futures import ProcessPoolExecutor
 
     with ProcessPoolExecutor(max_workers=jobs) as pool:
-        futures = [pool.submit(model_case, case, dtype, device_key, gemm_rows) for case in cases]
+        futures = [
+            pool.submit(_model_case_named, case.name, dtype, device_key, gemm_rows)
+            for case in cases
+        ]
         for case, future in zip(cases, futures, strict=True):
             yield case, future.result()
 
