@@ -28,6 +28,7 @@ DEPLODOCK_PASSES: dict[str, tuple[str, str]] = {
     "tile-async-copy": ("tile.async_copy", "TileAsyncCopyPass"),
     "tile-grid-stride": ("tile.grid_stride", "TileGridStridePass"),
     "tile-vectorize": ("tile.vectorize", "TileVectorizePass"),
+    "tile-rows": ("tile.rows", "TileRowsPass"),
     "tile-rows-to-blocks": ("tile.rows_to_blocks", "TileRowsToBlocksPass"),
     "tile-loops-to-threads": ("tile.loops_to_threads", "TileLoopsToThreadsPass"),
     "tile-cooperative-reduce": ("tile.cooperative_reduce", "TileCooperativeReducePass"),

@@ -36,6 +36,7 @@ STAGE_PASSES: dict[str, tuple[str, ...]] = {
         "tile-multibuffer",
         "tile-pipeline",
         "tile-async-copy",
+        "tile-rows",
         "tile-rows-to-blocks",
         "tile-loops-to-threads",
         "tile-cooperative-reduce",

@@ -10,6 +10,7 @@ kernel's `schedule` attribute (`schedule.py`):
 |---|---|---|
 | `tile-grid-stride` | elementwise kernels | every nest strided over all blocks x threads |
 | `tile-vectorize` | contiguous grid-stride kernels | elements per thread and access |
+| `tile-rows` | reducing kernels with short rows | `W` threads per row, `R` rows per block |
 | `tile-rows-to-blocks` | reducing kernels | one block per row of the outer free nest |
 | `tile-loops-to-threads` | a block's serial loops | block size; free nests strided over threads |
 | `tile-cooperative-reduce` | a block's serial loops | reductions split over threads + combine |
