@@ -134,9 +134,7 @@ def find_sweeps(kernel: tile.KernelOp) -> _Sweeps | None:
     if threads is None:
         return None
     written = written_buffers(kernel)
-    readonly = {
-        arg for arg in kernel.body.block.args if isinstance(arg.type, MemRefType)
-    } - written
+    readonly = {arg for arg in kernel.body.block.args if isinstance(arg.type, MemRefType)} - written
     groups: dict[tuple, list[tile.ForOp]] = {}
     for loop in schedule.top_loops(threads):
         key = _sweep_key(loop, threads)
