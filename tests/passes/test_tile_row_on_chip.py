@@ -80,8 +80,10 @@ def test_row_on_chip_matches_pytorch_at_every_level(
 def test_default_registers_for_short_rows_shared_for_long() -> None:
     short = schedule_tile(expression("rms_norm", 33, 2048), {})
     assert kernels(short)[0].schedule.data["row_on_chip"].value.data == 1  # 8 a thread
-    long = schedule_tile(expression("softmax", 3, 5000), {})
-    assert kernels(long)[0].schedule.data["row_on_chip"].value.data == SHARED  # 20 a thread
+    long = schedule_tile(expression("softmax", 3, 10000), {})
+    assert kernels(long)[0].schedule.data["row_on_chip"].value.data == SHARED  # 40 a thread
+    too_long = schedule_tile(expression("softmax", 3, 20000), {})  # 80 KB: does not fit
+    assert kernels(too_long)[0].schedule.data["row_on_chip"].value.data == 0
 
 
 def test_planted_cross_thread_read_without_barrier_is_a_race() -> None:
@@ -123,9 +125,10 @@ def test_planted_cross_thread_read_without_barrier_is_a_race() -> None:
     [
         ("rms_norm", 33, 2048, {}),  # one block a row, 8 cells a thread in registers
         ("layer_norm", 33, 100, {}),  # a warp a row, 4 cells
-        ("softmax", 33, 1000, {}),  # a warp a row, 32 cells: shared row buffer
-        ("softmax", 3, 5000, {}),  # one block a row, shared row buffer
-        ("softmax", 33, 1000, {"row_on_chip": 1}),  # 32 cells forced into registers
+        ("softmax", 33, 1000, {}),  # a warp a row, 32 cells in registers
+        ("softmax", 3, 5000, {}),  # one block a row, 20 cells in registers
+        ("softmax", 3, 10000, {}),  # one block a row, 40 cells: shared row buffer
+        ("softmax", 33, 1000, {"row_on_chip": 2}),  # a shared buffer of 8 rows
     ],
 )
 def test_emitted_kernels_compile_without_spills(

@@ -8,9 +8,11 @@ of a buffer the kernel never writes (RMSNorm: the sum of squares, then the norma
 softmax: the max, the sum of exponentials, then the output).
 
 Knob `row_on_chip` on the kernel's `schedule`: 0 = leave the kernel, 1 = registers,
-2 = shared memory. Default: registers when each thread holds at most `max_cells` elements
-of the row (`ceil(L / S)` cells), else shared memory when the block's rows fit the static
-shared memory, else 0.
+2 = shared memory. Default: registers when each thread holds at most `max_cells` (32)
+elements of the row (`ceil(L / S)` cells), else shared memory when the block's rows fit
+the static shared memory, else 0. (On the H100 model, registers beat the shared buffer
+even at 32 cells, e.g. softmax over 256 rows of 8192: 28.3 us none, 24.2 us shared,
+16.8 us registers; ptxas keeps 32 cells without spills.)
 
 Rewrite, registers (1): every sweep is unrolled into its `C = ceil(L / S)` cells, cell `c`
 at index `%lane + c * S`, computed once before the first sweep, so a thread's elements of
@@ -318,7 +320,7 @@ class TileRowOnChipPass(ModulePass):
     name = "tile-row-on-chip"
 
     #: At most this many elements of the row per thread go to registers.
-    max_cells: int = 16
+    max_cells: int = 32
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         for kernel in [k for k in op.ops if isinstance(k, tile.KernelOp)]:
