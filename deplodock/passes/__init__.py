@@ -30,6 +30,7 @@ DEPLODOCK_PASSES: dict[str, tuple[str, str]] = {
     "tile-vectorize": ("tile.vectorize", "TileVectorizePass"),
     "tile-rows": ("tile.rows", "TileRowsPass"),
     "tile-rows-to-blocks": ("tile.rows_to_blocks", "TileRowsToBlocksPass"),
+    "tile-online-softmax": ("tile.online_softmax", "TileOnlineSoftmaxPass"),
     "tile-row-on-chip": ("tile.row_on_chip", "TileRowOnChipPass"),
     "tile-loops-to-threads": ("tile.loops_to_threads", "TileLoopsToThreadsPass"),
     "tile-cooperative-reduce": ("tile.cooperative_reduce", "TileCooperativeReducePass"),

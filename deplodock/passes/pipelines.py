@@ -40,6 +40,7 @@ STAGE_PASSES: dict[str, tuple[str, ...]] = {
         "tile-rows-to-blocks",
         "tile-loops-to-threads",
         "tile-cooperative-reduce",
+        "tile-online-softmax",
         "tile-row-on-chip",
         "tile-unroll",
         "tile-hoist-invariant",
