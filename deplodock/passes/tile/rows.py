@@ -19,7 +19,10 @@ row count `N`:
   `min_blocks` blocks (one per SM of the device: more rows per block must not idle SMs) and
   the block keeps a whole warp;
 - when `R` ends at 1 and `W` is smaller than the block `tile-loops-to-threads` would give
-  the row, one block per row is better (more threads per row): the kernel is left alone.
+  the row, one block per row is better (more threads per row): the kernel is left alone;
+- so is a row body whose loops hold serial inner loops (attention's softmax fused with
+  `P @ V`: each output element is a serial dot product, so the row wants more threads,
+  not fewer; on the H100 model a warp per row made such a kernel 14.8 -> 20.6 us).
 
 Rewrite: thread `t` of block `b` works on row `b * R + t / W` at lane `t % W`; the row
 indices are delinearized from that row (clamped to the last row, so a partial last block
@@ -114,6 +117,9 @@ def _row_nest(kernel: tile.KernelOp) -> list[tile.ForOp] | None:
     if not inner or not all(is_serial(loop) for loop in inner):
         return None
     for loop in inner:
+        chain = reduce_chain(loop, written) if loop.is_reduce else free_chain(loop, written)
+        if any(isinstance(op, tile.ForOp) for op in chain[-1].body.walk() if op is not chain[-1]):
+            return None  # serial work per element (attention's P @ V): more threads per row
         if loop.is_reduce:
             innermost = reduce_chain(loop, written)[-1]
             if any(combiner_of(innermost, p) is None for p in range(len(loop.inits))):
