@@ -35,7 +35,7 @@ from xdsl.dialects.builtin import (
     StringAttr,
     i1,
 )
-from xdsl.ir import Block, BlockArgument, Dialect, Operation, Region, SSAValue
+from xdsl.ir import Attribute, Block, BlockArgument, Dialect, Operation, Region, SSAValue
 from xdsl.irdl import (
     AnyAttr,
     IRDLOperation,
@@ -44,6 +44,7 @@ from xdsl.irdl import (
     lazy_traits_def,
     operand_def,
     opt_attr_def,
+    opt_prop_def,
     prop_def,
     region_def,
     result_def,
@@ -244,32 +245,68 @@ class ForOp(common.DynamicForOpBase):
 
 @irdl_op_definition
 class CombineOp(IRDLOperation):
-    """`%r = tile.combine <kind> %v : f32`: reduces `%v` over all threads of the block.
+    """`%r = tile.combine <kind> %v [width W] : f32`: reduces `%v` over threads of the block.
 
-    Every thread of the enclosing `tile.threads` gets the result (an all-reduce); `kind`
-    is as in `tensor.reduce` (add, mul, max, min).
+    Every thread gets the result (an all-reduce); `kind` is as in `tensor.reduce` (add, mul,
+    max, min). Without `width` the reduction is over all threads of the enclosing
+    `tile.threads`. With `width W` it is *segmented*: threads `[k*W, (k+1)*W)` form one
+    group and each thread gets the reduction over its own group (several rows per block,
+    one group of threads per row). `W` is a power of two up to the warp size (the group
+    lives inside one warp) or a multiple of the warp size, and it divides the block.
     """
 
     name = "tile.combine"
 
     T: ClassVar = VarConstraint("T", AnyAttr())
     kind = prop_def(ReduceKindAttr)
+    width = opt_prop_def(IntegerAttr[I64])
     value = operand_def(T)
     result = result_def(T)
 
-    assembly_format = "$kind $value attr-dict `:` type($value)"
+    assembly_format = "$kind $value (`width` $width^)? attr-dict `:` type($value)"
     traits = traits_def(HasAncestor(ThreadsOp), Pure())
 
-    def __init__(self, kind: ReduceKind | str, value: SSAValue | Operation):
+    def __init__(
+        self, kind: ReduceKind | str, value: SSAValue | Operation, width: int | None = None
+    ):
+        properties: dict[str, Attribute] = {"kind": ReduceKindAttr(ReduceKind(kind))}
+        if width is not None:
+            properties["width"] = IntegerAttr(width, 64)
         super().__init__(
             operands=[value],
             result_types=[SSAValue.get(value).type],
-            properties={"kind": ReduceKindAttr(ReduceKind(kind))},
+            properties=properties,
         )
+
+    @property
+    def segment(self) -> int | None:
+        """The segment width `W`, or None for the whole block."""
+        return None if self.width is None else self.width.value.data
+
+    def segment_width(self, threads: int) -> int:
+        """The group size over a block of `threads` threads (the block when no width)."""
+        return threads if self.segment is None else self.segment
 
     def verify_(self) -> None:
         if not isinstance(self.value.type, AnyFloat | IntegerType | IndexType):
             raise VerifyException(f"tile.combine: cannot combine values of type {self.value.type}")
+        width = self.segment
+        if width is None:
+            return
+        power_of_two = width > 0 and width & (width - 1) == 0
+        if not (power_of_two and width <= WARP_SIZE) and not (width > 0 and width % WARP_SIZE == 0):
+            raise VerifyException(
+                f"tile.combine: width {width} must be a power of two up to {WARP_SIZE} "
+                f"or a multiple of {WARP_SIZE}"
+            )
+        threads = self.parent_op()
+        while threads is not None and not isinstance(threads, ThreadsOp):
+            threads = threads.parent_op()
+        if threads is not None and threads.count % width != 0:
+            raise VerifyException(
+                f"tile.combine: width {width} does not divide the {threads.count} threads "
+                "of the block"
+            )
 
 
 @irdl_op_definition

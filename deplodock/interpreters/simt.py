@@ -219,10 +219,37 @@ class LockstepState:
             running = iv < ub
         return carried
 
-    def combine(self, kind: ReduceKind | str, values: Any) -> np.ndarray:
-        """All-reduce of `values` over the active lanes; every lane gets the result."""
-        data = self.lanes(values)[self.current_mask]
-        if data.size == 0:
+    def combine(self, kind: ReduceKind | str, values: Any, width: int | None = None) -> np.ndarray:
+        """All-reduce of `values` over the active lanes; every lane gets the result.
+
+        With `width`, the lanes form aligned groups of `width` consecutive threads and each
+        lane gets the reduction over the active lanes of its own group (a group with no
+        active lane gets the kind's identity, which nobody reads).
+        """
+        reduce_kind = ReduceKind(kind)
+        lanes = self.lanes(values)
+        mask = self.current_mask
+        if not mask.any():
             raise InterpretationError("combine: no active thread")
-        result = ReduceKind(kind).numpy_ufunc.reduce(data, dtype=data.dtype)
-        return np.full(self.num_threads, result, dtype=data.dtype)
+        if width is None or width >= self.num_threads:
+            data = lanes[mask]
+            result = reduce_kind.numpy_ufunc.reduce(data, dtype=data.dtype)
+            return np.full(self.num_threads, result, dtype=data.dtype)
+        if width <= 0 or self.num_threads % width:
+            raise InterpretationError(
+                f"combine: width {width} does not divide the {self.num_threads} threads"
+            )
+        identity = reduce_kind.numpy_ufunc.identity
+        if identity is None:  # max / min: the identity is the kind's extreme value
+            identity = _extreme(lanes.dtype, reduce_kind)
+        groups = np.where(mask, lanes, np.asarray(identity, dtype=lanes.dtype))
+        groups = groups.reshape(-1, width)
+        totals = reduce_kind.numpy_ufunc.reduce(groups, axis=1, dtype=lanes.dtype)
+        return np.repeat(totals, width).astype(lanes.dtype, copy=False)
+
+
+def _extreme(dtype: np.dtype, kind: ReduceKind) -> Any:
+    """The identity of max (lowest value) or min (highest value) for `dtype`."""
+    big = np.inf if dtype.kind == "f" else np.iinfo(dtype).max
+    low = -np.inf if dtype.kind == "f" else np.iinfo(dtype).min
+    return low if kind == ReduceKind.MAX else big

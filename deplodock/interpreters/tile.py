@@ -194,7 +194,7 @@ class TileFunctions(InterpreterFunctions):
         state = _current_state(interpreter)
         if state is None:
             raise InterpretationError("tile.combine: outside tile.threads")
-        return (state.combine(op.kind.data, args[0]),)
+        return (state.combine(op.kind.data, args[0], op.segment),)
 
     # -- memory -----------------------------------------------------------------------------
 

@@ -9,7 +9,8 @@ per-thread ops map one to one (`tile.for/yield/load/store` -> `kernel.*`), excep
   combined with the kind's `arith` op); with more than one warp, lane 0 of each warp then
   stores its partial to a shared array `%red[T/32]`, a `kernel.barrier` publishes them, every
   thread folds all partials in a `kernel.for`, and a second barrier lets the next combine
-  reuse `%red`.
+  reuse `%red`. A segmented combine (`width W`) keeps the shuffles below `W` and, past a
+  warp, folds only the partials of its own group's warps.
 - A `tile.store` executed by every thread with the same address (its indices do not depend
   on the thread id and it is not inside a thread-strided loop) is guarded by
   `kernel.if (thread_id == 0)`, so exactly one thread writes.
@@ -264,7 +265,13 @@ def _guarded(cond: SSAValue, op: Operation) -> kernel.IfOp:
 
 @dataclass
 class CombineToShuffles(RewritePattern):
-    """`tile.combine` -> warp shuffles (+ shared partials and barriers past one warp)."""
+    """`tile.combine` -> warp shuffles (+ shared partials and barriers past one warp).
+
+    A segmented combine (`width W`) shuffles only within its group: for `W <= 32` the xor
+    masks below `W` (a lane never leaves its aligned group of `W`); for `W > 32` the full
+    warp reduces, lane 0 of each warp publishes to `%red`, and each thread folds only the
+    `W / 32` partials of its own group's warps.
+    """
 
     kernels: _Kernels
 
@@ -277,17 +284,20 @@ class CombineToShuffles(RewritePattern):
         values = self.kernels.of(op, rewriter)
         kind = ReduceKind(op.kind.data)
         name = op.result.name_hint or "comb"
+        width = min(op.segment_width(values.func.block_size), values.func.block_size)
         new_ops: list[Operation] = []
         partial = op.value
         for mask in WARP_SHUFFLE_MASKS:
+            if mask >= width:
+                continue
             shuffled = kernel.ShflXorOp(partial, mask)
             combined = kind.combine(partial, shuffled.result)
             shuffled.result.name_hint = f"{name}_shfl"
             combined.results[0].name_hint = f"{name}_warp"
             new_ops += [shuffled, combined]
             partial = combined.results[0]
-        if values.func.block_size > WARP_SIZE:
-            partial = self._across_warps(values, kind, partial, name, new_ops)
+        if width > WARP_SIZE:
+            partial = self._across_warps(values, kind, partial, name, new_ops, width)
         partial.name_hint = name
         rewriter.replace(op, new_ops, [partial])
 
@@ -298,21 +308,38 @@ class CombineToShuffles(RewritePattern):
         partial: SSAValue,
         name: str,
         new_ops: list[Operation],
+        width: int,
     ) -> SSAValue:
-        """Lane 0 of each warp publishes its partial; every thread folds them all."""
+        """Lane 0 of each warp publishes its partial; every thread folds its group's."""
         is_lane0, warp, red = values.is_lane0, values.warp, values.partials(partial.type)
         publish = _guarded(is_lane0, kernel.StoreOp(partial, red, [warp]))
         init = arith.ConstantOp(kind.identity_attr(partial.type))
         init.result.name_hint = f"{name}_init"
-        fold = kernel.ForOp(values.index(0), warps_in(values.func.block_size), 1, [init.result])
+        warps = warps_in(width)
+        new_ops += [publish, kernel.BarrierOp(), init]
+        first: SSAValue = values.index(0)
+        if width < values.func.block_size:
+            # The group's first warp: warp - warp % (W / 32).
+            lead = arith.RemSIOp(warp, values.index(warps))
+            start = arith.SubiOp(warp, lead.result)
+            start.result.name_hint = f"{name}_warp0"
+            new_ops += [lead, start]
+            first = start.result
+        fold = kernel.ForOp(values.index(0), warps, 1, [init.result])
         w, acc = fold.body.block.args
         w.name_hint, acc.name_hint = "wid", f"{name}_acc"
-        load = kernel.LoadOp(red, [w])
+        fold_ops: list[Operation] = []
+        slot: SSAValue = w
+        if first is not values.cache.get("c0"):
+            at = arith.AddiOp(first, w)
+            fold_ops.append(at)
+            slot = at.result
+        load = kernel.LoadOp(red, [slot])
         load.res.name_hint = f"{name}_part"
         combined = kind.combine(acc, load.res)
         combined.results[0].name_hint = f"{name}_next"
-        fold.body.block.add_ops([load, combined, kernel.YieldOp(combined.results[0])])
-        new_ops += [publish, kernel.BarrierOp(), init, fold, kernel.BarrierOp()]
+        fold.body.block.add_ops([*fold_ops, load, combined, kernel.YieldOp(combined.results[0])])
+        new_ops += [fold, kernel.BarrierOp()]
         return fold.res[0]
 
 

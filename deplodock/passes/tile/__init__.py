@@ -10,9 +10,12 @@ kernel's `schedule` attribute (`schedule.py`):
 |---|---|---|
 | `tile-grid-stride` | elementwise kernels | every nest strided over all blocks x threads |
 | `tile-vectorize` | contiguous grid-stride kernels | elements per thread and access |
+| `tile-rows` | reducing kernels with short rows | `W` threads per row, `R` rows per block |
 | `tile-rows-to-blocks` | reducing kernels | one block per row of the outer free nest |
 | `tile-loops-to-threads` | a block's serial loops | block size; free nests strided over threads |
 | `tile-cooperative-reduce` | a block's serial loops | reductions split over threads + combine |
+| `tile-online-softmax` | softmax's max + sum sweeps | one sweep with a running max (long rows) |
+| `tile-row-on-chip` | kernels sweeping a row twice | row kept in registers or shared memory |
 
 Two clean-up passes then run on the scheduled kernel (last in the `tile` stage):
 

@@ -46,8 +46,20 @@ def _identities(kinds: list[Combiner], loop: tile.ForOp) -> list[SSAValue]:
     return starts
 
 
-def cooperative_reduce(loop: tile.ForOp, threads: tile.ThreadsOp, written: set[SSAValue]) -> None:
-    """Splits one serial reduce nest over the threads and combines (see module doc)."""
+def cooperative_reduce(
+    loop: tile.ForOp,
+    threads: tile.ThreadsOp,
+    written: set[SSAValue],
+    start: SSAValue | None = None,
+    step: int | None = None,
+    width: int | None = None,
+) -> None:
+    """Splits one serial reduce nest over the threads and combines (see module doc).
+
+    By default over all threads of the block (`start` = thread id, `step` = block size); a
+    group of threads per row (`tile-rows`) passes its lane, its group size and the
+    combine's segment `width`.
+    """
     chain = reduce_chain(loop, written)
     innermost = chain[-1]
     found = [combiner_of(innermost, p) for p in range(len(loop.inits))]
@@ -56,14 +68,18 @@ def cooperative_reduce(loop: tile.ForOp, threads: tile.ThreadsOp, written: set[S
         return  # not a plain reduction: every thread runs it whole
     constants = ConstantPool.adopting(threads.body.block)
     strided = schedule.flatten_into(
-        chain, threads.iv, threads.count, constants, _identities(kinds, loop)
+        chain,
+        threads.iv if start is None else start,
+        threads.count if step is None else step,
+        constants,
+        _identities(kinds, loop),
     )
     point = InsertPoint.after(strided)
     for combiner, partial, init, result in zip(
         kinds, strided.res, loop.inits, loop.res, strict=True
     ):
         partial.name_hint = f"{result.name_hint}_p" if result.name_hint else None
-        combined: SSAValue = _insert(tile.CombineOp(combiner.kind, partial), point)
+        combined: SSAValue = _insert(tile.CombineOp(combiner.kind, partial, width), point)
         point = InsertPoint.after(combined.owner)  # type: ignore[arg-type]
         if not is_identity(init, combiner.kind):
             # `acc <op> x` once more, outside: the init in place of acc, the total for x.

@@ -43,6 +43,8 @@ def rows_to_blocks(kernel: tile.KernelOp) -> None:
     threads = schedule.threads_of(kernel)
     if threads is None or kernel.grid.count != 1 or not has_reduce_loop(kernel):
         return
+    if schedule.read_knob(kernel, "row_threads", 0) > 0:
+        return  # `tile-rows` maps several rows per block here
     written = written_buffers(kernel)
     top = list(threads.body.block.ops)
     loops = [op for op in top if isinstance(op, tile.ForOp)]
