@@ -85,3 +85,13 @@ def test_default_pipeline_takes_many_short_rows_and_leaves_few_long_ones() -> No
     (kernel,) = kernels(few)
     assert read_knob(kernel, "row_threads", 0) == 0
     assert kernel.grid.count == 3  # tile-rows-to-blocks: one block per row
+
+
+def test_row_nest_of_several_loops_is_delinearized_from_the_row() -> None:
+    """Rows indexed by a 3-D nest (2 x 3 x 5 rows of 40): each group's row is split back
+    into the nest's indices; 30 rows at 8 a block leave a partial last block."""
+    expr = "torch.randn(2, 3, 5, 40).softmax(-1)"
+    module = schedule_tile(expr, {}, {"tile-rows": {"min_blocks": 1}})
+    (kernel,) = kernels(module)
+    assert read_knob(kernel, "rows_per_block", 0) == 8 and kernel.grid.count == 4
+    check_all_levels(expr, module)
