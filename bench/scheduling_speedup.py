@@ -94,8 +94,13 @@ def main(argv: list[str] | None = None) -> int:
     for dtype in ("fp32", "bf16"):
         name = f"kernels-modeled-{args.model}-{dtype}.json"
         before, after = RESULTS / "baseline-schedule" / name, RESULTS / name
-        if before.exists() and after.exists():
-            lines += section(dtype, load(before), load(after))
+        if not (before.exists() and after.exists()):
+            continue
+        old, new = load(before), load(after)
+        if old["commit"] == new["commit"]:
+            lines += [f"## {dtype}", "", "Not regenerated since the baseline: no comparison.", ""]
+            continue
+        lines += section(dtype, old, new)
     out = RESULTS / f"scheduling-speedup-{args.model}.md"
     out.write_text("\n".join(lines))
     print(f"wrote {out}")
