@@ -26,6 +26,7 @@ STAGE_PASSES: dict[str, tuple[str, ...]] = {
     "loop": ("convert-tensor-to-loop", "loop-fusion", "dedupe-kernels"),
     "tile": (
         "convert-loop-to-tile",
+        "tile-split-k",
         "tile-grid-stride",
         "tile-block",
         "tile-thread",

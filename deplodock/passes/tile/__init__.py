@@ -17,6 +17,26 @@ kernel's `schedule` attribute (`schedule.py`):
 | `tile-online-softmax` | softmax's max + sum sweeps | one sweep with a running max (long rows) |
 | `tile-row-on-chip` | kernels sweeping a row twice | row kept in registers or shared memory |
 
+Contractions (matmul, linear, bmm, convolutions through index maps) get their own passes,
+run between `tile-grid-stride` and `tile-rows` (docs/scheduling.md walks one linear through
+them):
+
+| pass | applies to | decides |
+|---|---|---|
+| `tile-split-k` | contractions whose tiles leave SMs idle | `splits`: K slices + a combine kernel |
+| `tile-block` | contractions | `bm` x `bn` output tile per block, raster `group` |
+| `tile-thread` | blocked contractions | `fm` x `fn` register cells per thread |
+| `tile-chunk-k` | register-tiled contractions | `bk`, the K chunk |
+| `tile-stage` | chunked contractions | `stage`: operands copied through shared memory |
+| `tile-vectorize` | staged slabs (and elementwise) | `vector` width of the slab reads |
+| `tile-pad-shared` | staged slabs | `pad_a`, `pad_b`: row padding against bank conflicts |
+| `tile-multibuffer` | staged slabs | `depth` slots per slab |
+| `tile-pipeline` | multibuffered slabs | `pipeline`: copies issued `depth - 1` chunks ahead |
+| `tile-async-copy` | staged slabs | `async`: copies as `cp.async` with commit/wait groups |
+
+Every pass with knobs is `choices.Tunable`: it declares, per kernel, the knob values it
+accepts (`legal_choices`), which is the space the tuner searches.
+
 Two clean-up passes then run on the scheduled kernel (last in the `tile` stage):
 
 | pass | applies to | decides |

@@ -42,6 +42,7 @@ from deplodock.dialects.hardware import CP_ASYNC_BYTES, CP_ASYNC_CG_BYTES
 from deplodock.dialects.queries import constant_index
 from deplodock.passes.constant_pool import ConstantPool
 from deplodock.passes.tile import schedule
+from deplodock.passes.tile.choices import Choice, Tunable, grid, has_knob
 
 
 def _slabs(threads: tile.ThreadsOp) -> set[SSAValue]:
@@ -223,12 +224,19 @@ def _read_barriers(threads: tile.ThreadsOp) -> list[tile.BarrierOp]:
 
 
 @dataclass(frozen=True)
-class TileAsyncCopyPass(ModulePass):
+class TileAsyncCopyPass(Tunable, ModulePass):
     """Staged contractions: copies as `cp.async` with commit and wait groups (module doc)."""
 
     name = "tile-async-copy"
+    knobs = ("async",)
 
     enable: bool = True
+
+    def applies_to(self, kernel: tile.KernelOp) -> bool:
+        return has_knob(kernel, "stage") and not has_knob(kernel, "async")
+
+    def candidates(self, kernel: tile.KernelOp) -> list[Choice]:
+        return grid(**{"async": (0, 1)})
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         for kernel in [k for k in op.ops if isinstance(k, tile.KernelOp)]:

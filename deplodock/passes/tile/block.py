@@ -39,11 +39,15 @@ from xdsl.utils.exceptions import PassFailedException
 from deplodock.dialects import tile
 from deplodock.passes.constant_pool import ConstantPool
 from deplodock.passes.tile import schedule
+from deplodock.passes.tile.choices import Choice, Tunable
 from deplodock.passes.tile.contraction import Contraction, find_contraction
 from deplodock.passes.tile.nests import body_ops, trip_count
 
 #: Tile extents the pass accepts (and the tuner may choose from).
 TILE_EXTENTS: tuple[int, ...] = (16, 32, 64, 96, 112, 128, 256)
+
+#: Raster group sizes (tile rows walked together) the tuner may choose from.
+GROUPS: tuple[int, ...] = (1, 4, 8, 16)
 
 #: The tiles the default heuristic weighs (BM, BN), largest first.
 DEFAULT_TILES: tuple[tuple[int, int], ...] = (
@@ -187,18 +191,31 @@ def _product(values: list[int]) -> int:
 
 
 @dataclass(frozen=True)
-class TileBlockPass(ModulePass):
+class TileBlockPass(Tunable, ModulePass):
     """Contractions: one BM x BN output tile per block (see the module docstring).
 
     `bm`/`bn` 0 means "the heuristic's choice"; a kernel's `schedule` knobs win over both.
     """
 
     name = "tile-block"
+    knobs = ("bm", "bn", "group")
 
     bm: int = 0
     bn: int = 0
     group: int = 8
     sms: int = DEFAULT_SMS
+
+    def applies_to(self, kernel: tile.KernelOp) -> bool:
+        return find_contraction(kernel) is not None
+
+    def candidates(self, kernel: tile.KernelOp) -> list[Choice]:
+        found = find_contraction(kernel)
+        assert found is not None
+        return [
+            {"bm": bm, "bn": bn, "group": group}
+            for bm, bn in legal_blocks(found)
+            for group in GROUPS
+        ]
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         for kernel in [k for k in op.ops if isinstance(k, tile.KernelOp)]:

@@ -33,6 +33,7 @@ from xdsl.utils.exceptions import PassFailedException
 from deplodock.dialects import tile
 from deplodock.passes.constant_pool import ConstantPool
 from deplodock.passes.tile import schedule
+from deplodock.passes.tile.choices import Choice, Tunable, has_knob
 from deplodock.passes.tile.contraction import k_loop_of
 from deplodock.passes.tile.nests import body_ops, start_of
 
@@ -95,12 +96,21 @@ def chunk_k(kernel: tile.KernelOp, bk: int) -> bool:
 
 
 @dataclass(frozen=True)
-class TileChunkKPass(ModulePass):
+class TileChunkKPass(Tunable, ModulePass):
     """Register-tiled contractions: K in chunks of `bk` plus a cleanup loop."""
 
     name = "tile-chunk-k"
+    knobs = ("bk",)
 
     bk: int = 16
+
+    def applies_to(self, kernel: tile.KernelOp) -> bool:
+        return has_knob(kernel, "fm") and not has_knob(kernel, "bk")
+
+    def candidates(self, kernel: tile.KernelOp) -> list[Choice]:
+        threads = schedule.threads_of(kernel)
+        loop = k_loop_of(threads) if threads is not None else None
+        return [] if loop is None else [{"bk": bk} for bk in legal_chunks(loop.upper)]
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         for kernel in [k for k in op.ops if isinstance(k, tile.KernelOp)]:

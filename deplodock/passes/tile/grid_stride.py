@@ -33,6 +33,7 @@ from deplodock.dialects.hardware import WARP_SIZE
 from deplodock.dialects.queries import read_buffers, written_buffers
 from deplodock.passes.constant_pool import ConstantPool
 from deplodock.passes.tile import schedule
+from deplodock.passes.tile.choices import Choice, Tunable, grid, has_knob
 from deplodock.passes.tile.nests import chain_size, free_chain, has_reduce_loop, is_serial
 
 
@@ -79,13 +80,24 @@ def grid_stride(kernel: tile.KernelOp, threads_default: int, max_blocks_default:
 
 
 @dataclass(frozen=True)
-class TileGridStridePass(ModulePass):
+class TileGridStridePass(Tunable, ModulePass):
     """Elementwise kernels: every nest over `threads` x blocks, grid-stride (module doc)."""
 
     name = "tile-grid-stride"
+    knobs = ("threads", "max_blocks")
 
     threads: int = 256
     max_blocks: int = 1024
+
+    def applies_to(self, kernel: tile.KernelOp) -> bool:
+        threads = schedule.threads_of(kernel)
+        if threads is None or has_reduce_loop(kernel) or has_knob(kernel, "threads"):
+            return False
+        loops = schedule.top_loops(threads)
+        return bool(loops) and all(is_serial(loop) for loop in loops)
+
+    def candidates(self, kernel: tile.KernelOp) -> list[Choice]:
+        return grid(threads=(64, 128, 256, 512, 1024), max_blocks=(132, 264, 528, 1024, 2048))
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         for kernel in [k for k in op.ops if isinstance(k, tile.KernelOp)]:

@@ -36,6 +36,7 @@ from deplodock.dialects import tile
 from deplodock.dialects.hardware import MAX_STATIC_SHARED_BYTES, shared_memref
 from deplodock.passes.constant_pool import ConstantPool
 from deplodock.passes.tile import schedule
+from deplodock.passes.tile.choices import Choice, Tunable, grid, has_knob
 from deplodock.passes.tile.nests import body_ops
 from deplodock.passes.tile.stage import shared_bytes_of
 
@@ -130,12 +131,19 @@ def multibuffer(staged: StagedLoop, depth: int) -> None:
 
 
 @dataclass(frozen=True)
-class TileMultibufferPass(ModulePass):
+class TileMultibufferPass(Tunable, ModulePass):
     """Staged contractions: `depth` slots per slab, round robin (see the module docstring)."""
 
     name = "tile-multibuffer"
+    knobs = ("depth",)
 
     depth: int = 2
+
+    def applies_to(self, kernel: tile.KernelOp) -> bool:
+        return staged_loop(kernel) is not None and not has_knob(kernel, "depth")
+
+    def candidates(self, kernel: tile.KernelOp) -> list[Choice]:
+        return grid(depth=DEPTHS)
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         for kernel in [k for k in op.ops if isinstance(k, tile.KernelOp)]:

@@ -53,6 +53,7 @@ from deplodock.dialects import tile
 from deplodock.dialects.queries import written_buffers
 from deplodock.dialects.reduce_kind import ReduceKind
 from deplodock.passes.tile import schedule
+from deplodock.passes.tile.choices import Choice, Tunable, grid, has_knob
 from deplodock.passes.tile.nests import body_ops, combiner_of
 from deplodock.passes.tile.row_on_chip import _defined_in, _sweep_key
 
@@ -221,10 +222,17 @@ def online_softmax(kernel: tile.KernelOp, max_cells: int) -> None:
 
 
 @dataclass(frozen=True)
-class TileOnlineSoftmaxPass(ModulePass):
+class TileOnlineSoftmaxPass(Tunable, ModulePass):
     """Max and sum-of-exp sweeps fused into one online sweep (see module doc)."""
 
     name = "tile-online-softmax"
+    knobs = ("online_softmax",)
+
+    def applies_to(self, kernel: tile.KernelOp) -> bool:
+        return find_pair(kernel) is not None and not has_knob(kernel, "online_softmax")
+
+    def candidates(self, kernel: tile.KernelOp) -> list[Choice]:
+        return grid(online_softmax=(0, 1))
 
     #: Rows of at most this many elements a thread stay in registers: not fused.
     max_cells: int = 32

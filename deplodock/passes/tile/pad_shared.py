@@ -36,6 +36,7 @@ from deplodock.dialects import tile
 from deplodock.dialects.hardware import MAX_STATIC_SHARED_BYTES, shared_memref
 from deplodock.passes.tile import schedule
 from deplodock.passes.tile.banks import wavefronts
+from deplodock.passes.tile.choices import Choice, Tunable, grid, has_knob
 from deplodock.passes.tile.stage import shared_bytes_of
 
 #: Paddings tried (elements per row).
@@ -100,10 +101,17 @@ def pad(alloc: tile.SharedAllocOp, amount: int) -> None:
 
 
 @dataclass(frozen=True)
-class TilePadSharedPass(ModulePass):
+class TilePadSharedPass(Tunable, ModulePass):
     """Staged slabs: row padding chosen by a bank-conflict count (see the module doc)."""
 
     name = "tile-pad-shared"
+    knobs = ("pad_a", "pad_b")
+
+    def applies_to(self, kernel: tile.KernelOp) -> bool:
+        return has_knob(kernel, "stage") and bool(_unpadded_operands(kernel))
+
+    def candidates(self, kernel: tile.KernelOp) -> list[Choice]:
+        return grid(**{f"pad_{operand}": PADDINGS for operand in _unpadded_operands(kernel)})
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         for kernel in [k for k in op.ops if isinstance(k, tile.KernelOp)]:
@@ -121,6 +129,16 @@ class TilePadSharedPass(ModulePass):
                 pad(alloc, amount)
                 schedule.write_knob(kernel, knob, amount)
             _check_budget(kernel, threads)
+
+
+def _unpadded_operands(kernel: tile.KernelOp) -> list[str]:
+    """The operands (`a`, `b`) whose slabs `tile-stage` made and nothing has padded yet."""
+    threads = schedule.threads_of(kernel)
+    if threads is None:
+        return []
+    allocs = [o for o in threads.body.ops if isinstance(o, tile.SharedAllocOp)]
+    stages = [alloc.attributes.get("stage") for alloc in allocs if "pad" not in alloc.attributes]
+    return [stage.data for stage in stages if isinstance(stage, StringAttr)]
 
 
 def _check_budget(kernel: tile.KernelOp, threads: tile.ThreadsOp) -> None:

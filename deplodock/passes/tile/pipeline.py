@@ -36,6 +36,7 @@ from xdsl.rewriter import InsertPoint, Rewriter
 from deplodock.dialects import tile
 from deplodock.passes.constant_pool import ConstantPool
 from deplodock.passes.tile import schedule
+from deplodock.passes.tile.choices import Choice, Tunable, grid, has_knob
 from deplodock.passes.tile.multibuffer import StagedLoop, staged_loop
 
 
@@ -101,12 +102,19 @@ def pipeline(staged: StagedLoop, depth: int) -> bool:
 
 
 @dataclass(frozen=True)
-class TilePipelinePass(ModulePass):
+class TilePipelinePass(Tunable, ModulePass):
     """Multibuffered contractions: copies issued `depth - 1` chunks ahead (module doc)."""
 
     name = "tile-pipeline"
+    knobs = ("pipeline",)
 
     enable: bool = True
+
+    def applies_to(self, kernel: tile.KernelOp) -> bool:
+        return staged_loop(kernel) is not None and not has_knob(kernel, "pipeline")
+
+    def candidates(self, kernel: tile.KernelOp) -> list[Choice]:
+        return grid(pipeline=(0, 1))
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         for kernel in [k for k in op.ops if isinstance(k, tile.KernelOp)]:

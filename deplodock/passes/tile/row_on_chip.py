@@ -56,6 +56,7 @@ from deplodock.dialects.hardware import MAX_STATIC_SHARED_BYTES, WARP_SIZE, shar
 from deplodock.dialects.queries import written_buffers
 from deplodock.passes.constant_pool import ConstantPool
 from deplodock.passes.tile import schedule
+from deplodock.passes.tile.choices import Choice, Tunable, grid, has_knob
 from deplodock.passes.tile.nests import body_ops
 
 NONE, REGISTERS, SHARED = 0, 1, 2
@@ -314,10 +315,17 @@ def row_on_chip(kernel: tile.KernelOp, max_cells: int) -> None:
 
 
 @dataclass(frozen=True)
-class TileRowOnChipPass(ModulePass):
+class TileRowOnChipPass(Tunable, ModulePass):
     """Rows swept more than once: read from HBM once, kept in registers or shared memory."""
 
     name = "tile-row-on-chip"
+    knobs = ("row_on_chip",)
+
+    def applies_to(self, kernel: tile.KernelOp) -> bool:
+        return find_sweeps(kernel) is not None and not has_knob(kernel, "row_on_chip")
+
+    def candidates(self, kernel: tile.KernelOp) -> list[Choice]:
+        return grid(row_on_chip=(NONE, REGISTERS, SHARED))
 
     #: At most this many elements of the row per thread go to registers.
     max_cells: int = 32

@@ -58,6 +58,7 @@ from deplodock.dialects.hardware import WARP_SIZE
 from deplodock.dialects.queries import written_buffers
 from deplodock.passes.constant_pool import ConstantPool
 from deplodock.passes.tile import schedule
+from deplodock.passes.tile.choices import Choice, Tunable, grid, has_knob
 from deplodock.passes.tile.cooperative_reduce import cooperative_reduce
 from deplodock.passes.tile.nests import (
     body_ops,
@@ -220,15 +221,24 @@ def schedule_rows(kernel: tile.KernelOp, max_threads: int, min_blocks: int) -> N
 
 
 @dataclass(frozen=True)
-class TileRowsPass(ModulePass):
+class TileRowsPass(Tunable, ModulePass):
     """Short rows of reducing kernels: `R` rows per block, `W` threads each (module doc)."""
 
     name = "tile-rows"
+    knobs = ("row_threads", "rows_per_block")
 
     #: The block size the heuristic aims at (threads = W * R).
     max_threads: int = 256
     #: Fewer blocks than this would idle SMs (132 on an H100): `R` shrinks instead.
     min_blocks: int = 132
+
+    def applies_to(self, kernel: tile.KernelOp) -> bool:
+        return _row_nest(kernel) is not None and not has_knob(kernel, "row_threads")
+
+    def candidates(self, kernel: tile.KernelOp) -> list[Choice]:
+        off = {"row_threads": 0, "rows_per_block": 1}  # left to tile-rows-to-blocks
+        sizes = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+        return [off, *grid(row_threads=sizes[1:], rows_per_block=sizes)]
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         for kernel in [k for k in op.ops if isinstance(k, tile.KernelOp)]:

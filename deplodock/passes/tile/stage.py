@@ -45,6 +45,7 @@ from deplodock.dialects.element_types import buffer_bytes
 from deplodock.dialects.hardware import MAX_STATIC_SHARED_BYTES, is_shared, shared_memref
 from deplodock.passes.constant_pool import ConstantPool
 from deplodock.passes.tile import schedule
+from deplodock.passes.tile.choices import Choice, Tunable, grid, has_knob
 from deplodock.passes.tile.contraction import defined_in, thread_tiles_of
 from deplodock.passes.tile.nests import body_ops
 
@@ -328,15 +329,22 @@ def _check_shared_budget(kernel: tile.KernelOp, threads: tile.ThreadsOp) -> None
 
 
 @dataclass(frozen=True)
-class TileStagePass(ModulePass):
+class TileStagePass(Tunable, ModulePass):
     """Chunked contractions: operands copied through shared memory (see the module doc).
 
     `operands` lists what to stage (`a`, `b` or `a,b`); a kernel's `stage` knob wins.
     """
 
     name = "tile-stage"
+    knobs = ("stage",)
 
     operands: str = "a,b"
+
+    def applies_to(self, kernel: tile.KernelOp) -> bool:
+        return has_knob(kernel, "bk") and not has_knob(kernel, "stage")
+
+    def candidates(self, kernel: tile.KernelOp) -> list[Choice]:
+        return grid(stage=(0, 1, 2, 3))  # bit masks: none, a, b, both
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         requested = 0

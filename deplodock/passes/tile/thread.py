@@ -39,6 +39,7 @@ from xdsl.utils.exceptions import PassFailedException
 from deplodock.dialects import tile
 from deplodock.dialects.hardware import is_valid_block_size
 from deplodock.passes.tile import schedule
+from deplodock.passes.tile.choices import Choice, Tunable, has_knob
 from deplodock.passes.tile.nests import body_ops
 
 #: What a value depends on: the row cell ("m"), the column cell ("n"), both, or neither.
@@ -234,16 +235,24 @@ def _erase_emptied(rows: tile.ForOp) -> None:
 
 
 @dataclass(frozen=True)
-class TileThreadPass(ModulePass):
+class TileThreadPass(Tunable, ModulePass):
     """Blocked contractions: FM x FN register cells per thread (see the module docstring).
 
     `fm`/`fn` 0 means "the heuristic's choice"; a kernel's `schedule` knobs win over both.
     """
 
     name = "tile-thread"
+    knobs = ("fm", "fn")
 
     fm: int = 0
     fn: int = 0
+
+    def applies_to(self, kernel: tile.KernelOp) -> bool:
+        return has_knob(kernel, "bm") and not has_knob(kernel, "fm")
+
+    def candidates(self, kernel: tile.KernelOp) -> list[Choice]:
+        bm, bn = schedule.read_knob(kernel, "bm", 0), schedule.read_knob(kernel, "bn", 0)
+        return [{"fm": fm, "fn": fn} for fm, fn in legal_cells(bm, bn)]
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         for kernel in [k for k in op.ops if isinstance(k, tile.KernelOp)]:

@@ -32,6 +32,7 @@ from xdsl.utils.exceptions import PassFailedException
 
 from deplodock.dialects import tile
 from deplodock.passes.tile import schedule
+from deplodock.passes.tile.choices import Choice, Tunable, grid, has_knob
 from deplodock.passes.tile.nests import is_serial, trip_count
 
 #: The unit attribute that asks for a fully unrolled loop (kept on `kernel.for`).
@@ -61,10 +62,17 @@ def unroll_small_loops(kernel: tile.KernelOp, max_trips: int) -> None:
 
 
 @dataclass(frozen=True)
-class TileUnrollPass(ModulePass):
+class TileUnrollPass(Tunable, ModulePass):
     """Marks constant-trip loop nests of at most `max_trips` copies `unroll` (module doc)."""
 
     name = "tile-unroll"
+    knobs = (UNROLL,)
+
+    def applies_to(self, kernel: tile.KernelOp) -> bool:
+        return not has_knob(kernel, UNROLL)
+
+    def candidates(self, kernel: tile.KernelOp) -> list[Choice]:
+        return grid(**{UNROLL: (0, 4, 16, 64, 256)})
 
     max_trips: int = 64
 

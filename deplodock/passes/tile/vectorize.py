@@ -48,6 +48,7 @@ from deplodock.dialects.element_types import UnsupportedElementType, byte_size
 from deplodock.dialects.hardware import MAX_VECTOR_BYTES, VECTOR_BYTES, is_shared
 from deplodock.passes.constant_pool import ConstantPool
 from deplodock.passes.tile import schedule
+from deplodock.passes.tile.choices import Choice, Tunable, grid, has_knob
 from deplodock.passes.tile.vectorize_slabs import vectorize_slab_reads
 
 #: Index arithmetic the contiguity check evaluates (on every iterate of the loop).
@@ -208,12 +209,20 @@ def vectorize(kernel: tile.KernelOp, width_default: int) -> bool:
 
 
 @dataclass(frozen=True)
-class TileVectorizePass(ModulePass):
+class TileVectorizePass(Tunable, ModulePass):
     """Grid-stride elementwise kernels: `width` elements per thread and access (module doc)."""
 
     name = "tile-vectorize"
+    knobs = ("vector",)
 
     width: int = 4
+
+    def applies_to(self, kernel: tile.KernelOp) -> bool:
+        strided = has_knob(kernel, "stage") or has_knob(kernel, "max_blocks")
+        return strided and not has_knob(kernel, "vector")
+
+    def candidates(self, kernel: tile.KernelOp) -> list[Choice]:
+        return grid(vector=(1, 2, 4, 8))
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         for kernel in [k for k in op.ops if isinstance(k, tile.KernelOp)]:

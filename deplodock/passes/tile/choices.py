@@ -1,0 +1,92 @@
+"""The search space of a schedule: the knob values each scheduling pass accepts for a kernel.
+
+A tuner builds a schedule one decision at a time, in pipeline order: before pass P runs on a
+kernel it asks P for `legal_choices(kernel)`, picks one, writes it on the kernel's
+`schedule` and lets P apply it (P reads its knobs before its options). So the space is
+declared by the passes themselves, for the kernel as the passes before P left it:
+
+```python
+for p in tile_passes:
+    for kernel in kernels:
+        options = p.legal_choices(kernel) if isinstance(p, Tunable) else []
+        if options:
+            write_choice(kernel, pick(options))
+    p.apply(ctx, module)
+```
+
+A pass states what it could take (`candidates`: its value grid, e.g. every BM x BN tile
+no larger than twice the output) and when it applies at all (`applies_to`); the legal
+choices are the candidates that the pass, run on a copy of the kernel, takes as given:
+it succeeds, the kernel verifies (threads per block, shared memory, alignment), and the
+knobs it records are the ones asked for (a pass that would clamp a value, as
+`tile-multibuffer` clamps a depth whose buffers overflow shared memory, has not taken it).
+The copy makes the space exact without a second statement of each pass's limits.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping, Sequence
+from typing import ClassVar
+
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.passes import ModulePass
+from xdsl.utils.exceptions import DiagnosticException, PassFailedException, VerifyException
+
+from deplodock.dialects import make_context, tile
+from deplodock.passes.tile import schedule
+
+#: One assignment of a pass's knobs, e.g. `{"bm": 128, "bn": 64, "group": 8}`.
+Choice = dict[str, int]
+
+
+def grid(**values: Sequence[int]) -> list[Choice]:
+    """Every combination of the given knob values (a Cartesian product, in order)."""
+    names = list(values)
+    return [dict(zip(names, combo, strict=True)) for combo in itertools.product(*values.values())]
+
+
+def write_choice(kernel: tile.KernelOp, choice: Mapping[str, int]) -> None:
+    """Records a choice on the kernel's `schedule`, for the pass to read."""
+    for name, value in choice.items():
+        schedule.write_knob(kernel, name, value)
+
+
+def _taken(scheduling_pass: ModulePass, kernel: tile.KernelOp, choice: Choice) -> bool:
+    """Whether the pass, run on a copy of `kernel` with `choice` written, takes it."""
+    copy = kernel.clone()
+    write_choice(copy, choice)
+    module = ModuleOp([copy])
+    try:
+        scheduling_pass.apply(make_context(), module)
+        module.verify()
+    except (PassFailedException, VerifyException, DiagnosticException):
+        return False
+    return all(schedule.read_knob(copy, name, -1) == value for name, value in choice.items())
+
+
+class Tunable:
+    """A scheduling pass whose knobs a tuner may choose (mixed into its `ModulePass`)."""
+
+    #: The knobs the pass decides: the keys of each of its choices.
+    knobs: ClassVar[tuple[str, ...]] = ()
+
+    def applies_to(self, kernel: tile.KernelOp) -> bool:
+        """Whether the pass would schedule `kernel` as it stands (its trigger)."""
+        raise NotImplementedError
+
+    def candidates(self, kernel: tile.KernelOp) -> list[Choice]:
+        """The value grid the pass could take for `kernel` (legal or not)."""
+        raise NotImplementedError
+
+    def legal_choices(self, kernel: tile.KernelOp) -> list[Choice]:
+        """The candidates the pass takes as given for `kernel` (module docstring); empty
+        when the pass does not apply to it."""
+        if not self.applies_to(kernel):
+            return []
+        assert isinstance(self, ModulePass)
+        return [choice for choice in self.candidates(kernel) if _taken(self, kernel, choice)]
+
+
+def has_knob(kernel: tile.KernelOp, name: str) -> bool:
+    return kernel.schedule is not None and name in kernel.schedule.data
