@@ -11,6 +11,7 @@ committed groups; copies not yet committed belong to no group; src-size 0 zero-f
 from __future__ import annotations
 
 import importlib.util
+import os
 import shutil
 import subprocess
 import sys
@@ -157,7 +158,15 @@ def sass_of(source: str, tmp_path: Path) -> str:
         pytest.skip("cuobjdump not found: pip install 'deplodock[sass]' to check the SASS")
     cubin = tmp_path / "k.cubin"
     cubin.write_bytes(compile_cubin(source, arch="sm_90", extra_flags=["-O3"]).cubin)
-    return subprocess.run([*tool, str(cubin)], capture_output=True, text=True, check=True).stdout
+    # cuobjdump runs nvdisasm; the wheels put both in one bin directory, maybe not on PATH.
+    path = f"{Path(tool[0]).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+    return subprocess.run(
+        [*tool, str(cubin)],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "PATH": path},
+    ).stdout
 
 
 @needs_nvcc

@@ -1,0 +1,104 @@
+"""The default schedule of real GEMMs, as the GPU would run it: nvcc and the SASS.
+
+For projections of the kernel suite (fp32 and bf16), the kernel's `schedule` says what the
+passes asked for: asynchronous copies into shared memory (`async = 1`) and vector reads of
+the slabs (`vector = W` elements). The SASS of the emitted CUDA must then hold `LDGSTS`
+(`cp.async`) and shared loads of `W x element` bytes (`LDS.128` for 4 fp32, `LDS.64` for 4
+bf16), and ptxas must report no register spills. A control without `tile-async-copy` shows
+the check can fail: its SASS has no `LDGSTS`.
+
+Needs nvcc (skipped without it) and cuobjdump (`pip install nvidia-cuda-cuobjdump`, in the
+test extras; skipped with the reason where it is missing).
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+import pytest
+from xdsl.dialects.builtin import ModuleOp
+
+from deplodock.backend.cuda_source import kernels_text
+from deplodock.backend.nvcc import compile_cubin, nvcc_available
+from deplodock.dialects import cuda, make_context, tile
+from deplodock.dialects.element_types import byte_size
+from deplodock.driver import lower_program, program_from_expression
+from deplodock.passes.pipelines import lower
+from tests.backend.test_async_vector_cuda import sass_of
+
+pytestmark = pytest.mark.skipif(not nvcc_available(), reason="nvcc is not on PATH")
+
+#: Kernel-suite projections at 512 tokens (`bench/cases.py`): TinyLlama's q_proj and Qwen's
+#: k/v projection with its bias, in both dtypes.
+CASES = {
+    "q_proj-fp32": "nn.Linear(2048, 2048, bias=False)(torch.randn(1, 512, 2048))",
+    "kv_proj-fp32": "nn.Linear(3584, 1024, bias=True)(torch.randn(1, 512, 3584))",
+    "q_proj-bf16": (
+        "nn.Linear(2048, 2048, bias=False, dtype=torch.bfloat16)"
+        "(torch.randn(1, 512, 2048, dtype=torch.bfloat16))"
+    ),
+}
+
+
+@functools.cache
+def tile_level(expression: str) -> ModuleOp:
+    program = program_from_expression(expression)
+    lower_program(program, "tile")
+    return program.module
+
+
+def contraction(module: ModuleOp) -> tile.KernelOp:
+    (kernel,) = [
+        op
+        for op in module.ops
+        if isinstance(op, tile.KernelOp) and op.schedule and "bm" in op.schedule.data
+    ]
+    return kernel
+
+
+def knob(kernel: tile.KernelOp, name: str) -> int:
+    assert kernel.schedule is not None
+    return kernel.schedule.data[name].value.data  # type: ignore[attr-defined]
+
+
+def cuda_source(module: ModuleOp) -> str:
+    module = module.clone()
+    lower(module, "cuda", start="tile")
+    return kernels_text([op for op in module.ops if isinstance(op, cuda.KernelOp)])
+
+
+def slab_element_bytes(kernel: tile.KernelOp) -> int:
+    slab = next(op for op in kernel.walk() if isinstance(op, tile.SharedAllocOp))
+    return byte_size(slab.result.type.element_type)  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_the_schedule_asked_for_is_in_the_sass(case: str, tmp_path: Path) -> None:
+    module = tile_level(CASES[case])
+    kernel = contraction(module)
+    assert knob(kernel, "async") == 1, "the default schedule stages through cp.async"
+    width = knob(kernel, "vector")
+    vector_bytes = width * slab_element_bytes(kernel)
+    source = cuda_source(module)
+    resources = compile_cubin(source, arch="sm_90").kernels[kernel.sym_name.data]
+    assert (resources.spill_stores, resources.spill_loads) == (0, 0)
+    sass = sass_of(source, tmp_path)
+    assert "LDGSTS" in sass
+    if vector_bytes > 4:
+        assert f"LDS.{8 * vector_bytes}" in sass or f"LDS.U.{8 * vector_bytes}" in sass
+
+
+def test_without_async_copies_there_is_no_ldgsts(tmp_path: Path) -> None:
+    from deplodock.passes import get_all_passes
+    from deplodock.passes.pipelines import STAGE_PASSES
+
+    program = program_from_expression(CASES["q_proj-fp32"])
+    lower_program(program, "loop")
+    passes = get_all_passes()
+    for name in STAGE_PASSES["tile"]:
+        if name != "tile-async-copy":
+            passes[name]()().apply(make_context(), program.module)
+    sass = sass_of(cuda_source(program.module), tmp_path)
+    assert "LDGSTS" not in sass
+    assert "LDS.128" in sass  # the slabs are still read 16 bytes at a time
