@@ -34,7 +34,9 @@ class PassDiffs:
         self.previous: str | None = None
         self.parts: list[str] = []
 
-    def __call__(self, previous: ModulePass | None, module: ModuleOp) -> None:
+    def __call__(
+        self, previous: ModulePass | None, module: ModuleOp, next_pass: ModulePass | None = None
+    ) -> None:
         current = module_text(module)
         shown = previous is not None and self.only in (None, previous.name)
         if shown and self.previous is not None and current != self.previous:

@@ -21,6 +21,7 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from deplodock.cli.diffs import PassDiffs
 from deplodock.cli.errors import run_command
 from deplodock.passes.pipelines import STAGES
 
@@ -44,6 +45,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--ir", choices=STAGES, default="cuda", help="the stage to print (default: cuda)"
     )
     compile_parser.add_argument("-o", "--output", type=Path, help="write to FILE, not stdout")
+    compile_parser.add_argument(
+        "--print-pass-diffs",
+        nargs="?",
+        const="all",
+        metavar="PASS",
+        help="print, instead of the program, a unified diff of what each pass changed (or "
+        "only PASS), headed by the pass and its options (-v prints them to stderr)",
+    )
     compile_parser.set_defaults(handler=run_compile)
 
     run_parser = commands.add_parser(
@@ -134,7 +143,12 @@ def _add_source_arguments(parser: argparse.ArgumentParser) -> None:
         default=_MODEL_DEFAULTS["dtype"],
         help="(default: %(default)s)",
     )
-    parser.add_argument("-v", "--verbose", action="store_true", help="report time per stage")
+    parser.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="report time per stage (compile: and, first, a diff of what each pass changed)",
+    )
     parser.add_argument("--traceback", action="store_true", help="show Python tracebacks")
 
 
@@ -189,10 +203,15 @@ def run_compile(args: argparse.Namespace) -> int:
 
     if args.output:
         check_writable(args.output)  # before a compile that may take a while
+    diffs = pass_diffs(args.print_pass_diffs) if args.print_pass_diffs or args.verbose else None
     program = load_source(args)
-    timings = lower_program(program, args.ir)
+    timings = lower_program(program, args.ir, callback=diffs)
     start = time.perf_counter()
-    text = render(program.module, args.ir)
+    if args.print_pass_diffs:
+        assert diffs is not None
+        text = diffs.text
+    else:
+        text = render(program.module, args.ir)
     if args.ir == "cuda":
         timings["print"] = time.perf_counter() - start
     if args.output:
@@ -204,8 +223,19 @@ def run_compile(args: argparse.Namespace) -> int:
     elif computes_nothing(program):
         print(NOTHING_COMPUTED, file=sys.stderr)
     if args.verbose:
+        if diffs is not None and not args.print_pass_diffs:
+            sys.stderr.write(diffs.text)
         _report_timings(timings)
     return 0
+
+
+def pass_diffs(only: str | None) -> PassDiffs:
+    """The between-passes callback of `--print-pass-diffs[=PASS]` and `-v`."""
+    from deplodock.passes import DEPLODOCK_PASSES
+
+    if only not in (None, "all") and only not in DEPLODOCK_PASSES:
+        raise ValueError(f"--print-pass-diffs: unknown pass '{only}'")
+    return PassDiffs(None if only in (None, "all") else only)
 
 
 def run_run(args: argparse.Namespace) -> int:

@@ -21,6 +21,7 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp, ShapedType
 from xdsl.ir import Attribute, Operation
 from xdsl.parser import Parser
+from xdsl.passes import PassPipelineCallbackType
 from xdsl.printer import Printer
 
 from deplodock.dialects import make_context
@@ -205,16 +206,24 @@ def _own_level_reference(
     return arguments, run_on_cpu(original.clone(), arguments)
 
 
-def lower_stage(module: ModuleOp, stage: str, ctx: Context | None = None) -> None:
+def lower_stage(
+    module: ModuleOp,
+    stage: str,
+    ctx: Context | None = None,
+    callback: PassPipelineCallbackType | None = None,
+) -> None:
     """Runs the passes of `stage` on a module at the stage above it (`pipelines.lower`)."""
-    lower(module, stage, ctx, start=STAGES[max(0, STAGES.index(stage) - 1)])
+    lower(module, stage, ctx, start=STAGES[max(0, STAGES.index(stage) - 1)], callback=callback)
 
 
-def lower_program(program: Program, stage: str) -> dict[str, float]:
+def lower_program(
+    program: Program, stage: str, callback: PassPipelineCallbackType | None = None
+) -> dict[str, float]:
     """Lowers `program` in place to `stage`, one stage at a time; returns seconds per stage.
 
     A program with repeated layers (`layer_prefix`) lowered from the torch level to the
     loop level or below goes through `deplodock.stamp`: each distinct layer lowered once.
+    `callback` sees the module between passes (`compile -v`: a diff per pass).
     """
     ctx = make_context()
     start_index = STAGES.index(program.stage)
@@ -223,16 +232,21 @@ def lower_program(program: Program, stage: str) -> dict[str, float]:
     stages = STAGES[start_index + 1 : STAGES.index(stage) + 1]
     stamped = program.layer_prefix is not None and program.op_paths is not None
     if stamped and program.stage == "torch" and "loop" in stages:
-        return _lower_stamped(program, stages, ctx)
+        return _lower_stamped(program, stages, ctx, callback)
     for current in stages:
         start = time.perf_counter()
-        lower_stage(program.module, current, ctx)
+        lower_stage(program.module, current, ctx, callback)
         program.timings[current] = time.perf_counter() - start
     program.stage = stage
     return program.timings
 
 
-def _lower_stamped(program: Program, stages: tuple[str, ...], ctx: Context) -> dict[str, float]:
+def _lower_stamped(
+    program: Program,
+    stages: tuple[str, ...],
+    ctx: Context,
+    callback: PassPipelineCallbackType | None = None,
+) -> dict[str, float]:
     from deplodock.stamp import lower_stamped
 
     assert program.layer_prefix is not None and program.op_paths is not None
@@ -241,7 +255,7 @@ def _lower_stamped(program: Program, stages: tuple[str, ...], ctx: Context) -> d
         program.op_paths,
         program.layer_prefix,
         stages,
-        lambda module, stage: lower_stage(module, stage, ctx),
+        lambda module, stage: lower_stage(module, stage, ctx, callback),
     )
     program.module, program.stage, program.op_paths = module, stages[-1], None
     program.segments = (report.segments, report.unique)

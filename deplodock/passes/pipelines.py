@@ -14,7 +14,7 @@ from typing import ClassVar
 
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
-from xdsl.passes import ModulePass, PassPipeline
+from xdsl.passes import ModulePass, PassPipeline, PassPipelineCallbackType
 
 #: The six levels, highest first.
 STAGES: tuple[str, ...] = ("torch", "tensor", "loop", "tile", "kernel", "cuda")
@@ -90,13 +90,18 @@ def build_pipeline(stage: str, start: str = "torch") -> tuple[ModulePass, ...]:
 
 
 def lower(
-    module: ModuleOp, stage: str, ctx: Context | None = None, start: str = "torch"
+    module: ModuleOp,
+    stage: str,
+    ctx: Context | None = None,
+    start: str = "torch",
+    callback: PassPipelineCallbackType | None = None,
 ) -> ModuleOp:
     """Lowers `module` in place from stage `start` (or anything between it and `stage`) to
-    `stage`, verifies it and returns it."""
+    `stage`, verifies it and returns it. `callback` sees the module between passes
+    (xDSL's `PassPipeline` callback: what `compile -v` diffs)."""
     from deplodock.dialects import make_context
 
-    PassPipeline(build_pipeline(stage, start)).apply(ctx or make_context(), module)
+    PassPipeline(build_pipeline(stage, start), callback).apply(ctx or make_context(), module)
     module.verify()
     return module
 
