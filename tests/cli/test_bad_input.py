@@ -177,7 +177,7 @@ def test_run_mlir_compares_with_its_own_level() -> None:
 def test_ctrl_c_is_one_line_and_130(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import deplodock.driver
 
-    def interrupted(*_: object) -> None:
+    def interrupted(*_: object, **__: object) -> None:
         raise KeyboardInterrupt
 
     monkeypatch.setattr(deplodock.driver, "lower_program", interrupted)
