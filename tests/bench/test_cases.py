@@ -133,8 +133,8 @@ def test_small_cases_lower_to_cuda_with_exact_costs(c, fast_init: None) -> None:
     assert sum(cost.store_bytes for cost in costs.values()) >= out_bytes
     if c.op.endswith("proj"):
         (k,), n = c.inputs[0][-1:], c.output[-1]
-        (cost,) = costs.values()
-        assert cost.flops >= 2 * c.seq * n * k  # one multiply-add per product
+        # One multiply-add per product, in the GEMM kernel (tile-split-k may add a combine).
+        assert max(cost.flops for cost in costs.values()) >= 2 * c.seq * n * k
 
 
 @pytest.mark.nvcc
