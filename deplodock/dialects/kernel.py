@@ -20,9 +20,8 @@ from xdsl.dialects.builtin import (
     IntegerAttr,
     IntegerType,
     MemRefType,
-    i1,
 )
-from xdsl.ir import Attribute, Block, BlockArgument, Dialect, Region, SSAValue
+from xdsl.ir import Attribute, Dialect, SSAValue
 from xdsl.irdl import (
     IRDLOperation,
     VarConstraint,
@@ -31,7 +30,6 @@ from xdsl.irdl import (
     lazy_traits_def,
     operand_def,
     prop_def,
-    region_def,
     result_def,
     traits_def,
 )
@@ -44,7 +42,6 @@ from xdsl.traits import (
     Pure,
     RecursiveMemoryEffect,
     SingleBlockImplicitTerminator,
-    ensure_terminator,
 )
 from xdsl.utils.exceptions import VerifyException
 
@@ -59,6 +56,7 @@ from deplodock.dialects.hardware import (
     is_shared,
     is_valid_block_size,
 )
+from deplodock.dialects.queries import def_chain_reaches
 
 # --------------------------------------------------------------------------------------------
 # The kernel function
@@ -195,29 +193,10 @@ class SharedAllocOp(IRDLOperation):
 
 
 def depends_on_thread_id(value: SSAValue) -> bool:
-    """Whether `value` may differ between the threads of a block (walks the def chain).
-
-    The sources of divergence are `kernel.thread_id` and what is computed from it. The
-    induction variable of a loop (`kernel.for`, or any dynamic-start loop such as `tile.for`)
-    depends on the thread id when its start does, an iter_arg when its initial value does.
-    Kernel arguments, block ids and constants are uniform.
-    """
-    seen: set[SSAValue] = set()
-    work = [value]
-    while work:
-        current = work.pop()
-        if current in seen:
-            continue
-        seen.add(current)
-        if isinstance(current, BlockArgument):
-            owner = current.block.parent_op()
-            if isinstance(owner, common.DynamicForOpBase):
-                work.append(owner.operands[current.index])  # [lb, *inits] match [iv, *carried]
-            continue
-        if isinstance(current.owner, ThreadIdOp):
-            return True
-        work.extend(current.owner.operands)
-    return False
+    """Whether `value` may differ between the threads of a block: its def chain
+    (`queries.def_chain`, through loop starts and inits) reaches a `kernel.thread_id`.
+    Kernel arguments, block ids and constants are uniform."""
+    return def_chain_reaches(value, lambda v: isinstance(v.owner, ThreadIdOp))
 
 
 @irdl_op_definition
@@ -293,43 +272,11 @@ class ForOp(common.DynamicForOpBase):
 
 
 @irdl_op_definition
-class IfOp(IRDLOperation):
+class IfOp(common.IfOpBase):
     """`kernel.if %cond { ... }`: the body runs on the threads where `%cond` holds."""
 
     name = "kernel.if"
-
-    cond = operand_def(i1)
-    body = region_def("single_block")
-
     traits = traits_def(SingleBlockImplicitTerminator(YieldOp), RecursiveMemoryEffect())
-
-    def __init__(self, cond: SSAValue, body: Region | None = None):
-        super().__init__(operands=[cond], regions=[Region(Block()) if body is None else body])
-        ensure_terminator(self, SingleBlockImplicitTerminator(YieldOp))
-
-    def verify_(self) -> None:
-        last = self.body.block.last_op
-        if isinstance(last, YieldOp) and last.arguments:
-            raise VerifyException("kernel.if: has no results, so its kernel.yield takes none")
-
-    def print(self, printer: Printer) -> None:
-        printer.print_string(" ")
-        printer.print_ssa_value(self.cond)
-        printer.print_string(" ")
-        printer.print_region(self.body, print_entry_block_args=False, print_block_terminators=False)
-        printer.print_op_attributes(self.attributes)
-
-    @classmethod
-    def parse(cls, parser: Parser) -> IfOp:
-        cond = parser.parse_operand(i1)
-        body = parser.parse_region()
-        op = cls(cond, body)
-        op.attributes |= parser.parse_optional_attr_dict()
-        return op
-
-
-# --------------------------------------------------------------------------------------------
-# Memory (global or shared) and host ops
 
 
 @irdl_op_definition

@@ -11,6 +11,7 @@ forward = forward_function(module)            # func.func @forward, or a ValueEr
 shape_of(t), element_type_of(t)               # of a tensor or memref type
 memref_of(tensor<4x8xf32>)                    # memref<4x8xf32>
 written_buffers(kernel)                        # {%out}: what some store writes
+def_chain_reaches(address, is_thread_id)       # does it differ between threads?
 structural_key(kernel, ignore=("sym_name",))  # equal keys: interchangeable kernels
 ```
 """
@@ -18,7 +19,7 @@ structural_key(kernel, ignore=("sym_name",))  # equal keys: interchangeable kern
 from __future__ import annotations
 
 import re
-from collections.abc import Hashable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 
 from xdsl.dialects import arith
 from xdsl.dialects.builtin import (
@@ -31,7 +32,7 @@ from xdsl.dialects.builtin import (
     TensorType,
 )
 from xdsl.dialects.func import FuncOp
-from xdsl.ir import Attribute, Block, Operation, SSAValue
+from xdsl.ir import Attribute, Block, BlockArgument, Operation, SSAValue
 from xdsl.traits import SymbolOpInterface
 
 from deplodock.dialects.common.async_memory import (
@@ -40,6 +41,7 @@ from deplodock.dialects.common.async_memory import (
     StoreVectorOpBase,
 )
 from deplodock.dialects.common.kernels import KernelOpBase, LaunchOpBase
+from deplodock.dialects.common.loops import DynamicForOpBase
 from deplodock.dialects.common.memory import LoadOpBase, StoreOpBase
 
 # --- the program -----------------------------------------------------------------------------
@@ -106,6 +108,37 @@ def constant_index(value: SSAValue) -> int | None:
     ):
         return owner.value.value.data
     return None
+
+
+# --- what a value is computed from ---------------------------------------------------------
+
+
+def def_chain(value: SSAValue) -> Iterator[SSAValue]:
+    """`value` and every value it is computed from, each once: the operands of defining ops,
+    and through a dynamic-start loop (`tile.for`, `kernel.for`) its induction variable to
+    its start and each iter_arg to its initial value (the loop's `[lb, *inits]` operands
+    match its `[iv, *iter_args]`). Other block arguments (kernel buffers, thread and block
+    ids, static loop ivs) end the chain."""
+    seen: set[SSAValue] = set()
+    work = [value]
+    while work:
+        current = work.pop()
+        if current in seen:
+            continue
+        seen.add(current)
+        yield current
+        if isinstance(current, BlockArgument):
+            owner = current.block.parent_op()
+            if isinstance(owner, DynamicForOpBase):
+                work.append(owner.operands[current.index])
+            continue
+        work.extend(current.owner.operands)
+
+
+def def_chain_reaches(value: SSAValue, predicate: Callable[[SSAValue], bool]) -> bool:
+    """Whether some value of `value`'s def chain (`def_chain`) satisfies `predicate`: does
+    an address depend on the thread id, on `ki`, on an output loop?"""
+    return any(predicate(current) for current in def_chain(value))
 
 
 # --- buffers a kernel touches --------------------------------------------------------------

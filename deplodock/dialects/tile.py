@@ -33,7 +33,6 @@ from xdsl.dialects.builtin import (
     IntegerType,
     MemRefType,
     StringAttr,
-    i1,
 )
 from xdsl.ir import Attribute, Block, BlockArgument, Dialect, Operation, Region, SSAValue
 from xdsl.irdl import (
@@ -61,7 +60,6 @@ from xdsl.traits import (
     Pure,
     RecursiveMemoryEffect,
     SingleBlockImplicitTerminator,
-    ensure_terminator,
 )
 from xdsl.utils.exceptions import VerifyException
 
@@ -76,6 +74,7 @@ from deplodock.dialects.hardware import (
     is_shared,
     is_valid_block_size,
 )
+from deplodock.dialects.queries import def_chain_reaches
 from deplodock.dialects.reduce_kind import ReduceKind, ReduceKindAttr
 
 
@@ -113,11 +112,7 @@ class KernelOp(common.KernelOpBase):
 
     def _verify_shared_memory(self) -> None:
         """A block's shared arrays fit the static shared memory of a CUDA block."""
-        used = sum(
-            buffer_bytes(op.result.type)  # type: ignore[arg-type]
-            for op in self.walk()
-            if isinstance(op, SharedAllocOp)
-        )
+        used = shared_bytes(self)
         if used > MAX_STATIC_SHARED_BYTES:
             raise VerifyException(
                 f"tile.kernel @{self.sym_name.data}: {used} bytes of shared memory per block, "
@@ -310,7 +305,7 @@ class CombineOp(IRDLOperation):
 
 
 @irdl_op_definition
-class IfOp(IRDLOperation):
+class IfOp(common.IfOpBase):
     """`tile.if %cond { ... }`: the body runs on the threads where `%cond` holds.
 
     The scheduling passes use it to guard the cells of a partial tile (`m < M`); it has no
@@ -318,35 +313,7 @@ class IfOp(IRDLOperation):
     """
 
     name = "tile.if"
-
-    cond = operand_def(i1)
-    body = region_def("single_block")
-
     traits = traits_def(SingleBlockImplicitTerminator(YieldOp), RecursiveMemoryEffect())
-
-    def __init__(self, cond: SSAValue | Operation, body: Region | None = None):
-        super().__init__(operands=[cond], regions=[Region(Block()) if body is None else body])
-        ensure_terminator(self, SingleBlockImplicitTerminator(YieldOp))
-
-    def verify_(self) -> None:
-        last = self.body.block.last_op
-        if isinstance(last, YieldOp) and last.arguments:
-            raise VerifyException("tile.if: has no results, so its tile.yield takes none")
-
-    def print(self, printer: Printer) -> None:
-        printer.print_string(" ")
-        printer.print_ssa_value(self.cond)
-        printer.print_string(" ")
-        printer.print_region(self.body, print_entry_block_args=False, print_block_terminators=False)
-        printer.print_op_attributes(self.attributes)
-
-    @classmethod
-    def parse(cls, parser: Parser) -> IfOp:
-        cond = parser.parse_operand(i1)
-        body = parser.parse_region()
-        op = cls(cond, body)
-        op.attributes |= parser.parse_optional_attr_dict()
-        return op
 
 
 @irdl_op_definition
@@ -377,28 +344,13 @@ class BarrierOp(IRDLOperation):
 
 
 def depends_on_thread(value: SSAValue) -> bool:
-    """Whether `value` may differ between the threads of a block (walks the def chain).
-
-    Divergence comes from the `tile.threads` induction variable (the thread id) and what is
-    computed from it; a loop's induction variable depends on the thread when its start does,
-    an iter_arg when its initial value does.
-    """
-    seen: set[SSAValue] = set()
-    work = [value]
-    while work:
-        current = work.pop()
-        if current in seen:
-            continue
-        seen.add(current)
-        if isinstance(current, BlockArgument):
-            owner = current.block.parent_op()
-            if isinstance(owner, ThreadsOp):
-                return True
-            if isinstance(owner, common.DynamicForOpBase):
-                work.append(owner.operands[current.index])
-            continue
-        work.extend(current.owner.operands)
-    return False
+    """Whether `value` may differ between the threads of a block: its def chain
+    (`queries.def_chain`, through loop starts and inits) reaches the `tile.threads`
+    induction variable, the thread id."""
+    return def_chain_reaches(
+        value,
+        lambda v: isinstance(v, BlockArgument) and isinstance(v.block.parent_op(), ThreadsOp),
+    )
 
 
 @irdl_op_definition
@@ -442,6 +394,16 @@ def _bracketed(values: Sequence[int]) -> str:
 def _parse_ints(parser: Parser) -> list[int]:
     return parser.parse_comma_separated_list(
         parser.Delimiter.SQUARE, lambda: parser.parse_integer(allow_boolean=False)
+    )
+
+
+def shared_bytes(op: Operation) -> int:
+    """Bytes of static shared memory the `tile.shared_alloc`s inside `op` take: what the
+    `tile.kernel` verifier holds to the hardware limit and the staging passes budget."""
+    return sum(
+        buffer_bytes(inner.result.type)  # type: ignore[arg-type]
+        for inner in op.walk()
+        if isinstance(inner, SharedAllocOp)
     )
 
 

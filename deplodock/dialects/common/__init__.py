@@ -20,7 +20,7 @@ class KernelOp(KernelOpBase):           # `tile.kernel @k(%a: memref<..>) { ... 
     traits = lazy_traits_def(lambda: (SingleBlockImplicitTerminator(ReturnOp),))
 ```
 
-Modules (syntax in docs/ir.md sections 3-5): `loops` (for, yield), `memory` (load, store,
+Modules (syntax in docs/ir.md sections 3-5): `loops` (for, yield, if), `memory` (load, store,
 alloc), `kernels` (kernel, return, launch) and `syntax` (parse/print helpers that the
 `tensor` dialect uses too).
 """
@@ -35,6 +35,7 @@ from deplodock.dialects.common.kernels import (
 from deplodock.dialects.common.loops import (
     DynamicForOpBase,
     ForOpBase,
+    IfOpBase,
     StaticForOpBase,
     YieldOpBase,
 )
@@ -45,6 +46,7 @@ __all__ = [
     "AllocOpBase",
     "DynamicForOpBase",
     "ForOpBase",
+    "IfOpBase",
     "KernelOpBase",
     "LaunchOpBase",
     "LoadOpBase",

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Self
 
-from xdsl.dialects.builtin import I64, IndexType, IntegerAttr
+from xdsl.dialects.builtin import I64, IndexType, IntegerAttr, i1
 from xdsl.dialects.utils import AbstractYieldOperation, parse_assignment, print_assignment
 from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 from xdsl.irdl import (
@@ -271,3 +271,40 @@ class DynamicForOpBase(ForOpBase):
     @classmethod
     def _parse_lower_bound(cls, parser: Parser) -> int | SSAValue:
         return parser.resolve_operand(parser.parse_unresolved_operand(), IndexType())
+
+
+class IfOpBase(IRDLOperation):
+    """`X.if %cond { ... }`: the body runs on the threads where `%cond` holds.
+
+    No results and no else region: a guarded computation ends in stores (the scheduling
+    passes guard the cells of a partial tile, `m < M`). Subclasses set `name` and the
+    terminator trait (`SingleBlockImplicitTerminator(YieldOp)`).
+    """
+
+    cond = operand_def(i1)
+    body = region_def("single_block")
+
+    def __init__(self, cond: SSAValue | Operation, body: Region | None = None):
+        super().__init__(operands=[cond], regions=[Region(Block()) if body is None else body])
+        for trait in self.get_traits_of_type(SingleBlockImplicitTerminator):
+            ensure_terminator(self, trait)
+
+    def verify_(self) -> None:
+        last = self.body.block.last_op
+        if isinstance(last, YieldOpBase) and last.arguments:
+            raise VerifyException(f"{self.name}: has no results, so its {last.name} takes none")
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(" ")
+        printer.print_ssa_value(self.cond)
+        printer.print_string(" ")
+        printer.print_region(self.body, print_entry_block_args=False, print_block_terminators=False)
+        printer.print_op_attributes(self.attributes)
+
+    @classmethod
+    def parse(cls, parser: Parser) -> Self:
+        cond = parser.parse_operand(i1)
+        body = parser.parse_region()
+        op = cls(cond, body)
+        op.attributes |= parser.parse_optional_attr_dict()
+        return op

@@ -26,7 +26,7 @@ from xdsl.dialects import arith
 from xdsl.ir import Block, BlockArgument, Operation, SSAValue
 
 from deplodock.dialects import tile
-from deplodock.dialects.queries import written_buffers
+from deplodock.dialects.queries import def_chain, written_buffers
 from deplodock.dialects.reduce_kind import ReduceKind
 from deplodock.passes.tile import schedule
 from deplodock.passes.tile.nests import (
@@ -77,20 +77,7 @@ class Contraction:
 def _free_ivs_used(value: SSAValue, free: Sequence[tile.ForOp]) -> set[int]:
     """Which free loops (by position in the nest) `value` is computed from."""
     positions = {loop.induction_var: k for k, loop in enumerate(free)}
-    found: set[int] = set()
-    seen: set[SSAValue] = set()
-    work = [value]
-    while work:
-        current = work.pop()
-        if current in seen:
-            continue
-        seen.add(current)
-        if current in positions:
-            found.add(positions[current])
-        if isinstance(current, BlockArgument):
-            continue
-        work.extend(current.owner.operands)
-    return found
+    return {positions[v] for v in def_chain(value) if v in positions}
 
 
 def _product_operands(innermost: tile.ForOp) -> tuple[SSAValue, SSAValue] | None:

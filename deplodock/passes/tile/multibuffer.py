@@ -38,7 +38,6 @@ from deplodock.passes.constant_pool import ConstantPool
 from deplodock.passes.tile import schedule
 from deplodock.passes.tile.choices import Choice, Tunable, grid, has_knob
 from deplodock.passes.tile.nests import body_ops
-from deplodock.passes.tile.stage import shared_bytes_of
 
 DEPTHS: tuple[int, ...] = (1, 2, 3, 4)
 
@@ -156,9 +155,9 @@ class TileMultibufferPass(Tunable, ModulePass):
                     f"tile.kernel @{kernel.sym_name.data}: depth must be one of "
                     f"{', '.join(map(str, DEPTHS))}, got {depth}"
                 )
-            used = shared_bytes_of(staged.threads) * depth
+            used = tile.shared_bytes(staged.threads) * depth
             if used > MAX_STATIC_SHARED_BYTES:
-                depth = max(1, MAX_STATIC_SHARED_BYTES // shared_bytes_of(staged.threads))
+                depth = max(1, MAX_STATIC_SHARED_BYTES // tile.shared_bytes(staged.threads))
             if depth > 1:
                 multibuffer(staged, depth)
             schedule.write_knob(kernel, "depth", depth)

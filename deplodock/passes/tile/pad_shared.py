@@ -37,7 +37,6 @@ from deplodock.dialects.hardware import MAX_STATIC_SHARED_BYTES, shared_memref
 from deplodock.passes.tile import schedule
 from deplodock.passes.tile.banks import wavefronts
 from deplodock.passes.tile.choices import Choice, Tunable, grid, has_knob
-from deplodock.passes.tile.stage import shared_bytes_of
 
 #: Paddings tried (elements per row).
 PADDINGS: tuple[int, ...] = (0, 1, 2, 4)
@@ -142,7 +141,7 @@ def _unpadded_operands(kernel: tile.KernelOp) -> list[str]:
 
 
 def _check_budget(kernel: tile.KernelOp, threads: tile.ThreadsOp) -> None:
-    used = shared_bytes_of(threads)
+    used = tile.shared_bytes(threads)
     if used > MAX_STATIC_SHARED_BYTES:
         raise PassFailedException(
             f"tile-pad-shared: kernel @{kernel.sym_name.data} needs {used} bytes of shared "

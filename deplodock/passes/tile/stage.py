@@ -41,8 +41,8 @@ from xdsl.rewriter import InsertPoint, Rewriter
 from xdsl.utils.exceptions import PassFailedException
 
 from deplodock.dialects import tile
-from deplodock.dialects.element_types import buffer_bytes
 from deplodock.dialects.hardware import MAX_STATIC_SHARED_BYTES, is_shared, shared_memref
+from deplodock.dialects.queries import def_chain_reaches
 from deplodock.passes.constant_pool import ConstantPool
 from deplodock.passes.tile import schedule
 from deplodock.passes.tile.choices import Choice, Tunable, grid, has_knob
@@ -165,20 +165,9 @@ def _reaches(ops: list[Operation], load: tile.LoadOp, value: SSAValue) -> bool:
     return _depends_on(ops, load, value)
 
 
-def _innermost_moves_with_k(template: Candidate, ki: SSAValue, threads: tile.ThreadsOp) -> bool:
+def _innermost_moves_with_k(template: Candidate, ki: SSAValue) -> bool:
     """Whether the load's last index depends on `ki` (then the slab is `[E][BK]`)."""
-    last = template.load.indices[-1]
-    work, seen = [last], set()
-    while work:
-        value = work.pop()
-        if value is ki:
-            return True
-        if value in seen or isinstance(value, BlockArgument):
-            continue
-        seen.add(value)
-        if defined_in(value, threads.body.block):
-            work.extend(value.owner.operands)
-    return False
+    return def_chain_reaches(template.load.indices[-1], lambda v: v is ki)
 
 
 def _build_stage(
@@ -194,7 +183,7 @@ def _build_stage(
     extent = tile_op.cell_count * tile_op.thread_grid[tile_op.axis]
     bk = ki_loop.upper
     ki = ki_loop.induction_var
-    k_inner = _innermost_moves_with_k(template, ki, threads)
+    k_inner = _innermost_moves_with_k(template, ki)
     shape = [extent, bk] if k_inner else [bk, extent]
     element = template.load.res.type
     buffer = template.load.memref.name_hint or "buf"
@@ -309,17 +298,8 @@ def _chunked(loop: tile.ForOp) -> bool:
     return len(inner) == 1 and inner[0].is_reduce
 
 
-def shared_bytes_of(threads: tile.ThreadsOp) -> int:
-    """Bytes of the block's shared allocations."""
-    return sum(
-        buffer_bytes(op.result.type)  # type: ignore[arg-type]
-        for op in threads.body.ops
-        if isinstance(op, tile.SharedAllocOp)
-    )
-
-
 def _check_shared_budget(kernel: tile.KernelOp, threads: tile.ThreadsOp) -> None:
-    used = shared_bytes_of(threads)
+    used = tile.shared_bytes(threads)
     if used > MAX_STATIC_SHARED_BYTES:
         raise PassFailedException(
             f"tile-stage: kernel @{kernel.sym_name.data} needs {used} bytes of shared memory "
