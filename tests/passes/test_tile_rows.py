@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from deplodock.dialects import tile
-from deplodock.passes.tile.rows import choose
+from deplodock.passes.tile.rows import choose, rows_per_block
 from deplodock.passes.tile.schedule import read_knob
 from tests.passes.reduction_rows import (
     LENGTHS,
@@ -94,4 +94,18 @@ def test_row_nest_of_several_loops_is_delinearized_from_the_row() -> None:
     module = schedule_tile(expr, {}, {"tile-rows": {"min_blocks": 1}})
     (kernel,) = kernels(module)
     assert read_knob(kernel, "rows_per_block", 0) == 8 and kernel.grid.count == 4
+    check_all_levels(expr, module)
+
+
+def test_a_scheduled_width_alone_gets_rows_per_block_for_that_width() -> None:
+    # 64 rows of 100: the heuristic gives 32 threads a row; a schedule asking for 4 threads
+    # a row (and no rows_per_block) gets the R the heuristic would give 4-thread groups,
+    # not the R it computed for 32, so the block stays whole warps.
+    expr = expression("sum", 64, 100)
+    module = schedule_tile(expr, {"row_threads": 4})
+    (kernel,) = kernels(module)
+    assert read_knob(kernel, "row_threads", 0) == 4
+    per_block = rows_per_block(64, 4, max_threads=256, min_blocks=132)
+    assert read_knob(kernel, "rows_per_block", 0) == per_block
+    assert read_knob(kernel, "threads", 0) % 32 == 0
     check_all_levels(expr, module)

@@ -84,6 +84,16 @@ def choose(rows: int, length: int, max_threads: int, min_blocks: int) -> tuple[i
         width = next_power_of_two(-(-length // WARP_SIZE))
     if width >= max_threads:
         return 0, 0
+    per_block = rows_per_block(rows, width, max_threads, min_blocks)
+    one_block_per_row = min(max_threads, max(WARP_SIZE, next_power_of_two(length)))
+    if per_block == 1 and width < one_block_per_row:
+        return 0, 0
+    return width, per_block
+
+
+def rows_per_block(rows: int, width: int, max_threads: int, min_blocks: int) -> int:
+    """The default `R` for groups of `width` threads: fill `max_threads`, halved while the
+    grid would have fewer than `min_blocks` blocks and the block keeps a whole warp."""
     per_block = max(1, max_threads // width)
     per_block = min(per_block, max(next_power_of_two(rows), -(-WARP_SIZE // width)))
     while (
@@ -92,10 +102,7 @@ def choose(rows: int, length: int, max_threads: int, min_blocks: int) -> tuple[i
         and width * (per_block // 2) >= WARP_SIZE
     ):
         per_block //= 2
-    one_block_per_row = min(max_threads, max(WARP_SIZE, next_power_of_two(length)))
-    if per_block == 1 and width < one_block_per_row:
-        return 0, 0
-    return width, per_block
+    return per_block
 
 
 def _row_nest(kernel: tile.KernelOp) -> list[tile.ForOp] | None:
@@ -158,9 +165,11 @@ def schedule_rows(kernel: tile.KernelOp, max_threads: int, min_blocks: int) -> N
     inner = [op for op in body_ops(rows[-1]) if isinstance(op, tile.ForOp)]
     length = max(loop_work(loop, written) for loop in inner)
     width, per_block = choose(count, length, max_threads, min_blocks)
-    width = schedule.read_knob(kernel, "row_threads", width)
-    if width <= 0:
+    chosen = schedule.read_knob(kernel, "row_threads", width)
+    if chosen <= 0:
         return
+    if chosen != width:  # a width from a schedule: the default R follows it
+        width, per_block = chosen, rows_per_block(count, chosen, max_threads, min_blocks)
     per_block = schedule.read_knob(kernel, "rows_per_block", per_block or 1)
     block = width * per_block
     schedule.check_threads(kernel, block, "row_threads * rows_per_block")
