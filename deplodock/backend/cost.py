@@ -191,7 +191,7 @@ class _Counter:
     def count_op(self, op: Operation, weight: Any) -> _Counts:
         counts = _Counts()
         match op:
-            case kernel.LoadOp() | kernel.StoreOp():
+            case kernel.LoadOp() | kernel.StoreOp() | kernel.AtomicAddOp():
                 t = op.memref.type
                 assert isinstance(t, MemRefType)
                 n = self.total(weight) * byte_size(t.element_type)

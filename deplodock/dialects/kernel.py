@@ -294,6 +294,14 @@ class StoreOp(common.StoreOpBase):
 
 
 @irdl_op_definition
+class AtomicAddOp(common.AtomicAddOpBase):
+    """`kernel.atomic_add %v, %buf[%i, ...] : memref<...>`: each active thread adds
+    (`atomicAdd`)."""
+
+    name = "kernel.atomic_add"
+
+
+@irdl_op_definition
 class AllocOp(common.AllocOpBase):
     """`%b = kernel.alloc : memref<...>`: a global buffer allocated by the host."""
 
@@ -371,6 +379,7 @@ Kernel = Dialect(
         IfOp,
         LoadOp,
         StoreOp,
+        AtomicAddOp,
         AllocOp,
         LaunchOp,
         CpAsyncOp,

@@ -633,6 +633,31 @@ class StoreOp(common.StoreOpBase):
 
 
 @irdl_op_definition
+class AtomicAddOp(common.AtomicAddOpBase):
+    """`tile.atomic_add %v, %buf[%i, ...] : memref<...>`: `buf[i] += v`, atomically.
+
+    Like `tile.store`, an add that every thread of the block runs alike (`is_block_uniform`:
+    unscheduled kernels run every loop on every thread) is one update per block; the
+    `tile -> kernel` lowering keeps it on thread 0. Otherwise each active thread adds.
+    """
+
+    name = "tile.atomic_add"
+
+
+def is_block_uniform(op: Operation) -> bool:
+    """Whether every thread of the block runs `op` alike: none of its operands depends on
+    the thread and no enclosing `tile.for` is strided over threads."""
+    if any(depends_on_thread(value) for value in op.operands):
+        return False
+    parent = op.parent_op()
+    while parent is not None and not isinstance(parent, ThreadsOp):
+        if isinstance(parent, ForOp) and depends_on_thread(parent.lb):
+            return False
+        parent = parent.parent_op()
+    return True
+
+
+@irdl_op_definition
 class AllocOp(common.AllocOpBase):
     """`%b = tile.alloc : memref<...>` (host)."""
 
@@ -707,6 +732,7 @@ Tile = Dialect(
         CombineOp,
         LoadOp,
         StoreOp,
+        AtomicAddOp,
         AllocOp,
         LaunchOp,
         CopyAsyncOp,

@@ -254,6 +254,13 @@ class KernelFunctions(InterpreterFunctions):
         store_shared(state, op, buf, indices, value)
         return ()
 
+    @impl(kernel.AtomicAddOp)
+    def run_atomic_add(self, interpreter: Interpreter, op: kernel.AtomicAddOp, args: PythonValues):
+        value, buf, *indices = args
+        state = _block(interpreter, op)
+        state.lanes.accumulate(buf, indices, value, name=buffer_name(op.memref), op=op)
+        return ()
+
     # -- asynchronous copies and vector accesses ---------------------------------------------
 
     @impl(kernel.CpAsyncOp)

@@ -171,6 +171,30 @@ class LockstepState:
         self._check_conflicts(targets, data, name, op)
         buf.reshape(-1)[targets] = data
 
+    def accumulate(
+        self,
+        buf: np.ndarray,
+        indices: Sequence[Any],
+        values: Any,
+        *,
+        name: str = "?",
+        op: Operation | None = None,
+        once: bool = False,
+    ) -> None:
+        """Each active lane adds `values[lane]` to `buf[indices[lane]]` (an atomic add:
+        lanes adding to one element all land); `once`: only the first active lane adds (a
+        block-uniform add, which every thread runs alike)."""
+        flat = self.flat_indices(buf, indices, name, op)
+        mask = self.current_mask
+        if once:
+            mask = np.zeros_like(mask)
+            if self.current_mask.any():
+                mask[int(np.argmax(self.current_mask))] = True
+        if not mask.any():
+            return
+        data = self.lanes(values)[mask].astype(buf.dtype, copy=False)
+        np.add.at(buf.reshape(-1), flat[mask], data)
+
     def _check_conflicts(
         self, targets: np.ndarray, data: np.ndarray, name: str, op: Operation | None
     ) -> None:

@@ -231,6 +231,17 @@ class TileFunctions(InterpreterFunctions):
         state.scatter(buf, indices, value, name=buffer_name(op.memref), op=op)
         return ()
 
+    @impl(tile.AtomicAddOp)
+    def run_atomic_add(self, interpreter: Interpreter, op: tile.AtomicAddOp, args: PythonValues):
+        value, buf, *indices = args
+        state = _current_state(interpreter)
+        if state is None:
+            buf[_scalar_indices(indices, op)] += value
+            return ()
+        once = tile.is_block_uniform(op)
+        state.accumulate(buf, indices, value, name=buffer_name(op.memref), op=op, once=once)
+        return ()
+
     # -- asynchronous copies and vector accesses ---------------------------------------------
 
     @impl(tile.CopyAsyncOp)

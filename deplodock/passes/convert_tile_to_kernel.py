@@ -256,6 +256,24 @@ class StoreToKernel(RewritePattern):
         rewriter.replace(op, _guarded(self.kernels.of(op, rewriter).is_thread0, store))
 
 
+@dataclass
+class AtomicAddToKernel(RewritePattern):
+    """`tile.atomic_add` -> `kernel.atomic_add`; a block-uniform one (every thread would
+    add the same value to the same element) runs on thread 0 only."""
+
+    kernels: _Kernels
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: tile.AtomicAddOp, rewriter: PatternRewriter) -> None:
+        add = kernel.AtomicAddOp(op.value, op.memref, op.indices)
+        operands = [op.value, *op.indices]
+        per_thread = any(kernel.depends_on_thread_id(v) for v in operands)
+        if per_thread or _in_thread_strided_loop(op):  # `tile.is_block_uniform`, lowered
+            rewriter.replace(op, add)
+            return
+        rewriter.replace(op, _guarded(self.kernels.of(op, rewriter).is_thread0, add))
+
+
 def _guarded(cond: SSAValue, op: Operation) -> kernel.IfOp:
     """`kernel.if %cond { op }`."""
     guard = kernel.IfOp(cond)
@@ -554,6 +572,6 @@ class ConvertTileToKernelPass(ModulePass):
             LoadVectorToKernel(),
             StoreVectorToKernel(),
         )
-        _walk(op, StoreToKernel(kernels), CombineToShuffles(kernels))
+        _walk(op, StoreToKernel(kernels), AtomicAddToKernel(kernels), CombineToShuffles(kernels))
         if left := next((o for o in op.walk() if o.dialect_name() == "tile"), None):
             raise PassFailedException(f"convert-tile-to-kernel: {left.name} was not lowered")

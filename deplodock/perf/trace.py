@@ -222,7 +222,7 @@ class _Trace:
         """One request per active warp of `width` bytes per lane at element `flat * width`
         (`instruction`: the class counted, by default `ld_global` / `st_global`)."""
         assert self.block is not None
-        store = isinstance(op, kernel.StoreOp | kernel.StoreVectorOp)
+        store = isinstance(op, kernel.StoreOp | kernel.StoreVectorOp | kernel.AtomicAddOp)
         lanes = np.flatnonzero(mask)
         if lanes.size == 0:
             return
@@ -268,7 +268,7 @@ class _Trace:
                 int(active.sum()), width
             )
             self.block.shared_requests += 1
-            store = isinstance(op, kernel.StoreOp | kernel.StoreVectorOp)
+            store = isinstance(op, kernel.StoreOp | kernel.StoreVectorOp | kernel.AtomicAddOp)
             name = instruction if instruction is not None else "st_shared" if store else "ld_shared"
             if name:
                 self.block.instructions[name] += 1
@@ -389,6 +389,17 @@ class TraceFunctions(KernelFunctions):
         trace.record_global(op, trace.name_of(op.memref), flat, state.lanes.current_mask, width)
         return ()
 
+    @impl(kernel.AtomicAddOp)
+    def run_atomic_add(self, interpreter: Interpreter, op: kernel.AtomicAddOp, args: PythonValues):
+        """Counted as a global store: the add happens in L2 (a `RED`), the SM waits for
+        nothing."""
+        _, buf, *indices = args
+        state, trace = _state(interpreter), _trace_of(interpreter)
+        width = byte_size(op.memref.type.element_type)
+        flat = _flat(state.lanes, buf, indices, op)
+        trace.record_global(op, trace.name_of(op.memref), flat, state.lanes.current_mask, width)
+        return ()
+
     @impl(kernel.LoadVectorOp)
     def run_load_vector(
         self, interpreter: Interpreter, op: kernel.LoadVectorOp, args: PythonValues
@@ -476,7 +487,8 @@ def _trips(lower: np.ndarray, upper: int, step: int) -> np.ndarray:
 
 def _is_streaming(op: kernel.ForOp) -> bool:
     """A loop whose iterations do the same thing: no shared memory, no barrier inside."""
-    accesses = kernel.LoadOp | kernel.StoreOp | kernel.LoadVectorOp | kernel.StoreVectorOp
+    scalar = kernel.LoadOp | kernel.StoreOp | kernel.AtomicAddOp
+    accesses = scalar | kernel.LoadVectorOp | kernel.StoreVectorOp
     asynchronous = kernel.CpAsyncOp | kernel.CpAsyncCommitOp | kernel.CpAsyncWaitOp
     return not any(
         isinstance(inner, kernel.BarrierOp | kernel.SharedAllocOp | asynchronous)

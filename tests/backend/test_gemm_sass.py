@@ -102,3 +102,17 @@ def test_without_async_copies_there_is_no_ldgsts(tmp_path: Path) -> None:
     sass = sass_of(cuda_source(program.module), tmp_path)
     assert "LDGSTS" not in sass
     assert "LDS.128" in sass  # the slabs are still read 16 bytes at a time
+
+
+def test_atomic_split_k_adds_in_l2(tmp_path: Path) -> None:
+    """`tile-split-k{atomic=true}`: the slices' `atomicAdd`, whose result is unused, is a
+    fire-and-forget reduction in L2 (`REDG`), and nothing spills."""
+    from tests.passes.test_tile_split_k import PLAIN, tile_stage
+
+    module = tile_stage(PLAIN, "tile-split-k{splits=4 atomic=true}")
+    source = cuda_source(module)
+    assert "atomicAdd(&" in source
+    kernels = compile_cubin(source, arch="sm_90").kernels
+    assert set(kernels) == {"mm", "mm_zero"}
+    assert not any(resources.spills for resources in kernels.values())
+    assert "REDG.E.ADD.F32" in sass_of(source, tmp_path)

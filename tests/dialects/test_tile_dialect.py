@@ -97,3 +97,33 @@ def test_combine_outside_threads_is_rejected():
     kernel.body.block.add_ops([grid, tile.ReturnOp()])
     with pytest.raises(VerifyException, match=r"expects ancestor op 'tile\.threads'"):
         ModuleOp([kernel]).verify()
+
+
+ATOMIC = """
+builtin.module {{
+  tile.kernel @k(%y: {memref}) {{
+    tile.grid %b to 1 {{
+      tile.threads %t to 32 {{
+        %v = arith.constant 1.0 : {element}
+        %c0 = arith.constant 0 : index
+        tile.atomic_add %v, %y[%c0] : {memref}
+      }}
+    }}
+    tile.return
+  }}
+}}
+"""
+
+
+def test_atomic_add_round_trips_and_adds_f32_to_global_memory_only():
+    text = ATOMIC.format(memref="memref<4xf32>", element="f32")
+    module = Parser(make_context(), text).parse_module()
+    module.verify()
+    assert "tile.atomic_add %v, %y[%c0] : memref<4xf32>" in str(module)
+    with pytest.raises(VerifyException, match="adds f32 elements, got bf16"):
+        Parser(
+            make_context(), ATOMIC.format(memref="memref<4xbf16>", element="bf16")
+        ).parse_module().verify()
+    shared = ATOMIC.format(memref="memref<4xf32, 3 : i64>", element="f32")
+    with pytest.raises(VerifyException, match="global buffer, not shared memory"):
+        Parser(make_context(), shared).parse_module().verify()

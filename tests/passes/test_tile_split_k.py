@@ -172,3 +172,72 @@ def test_a_schedule_knob_wins_over_the_option() -> None:
     TileSplitKPass(splits=8).apply(make_context(), module)
     ws = kernels(module)["mm_combine"].body.block.args[-1]
     assert ws.type.get_shape()[0] == 2  # type: ignore[attr-defined]
+
+
+# --- atomic=true: slices add into a zeroed output ------------------------------------------
+
+
+def plain_loop_ir(m: int, n: int, k: int) -> str:
+    """`x @ w.T` with nothing after the sum: the epilogue is the store alone."""
+    text = loop_ir(m, n, k)
+    text = text.replace(
+        f"""        %c = loop.load %bias[%j] : memref<{n}xf32>
+        %o = arith.addf %s, %c : f32
+        %relu = arith.maximumf %o, %zero : f32
+        loop.store %relu, %y[%i, %j] : memref<{m}x{n}xf32>""",
+        f"        loop.store %s, %y[%i, %j] : memref<{m}x{n}xf32>",
+    )
+    assert "%relu" not in text
+    return text
+
+
+PLAIN = plain_loop_ir(17, 100, 96)
+
+
+def plain_reference(inputs: list[np.ndarray]) -> np.ndarray:
+    x, w, _ = (a.astype(np.float64) for a in inputs)
+    return x @ w.T
+
+
+@pytest.mark.parametrize("splits", [2, 8])
+def test_atomic_slices_match_numpy_at_every_level(splits: int) -> None:
+    split = f"tile-split-k{{splits={splits} atomic=true}}"
+    module = tile_stage(PLAIN, split, "tile-block{bm=16 bn=32}")
+    assert launches(module) == ["mm_zero", "mm"]
+    partial = kernels(module)["mm"]
+    assert any(isinstance(op, tile.AtomicAddOp) for op in partial.walk())
+    assert partial.schedule.data["split_atomic"].value.data == 1  # type: ignore[union-attr, attr-defined]
+    inputs = random_inputs(module, seed=splits)
+    expected = plain_reference(inputs)
+    (tiled,) = run(module, *inputs)
+    assert rel_err(tiled, expected) < 1e-5
+    ConvertTileToKernelPass().apply(make_context(), module)
+    (kernel_level,) = run(module, *inputs)
+    assert rel_err(kernel_level, expected) < 1e-5
+    ConvertKernelToCudaPass().apply(make_context(), module)
+    (cuda_level,) = run(module, *inputs)
+    assert rel_err(cuda_level, expected) < 1e-5
+
+
+def test_atomic_slices_before_scheduling_add_once_per_block() -> None:
+    """Unscheduled, every thread runs the whole nest: the uniform atomic adds once."""
+    module = parse(PLAIN)
+    from deplodock.passes.convert_loop_to_tile import ConvertLoopToTilePass
+    from deplodock.passes.tile.split_k import TileSplitKPass
+
+    ConvertLoopToTilePass().apply(make_context(), module)
+    TileSplitKPass(splits=4, atomic=True).apply(make_context(), module)
+    inputs = random_inputs(module, seed=3)
+    (out,) = run(module, *inputs)
+    assert rel_err(out, plain_reference(inputs)) < 1e-5
+    ConvertTileToKernelPass().apply(make_context(), module)
+    (kernel_level,) = run(module, *inputs)
+    assert rel_err(kernel_level, plain_reference(inputs)) < 1e-5
+
+
+def test_atomic_is_only_taken_for_a_plain_store() -> None:
+    """With a bias and a ReLU after the sum, slices cannot add into the output: the
+    deterministic combine is used instead."""
+    module = tile_stage(ODD, "tile-split-k{splits=4 atomic=true}")
+    assert launches(module) == ["mm", "mm_combine"]
+    assert "split_atomic" not in kernels(module)["mm"].schedule.data  # type: ignore[union-attr]

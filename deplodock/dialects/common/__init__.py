@@ -21,7 +21,7 @@ class KernelOp(KernelOpBase):           # `tile.kernel @k(%a: memref<..>) { ... 
 ```
 
 Modules (syntax in docs/ir.md sections 3-5): `loops` (for, yield, if), `memory` (load, store,
-alloc), `kernels` (kernel, return, launch) and `syntax` (parse/print helpers that the
+atomic_add, alloc), `kernels` (kernel, return, launch) and `syntax` (parse/print helpers that the
 `tensor` dialect uses too).
 """
 
@@ -39,11 +39,17 @@ from deplodock.dialects.common.loops import (
     StaticForOpBase,
     YieldOpBase,
 )
-from deplodock.dialects.common.memory import AllocOpBase, LoadOpBase, StoreOpBase
+from deplodock.dialects.common.memory import (
+    AllocOpBase,
+    AtomicAddOpBase,
+    LoadOpBase,
+    StoreOpBase,
+)
 from deplodock.dialects.common.syntax import format_types
 
 __all__ = [
     "AllocOpBase",
+    "AtomicAddOpBase",
     "DynamicForOpBase",
     "ForOpBase",
     "IfOpBase",

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import ClassVar
 
-from xdsl.dialects.builtin import IndexType, IntegerAttr, MemRefType
+from xdsl.dialects.builtin import IndexType, IntegerAttr, MemRefType, NoneAttr, f32
 from xdsl.ir import Operation, SSAValue
 from xdsl.irdl import (
     AnyAttr,
@@ -111,6 +111,23 @@ class StoreOpBase(IRDLOperation):
 
     def verify_(self) -> None:
         _verify_indices(self, self.memref, self.indices)
+
+
+class AtomicAddOpBase(StoreOpBase):
+    """`X.atomic_add %v, %buf[%i, ...] : memref<...>`: `buf[i] += v` as one indivisible
+    update, so the adds of any threads and blocks to one element all land. Their order is
+    not fixed, so a float sum may round differently from run to run: deplodock emits it
+    only when asked (`tile-split-k{atomic=true}`). Global `f32` buffers, as CUDA's
+    `atomicAdd(float*, float)`."""
+
+    def verify_(self) -> None:
+        super().verify_()
+        memref = self.memref.type
+        assert isinstance(memref, MemRefType)
+        if memref.element_type != f32:
+            raise VerifyException(f"{self.name}: adds f32 elements, got {memref.element_type}")
+        if memref.memory_space is not None and not isinstance(memref.memory_space, NoneAttr):
+            raise VerifyException(f"{self.name}: adds to a global buffer, not shared memory")
 
 
 class AllocOpBase(IRDLOperation):

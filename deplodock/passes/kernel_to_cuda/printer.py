@@ -291,6 +291,9 @@ class KernelPrinter:
             case kernel.StoreOp():
                 value = self.operand(op.value).text
                 self.line(f"{self.element(op.memref, op.indices)} = {value};")
+            case kernel.AtomicAddOp():
+                value = self.operand(op.value).text
+                self.line(f"atomicAdd(&{self.element(op.memref, op.indices)}, {value});")
             case kernel.BarrierOp():
                 self.line("__syncthreads();")
             case kernel.ShflXorOp():

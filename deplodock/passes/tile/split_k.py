@@ -30,6 +30,12 @@ accumulators.
 
 The host function allocates `ws` and launches `@k` then `@k_combine` where it launched `@k`.
 
+Atomics, only when asked (`atomic=true`, knob `split_atomic`): where the epilogue is one f32
+store of the sum, a kernel `@k_zero` zeroes the output and the slices `tile.atomic_add`
+their sums into it; no workspace and no combine, but the additions land in whatever order
+the blocks run, so the last bits of the result may differ from run to run. Kernels with an
+epilogue keep the deterministic combine.
+
 Knob (`schedule`): `splits` (S; 1 leaves the kernel whole). Legal values divide the
 outermost K extent and leave each slice at least `MIN_SLICE` long (`legal_splits`). The
 default heuristic (`default_splits`) scores each S by `tile-block`'s own `tile_score` of the
@@ -45,13 +51,14 @@ from dataclasses import dataclass
 
 from xdsl.context import Context
 from xdsl.dialects import arith
-from xdsl.dialects.builtin import IntegerAttr, MemRefType, ModuleOp, StringAttr
-from xdsl.ir import SSAValue
+from xdsl.dialects.builtin import FloatAttr, IntegerAttr, MemRefType, ModuleOp, StringAttr, f32
+from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 from xdsl.utils.exceptions import PassFailedException
 
 from deplodock.dialects import tile
+from deplodock.dialects.hardware import is_shared
 from deplodock.dialects.reduce_kind import ReduceKind
 from deplodock.passes.constant_pool import ConstantPool
 from deplodock.passes.tile import schedule
@@ -142,8 +149,9 @@ def _drop_dead_ops(kernel: tile.KernelOp) -> None:
                 changed = True
 
 
-def _split_partial(found: Contraction, splits: int, workspace: SSAValue) -> None:
-    """The partial kernel: an `s` loop outside, a K slice inside, the raw sum to `ws`."""
+def _slice_k(found: Contraction, splits: int) -> tile.ForOp:
+    """An `s` loop outside the output loops, and the outer K loop walking only slice `s`
+    (`k = s * (K / S) + k'`); returns the `s` loop."""
     pool = ConstantPool.adopting(found.threads.body.block)
     root, reduce_root = found.free[0], found.reduce[0]
     slice_len = trip_count(reduce_root) // splits
@@ -163,13 +171,23 @@ def _split_partial(found: Contraction, splits: int, workspace: SSAValue) -> None
     index.result.name_hint = "k"
     Rewriter.insert_op([base, index], InsertPoint.at_start(reduce_root.body.block))
     local.replace_uses_with_if(index.result, lambda use: use.operation is not index)
+    return outer
 
-    innermost = found.free[-1]
-    epilogue = body_ops(innermost)[body_ops(innermost).index(reduce_root) + 1 :]
-    for op in reversed(epilogue):
+
+def _epilogue(found: Contraction) -> list[Operation]:
+    """The ops after the K nest in the innermost output loop (bias, activation, stores)."""
+    ops = body_ops(found.free[-1])
+    return ops[ops.index(found.reduce[0]) + 1 :]
+
+
+def _split_partial(found: Contraction, splits: int, workspace: SSAValue) -> None:
+    """The partial kernel: an `s` loop outside, a K slice inside, the raw sum to `ws`."""
+    outer = _slice_k(found, splits)
+    for op in reversed(_epilogue(found)):
         Rewriter.erase_op(op)
     ivs = [outer.induction_var, *(loop.induction_var for loop in found.free)]
-    store = tile.StoreOp(reduce_root.res[0], workspace, ivs)
+    store = tile.StoreOp(found.reduce[0].res[0], workspace, ivs)
+    innermost = found.free[-1]
     Rewriter.insert_op(store, InsertPoint.before(innermost.body.block.last_op))  # type: ignore[arg-type]
 
 
@@ -247,6 +265,62 @@ def split_contraction(module: ModuleOp, found: Contraction, splits: int) -> tile
     return combine
 
 
+def adds_atomically(found: Contraction) -> bool:
+    """Whether the slices may add straight into the output (`atomic`): the epilogue is one
+    store of the f32 sum to a global f32 buffer, so adding partial sums to a zeroed output
+    is the same sum."""
+    epilogue = _epilogue(found)
+    if len(epilogue) != 1 or not isinstance(store := epilogue[0], tile.StoreOp):
+        return False
+    memref = store.memref.type
+    return (
+        store.value is found.reduce[0].res[0]
+        and isinstance(memref, MemRefType)
+        and memref.element_type == f32
+        and not is_shared(memref)
+    )
+
+
+def split_atomically(module: ModuleOp, found: Contraction, splits: int) -> tile.KernelOp:
+    """Rewrites one contraction into a zeroing kernel `@<name>_zero` and a partial kernel
+    whose slices `tile.atomic_add` their sums into the output; returns the zeroing kernel.
+
+    No workspace and no second pass over the output, but the order of the S additions to
+    an element is whatever order the blocks run in: the float result may differ in its last
+    bits from run to run. Hence only on request."""
+    kernel = found.kernel
+    name = kernel.sym_name.data
+    zero = kernel.clone()
+    zero.sym_name = StringAttr(f"{name}_zero")
+    zero.schedule = None
+    Rewriter.insert_op(zero, InsertPoint.before(kernel))
+
+    (store,) = _epilogue(found)
+    _slice_k(found, splits)
+    assert isinstance(store, tile.StoreOp)
+    add = tile.AtomicAddOp(store.value, store.memref, store.indices)
+    Rewriter.replace_op(store, add)
+    _drop_dead_ops(kernel)
+
+    found_zero = find_contraction(zero)
+    assert found_zero is not None, "a clone of a contraction is a contraction"
+    nothing = arith.ConstantOp(FloatAttr(0.0, f32))
+    nothing.result.name_hint = "zero"
+    Rewriter.insert_op(nothing, InsertPoint.before(found_zero.reduce[0]))
+    found_zero.reduce[0].res[0].replace_all_uses_with(nothing.result)
+    Rewriter.erase_op(found_zero.reduce[0])
+    _drop_dead_ops(zero)
+
+    partial_args = _drop_unused_arguments(kernel)
+    zero_args = _drop_unused_arguments(zero)
+    for launch in _launch_sites(module, name):
+        args = list(launch.args)
+        zero_launch = tile.LaunchOp(zero.sym_name.data, [args[k] for k in zero_args])
+        partial_launch = tile.LaunchOp(name, [args[k] for k in partial_args])
+        Rewriter.replace_op(launch, [zero_launch, partial_launch], [])
+    return zero
+
+
 def _drop_unused_arguments(kernel: tile.KernelOp) -> list[int]:
     """Erases the buffer arguments the kernel no longer touches (the partial kernel writes
     only `ws`; the combine reads no operand); returns the positions kept."""
@@ -271,6 +345,9 @@ class TileSplitKPass(Tunable, ModulePass):
 
     splits: int = 0
     sms: int = DEFAULT_SMS
+    #: Slices add into a zeroed output with `tile.atomic_add` instead of a combine kernel,
+    #: where the epilogue is a plain f32 store (knob `split_atomic`); not deterministic.
+    atomic: bool = False
 
     def applies_to(self, kernel: tile.KernelOp) -> bool:
         found = find_contraction(kernel)
@@ -295,5 +372,12 @@ class TileSplitKPass(Tunable, ModulePass):
                     f"{legal_splits(found)} (they divide the outer K extent "
                     f"{trip_count(found.reduce[0])} into slices of at least {MIN_SLICE})"
                 )
-            split_contraction(op, found, splits)
+            atomic = schedule.read_knob(kernel, "split_atomic", int(self.atomic))
+            if atomic and adds_atomically(found):
+                split_atomically(op, found, splits)
+            else:
+                atomic = 0
+                split_contraction(op, found, splits)
             schedule.write_knob(kernel, "splits", splits)
+            if atomic:
+                schedule.write_knob(kernel, "split_atomic", 1)
