@@ -60,6 +60,17 @@ class StagedLoop:
     def chunks(self) -> int:
         return self.ko.upper // self.ko.step_value
 
+    @property
+    def slot(self) -> SSAValue | None:
+        """The slot of the current chunk, as `tile-multibuffer` indexes its slotted slabs:
+        the first index of the copies' stores into them (None before multibuffering)."""
+        slotted = {slab.result for slab in self.slabs if "depth" in slab.attributes}
+        for copy in self.copies:
+            for op in copy.walk():
+                if isinstance(op, tile.StoreOp | tile.StoreVectorOp) and op.memref in slotted:
+                    return op.indices[0]
+        return None
+
 
 def staged_loop(kernel: tile.KernelOp) -> StagedLoop | None:
     """The staged K loop of a kernel (`tile-stage`'s output), or None."""

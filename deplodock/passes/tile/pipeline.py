@@ -40,14 +40,6 @@ from deplodock.passes.tile.choices import Choice, Tunable, grid, has_knob
 from deplodock.passes.tile.multibuffer import StagedLoop, staged_loop
 
 
-def _slot_value(staged: StagedLoop) -> SSAValue | None:
-    """The `%slot` value `tile-multibuffer` computes at the top of the K loop."""
-    for op in staged.ko.body.block.ops:
-        if isinstance(op, arith.RemSIOp) and op.result.name_hint == "slot":
-            return op.result
-    return None
-
-
 def _clone_copies(
     copies: list[Operation],
     mapping: dict[SSAValue, SSAValue],
@@ -65,7 +57,7 @@ def _clone_copies(
 
 def pipeline(staged: StagedLoop, depth: int) -> bool:
     """Rewrites the K loop into prologue + steady state (see the module docstring)."""
-    slot = _slot_value(staged)
+    slot = staged.slot
     barrier = staged.ki.prev_op
     if slot is None or not isinstance(barrier, tile.BarrierOp) or staged.chunks < 2:
         return False
