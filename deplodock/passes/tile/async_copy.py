@@ -30,134 +30,38 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from xdsl.context import Context
-from xdsl.dialects import arith
-from xdsl.dialects.builtin import IntegerAttr, MemRefType, ModuleOp, StringAttr
-from xdsl.ir import BlockArgument, Operation, SSAValue
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.ir import Operation
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
 from deplodock.dialects import tile
 from deplodock.dialects.element_types import byte_size
 from deplodock.dialects.hardware import CP_ASYNC_BYTES, CP_ASYNC_CG_BYTES
-from deplodock.dialects.queries import constant_index
 from deplodock.passes.constant_pool import ConstantPool
 from deplodock.passes.tile import schedule
 from deplodock.passes.tile.choices import Choice, Tunable, grid, has_knob
+from deplodock.passes.tile.copy_loops import CopyLoop, copy_loops, vector_width, widen
 
 
-def _slabs(threads: tile.ThreadsOp) -> set[SSAValue]:
-    return {
-        op.result
-        for op in threads.body.ops
-        if isinstance(op, tile.SharedAllocOp) and isinstance(op.attributes.get("stage"), StringAttr)
-    }
-
-
-@dataclass
-class CopyLoop:
-    """A cooperative copy loop of a stage: `%v = load G[...]; store %v, S[...]`."""
-
-    loop: tile.ForOp
-    load: tile.LoadOp
-    store: tile.StoreOp
-    row: arith.DivSIOp
-    col: arith.RemSIOp
-
-
-def copy_loops(threads: tile.ThreadsOp) -> list[CopyLoop]:
-    slabs = _slabs(threads)
-    found: list[CopyLoop] = []
-    for op in threads.walk():
-        if not isinstance(op, tile.ForOp):
-            continue
-        stores = [s for s in op.body.block.ops if isinstance(s, tile.StoreOp)]
-        if len(stores) != 1 or stores[0].memref not in slabs:
-            continue
-        store = stores[0]
-        load = store.value.owner
-        iv = op.induction_var
-        row = next(
-            (o for o in op.body.block.ops if isinstance(o, arith.DivSIOp) and o.lhs == iv), None
-        )
-        col = next(
-            (o for o in op.body.block.ops if isinstance(o, arith.RemSIOp) and o.lhs == iv), None
-        )
-        if isinstance(load, tile.LoadOp) and row is not None and col is not None:
-            found.append(CopyLoop(op, load, store, row, col))
-    return found
-
-
-def multiple_of(value: SSAValue, width: int) -> bool:
-    """Whether `value` is provably a multiple of `width` for every thread and iteration."""
-    if (constant := constant_index(value)) is not None:
-        return constant % width == 0
-    if isinstance(value, BlockArgument):
-        owner = value.block.parent_op()
-        if isinstance(owner, tile.ForOp) and value.index == 0:
-            return owner.step_value % width == 0 and multiple_of(owner.lb, width)
-        return False
-    op = value.owner
-    if isinstance(op, tile.BlockTileOp):
-        return op.tile_sizes[op.results.index(value)] % width == 0
-    if isinstance(op, arith.AddiOp):
-        return multiple_of(op.lhs, width) and multiple_of(op.rhs, width)
-    if isinstance(op, arith.MuliOp):
-        return multiple_of(op.lhs, width) or multiple_of(op.rhs, width)
-    return False
-
-
-def vector_width(copy: CopyLoop) -> int:
-    """Elements per copy: 16 bytes' worth when contiguous and aligned, else 1."""
-    element = copy.load.res.type
-    width = CP_ASYNC_CG_BYTES // byte_size(element)
-    inner = constant_index(copy.col.rhs)
-    slab = copy.store.memref.type
-    source = copy.load.memref.type
-    assert isinstance(slab, MemRefType) and isinstance(source, MemRefType)
-    if inner is None or inner % width or copy.loop.upper % width:
-        return 1
-    if slab.get_shape()[-1] % width or source.get_shape()[-1] % width:
-        return 1
-    col = copy.col.result
-    if copy.store.indices[-1] != col or len(list(col.uses)) != 2:
-        return 1
-    last = copy.load.indices[-1].owner
-    if not isinstance(last, arith.AddiOp) or col not in last.operands:
-        return 1
-    other = last.rhs if last.lhs == col else last.lhs
-    if not multiple_of(other, width) or col in copy.load.indices[:-1]:
-        return 1
-    return width
-
-
-def to_async(copy: CopyLoop, pool: ConstantPool) -> None:
-    """Rewrites one copy loop (see the module docstring)."""
-    width = vector_width(copy)
-    element_bytes = byte_size(copy.load.res.type)
+def to_async(copy: CopyLoop, load: tile.LoadOp, pool: ConstantPool) -> None:
+    """Rewrites one plain copy loop (see the module docstring)."""
+    element_bytes = byte_size(load.res.type)
+    width = vector_width(copy, CP_ASYNC_CG_BYTES // element_bytes)
     if width * element_bytes not in CP_ASYNC_BYTES:
         return  # a 2-byte element alone: cp.async moves 4, 8 or 16 bytes; stays a plain copy
-    loop = copy.loop
     if width > 1:
-        inner = constant_index(copy.col.rhs)
-        assert inner is not None
-        loop.ub = IntegerAttr(loop.upper // width, 64)
-        copy.row.operands[1] = pool.index(inner // width)
-        copy.col.operands[1] = pool.index(inner // width)
-        build = schedule.IndexBuilder(InsertPoint.after(copy.col), pool)
-        scaled = build.add(arith.MuliOp(copy.col.result, pool.index(width)), "col4")
-        for use in list(copy.col.result.uses):
-            if use.operation is not scaled.owner:
-                use.operation.operands[use.index] = scaled
+        widen(copy, width, pool)
     async_copy = tile.CopyAsyncOp(
         copy.store.memref,
         list(copy.store.indices),
-        copy.load.memref,
-        list(copy.load.indices),
+        load.memref,
+        list(load.indices),
         width * element_bytes,
     )
     Rewriter.insert_op(async_copy, InsertPoint.before(copy.store))
     Rewriter.erase_op(copy.store)
-    Rewriter.erase_op(copy.load)
+    Rewriter.erase_op(load)
 
 
 def _group_ends(threads: tile.ThreadsOp, copies: list[tile.ForOp]) -> list[Operation]:
@@ -194,14 +98,14 @@ def async_copies(kernel: tile.KernelOp) -> bool:
     threads = schedule.threads_of(kernel)
     if threads is None:
         return False
-    copies = copy_loops(threads)
+    copies = [(c, c.direct_load) for c in copy_loops(threads) if c.direct_load is not None]
     if not copies:
         return False
     pool = ConstantPool.adopting(threads.body.block)
-    loops = [c.loop for c in copies]
+    loops = [c.loop for c, _ in copies]
     ends = _group_ends(threads, loops)
-    for copy in copies:
-        to_async(copy, pool)
+    for copy, load in copies:
+        to_async(copy, load, pool)
     for end in ends:
         Rewriter.insert_op(tile.AsyncCommitOp(), InsertPoint.after(end))
     pipelined = schedule.read_knob(kernel, "pipeline", 0)

@@ -1,0 +1,177 @@
+"""The cooperative copy loops of a staged kernel, and when they may move a vector at a time.
+
+`tile-stage` fills each shared slab with a loop strided over the block's threads:
+
+    tile.for %l = %t to E*BK step T {
+      %row = arith.divsi %l, %cBK        %col = arith.remsi %l, %cBK
+      %v = tile.load %x[..., U + %col]            (or a fused prologue of several loads)
+      tile.store %v, %x_s[..., %row, %col]
+    }
+
+Two passes widen such a loop to `width` elements per iteration: `tile-async-copy` (a plain
+copy becomes one 16-byte `cp.async`) and `tile-vectorize` (a prologue copy, which computes
+and so cannot be a `cp.async`, loads and stores vectors). Both need the same fact, decided
+here: every global load and the slab store read `width` consecutive elements starting at a
+multiple of `width`, i.e. their last index is `%col + U` with `U` a multiple of `width`, `%col`
+appears nowhere else, and the slab row, the source row and `BK` are multiples of `width`.
+`widen` then rewrites the loop's count and the column to step by `width`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xdsl.dialects import arith
+from xdsl.dialects.builtin import IntegerAttr, MemRefType, StringAttr
+from xdsl.ir import BlockArgument, Operation, SSAValue
+from xdsl.rewriter import InsertPoint
+
+from deplodock.dialects import tile
+from deplodock.dialects.hardware import is_shared
+from deplodock.dialects.queries import constant_index
+from deplodock.passes.constant_pool import ConstantPool
+from deplodock.passes.tile import schedule
+
+
+def staged_slabs(threads: tile.ThreadsOp) -> set[SSAValue]:
+    """The shared slabs `tile-stage` allocated in the block."""
+    return {
+        op.result
+        for op in threads.body.ops
+        if isinstance(op, tile.SharedAllocOp) and isinstance(op.attributes.get("stage"), StringAttr)
+    }
+
+
+@dataclass
+class CopyLoop:
+    """A cooperative copy loop of a stage: global loads (and, for a prologue, arithmetic)
+    feeding one store into a slab."""
+
+    loop: tile.ForOp
+    store: tile.StoreOp
+    row: arith.DivSIOp
+    col: arith.RemSIOp
+
+    @property
+    def loads(self) -> list[tile.LoadOp]:
+        return [
+            op
+            for op in self.loop.body.block.ops
+            if isinstance(op, tile.LoadOp) and not is_shared(op.memref.type)
+        ]
+
+    @property
+    def direct_load(self) -> tile.LoadOp | None:
+        """The load whose value is stored unchanged (a plain copy), else None."""
+        owner = self.store.value.owner
+        return owner if isinstance(owner, tile.LoadOp) else None
+
+
+def copy_loops(threads: tile.ThreadsOp) -> list[CopyLoop]:
+    """Every copy loop in the block (prologue, steady state and prefetch copies)."""
+    slabs = staged_slabs(threads)
+    found: list[CopyLoop] = []
+    for op in threads.walk():
+        if not isinstance(op, tile.ForOp):
+            continue
+        stores = [s for s in op.body.block.ops if isinstance(s, tile.StoreOp)]
+        if len(stores) != 1 or stores[0].memref not in slabs:
+            continue
+        iv = op.induction_var
+        row = next(
+            (o for o in op.body.block.ops if isinstance(o, arith.DivSIOp) and o.lhs == iv), None
+        )
+        col = next(
+            (o for o in op.body.block.ops if isinstance(o, arith.RemSIOp) and o.lhs == iv), None
+        )
+        if row is not None and col is not None:
+            found.append(CopyLoop(op, stores[0], row, col))
+    return found
+
+
+def multiple_of(value: SSAValue, width: int) -> bool:
+    """Whether `value` is provably a multiple of `width` for every thread and iteration."""
+    if (constant := constant_index(value)) is not None:
+        return constant % width == 0
+    if isinstance(value, BlockArgument):
+        owner = value.block.parent_op()
+        if isinstance(owner, tile.ForOp) and value.index == 0:
+            return owner.step_value % width == 0 and multiple_of(owner.lb, width)
+        return False
+    op = value.owner
+    if isinstance(op, tile.BlockTileOp):
+        return op.tile_sizes[op.results.index(value)] % width == 0
+    if isinstance(op, arith.AddiOp):
+        return multiple_of(op.lhs, width) and multiple_of(op.rhs, width)
+    if isinstance(op, arith.MuliOp):
+        return multiple_of(op.lhs, width) or multiple_of(op.rhs, width)
+    return False
+
+
+def _column_plus_aligned(value: SSAValue, col: SSAValue, width: int) -> bool:
+    """Whether `value` is `col + U` (a chain of additions), `U` a multiple of `width`."""
+    if value is col:
+        return True
+    op = value.owner
+    if not isinstance(op, arith.AddiOp):
+        return False
+    for inner, other in ((op.lhs, op.rhs), (op.rhs, op.lhs)):
+        if _column_plus_aligned(inner, col, width) and multiple_of(other, width):
+            return True
+    return False
+
+
+def _column_only_offsets(copy: CopyLoop) -> bool:
+    """Every use of the column is an addition that ends in a last index (of a load or of
+    the slab store): replacing it by `col * width` then shifts exactly those addresses."""
+    work = [copy.col.result]
+    while work:
+        value = work.pop()
+        for use in value.uses:
+            user: Operation = use.operation
+            if isinstance(user, tile.LoadOp | tile.StoreOp):
+                last = len(user.operands) - 1
+                if use.index != last or (isinstance(user, tile.StoreOp) and user is not copy.store):
+                    return False
+            elif isinstance(user, arith.AddiOp):
+                work.append(user.result)
+            else:
+                return False
+    return True
+
+
+def vector_width(copy: CopyLoop, width: int) -> int:
+    """`width` when every access of the copy moves `width` aligned consecutive elements
+    (module docstring), else 1."""
+    inner = constant_index(copy.col.rhs)
+    slab = copy.store.memref.type
+    assert isinstance(slab, MemRefType)
+    if width <= 1 or inner is None or inner % width or copy.loop.upper % width:
+        return 1
+    if slab.get_shape()[-1] % width or copy.store.indices[-1] is not copy.col.result:
+        return 1
+    if not copy.loads or not _column_only_offsets(copy):
+        return 1
+    for load in copy.loads:
+        source = load.memref.type
+        assert isinstance(source, MemRefType)
+        if source.get_shape()[-1] % width:
+            return 1
+        if not _column_plus_aligned(load.indices[-1], copy.col.result, width):
+            return 1
+    return width
+
+
+def widen(copy: CopyLoop, width: int, pool: ConstantPool) -> None:
+    """Makes the loop run `1/width` as many iterations, its column stepping by `width`
+    (`%col4 = (%l % (BK / width)) * width`): each iteration starts a vector."""
+    inner = constant_index(copy.col.rhs)
+    assert inner is not None
+    copy.loop.ub = IntegerAttr(copy.loop.upper // width, 64)
+    copy.row.operands[1] = pool.index(inner // width)
+    copy.col.operands[1] = pool.index(inner // width)
+    build = schedule.IndexBuilder(InsertPoint.after(copy.col), pool)
+    scaled = build.add(arith.MuliOp(copy.col.result, pool.index(width)), f"col{width}")
+    for use in list(copy.col.result.uses):
+        if use.operation is not scaled.owner:
+            use.operation.operands[use.index] = scaled
