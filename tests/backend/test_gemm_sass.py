@@ -116,3 +116,22 @@ def test_atomic_split_k_adds_in_l2(tmp_path: Path) -> None:
     assert set(kernels) == {"mm", "mm_zero"}
     assert not any(resources.spills for resources in kernels.values())
     assert "REDG.E.ADD.F32" in sass_of(source, tmp_path)
+
+
+def test_a_fused_prologue_is_copied_with_128_bit_loads(tmp_path: Path) -> None:
+    """The MLP's down projection at 128 tokens: silu(gate) * up is computed in the copy
+    (`tile-stage`), which loads 16 bytes per access (`tile-vectorize`); the weight still
+    goes through `cp.async`, and nothing spills."""
+    module = tile_level(
+        "nn.Linear(5632, 2048, bias=False)"
+        "(F.silu(torch.randn(1, 128, 5632)) * torch.randn(1, 128, 5632))"
+    )
+    kernel = contraction(module)
+    source = cuda_source(module)
+    resources = compile_cubin(source, arch="sm_90").kernels[kernel.sym_name.data]
+    assert (resources.spill_stores, resources.spill_loads) == (0, 0)
+    sass = sass_of(source, tmp_path)
+    assert "LDGSTS" in sass
+    assert "LDG.E.128" in sass
+    assert "STS.128" in sass
+    assert "MUFU.EX2" in sass

@@ -95,7 +95,8 @@ def staged_loop(kernel: tile.KernelOp) -> StagedLoop | None:
 
 def _writes_slab(loop: tile.ForOp, slabs: list[tile.SharedAllocOp]) -> bool:
     targets = {slab.result for slab in slabs}
-    return any(isinstance(op, tile.StoreOp) and op.memref in targets for op in loop.walk())
+    stores = tile.StoreOp | tile.StoreVectorOp
+    return any(isinstance(op, stores) and op.memref in targets for op in loop.walk())
 
 
 def slot_of(
@@ -131,6 +132,8 @@ def multibuffer(staged: StagedLoop, depth: int) -> None:
                     new_value.name_hint = old_value.name_hint
             elif isinstance(access, tile.StoreOp):
                 new = tile.StoreOp(access.value, slotted.result, [slot, *access.indices])
+            elif isinstance(access, tile.StoreVectorOp):
+                new = tile.StoreVectorOp(access.values, slotted.result, [slot, *access.indices])
             else:
                 raise PassFailedException(f"tile-multibuffer: slab used by {access.name}")
             Rewriter.replace_op(access, new)

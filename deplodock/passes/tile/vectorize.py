@@ -1,7 +1,8 @@
 """`tile-vectorize`: a grid-stride elementwise kernel moves `width` elements per access.
 
-(On a staged contraction the same pass vectorizes the reads of the shared slabs instead:
-`vectorize_slabs.py`.)
+(On a staged contraction the same pass vectorizes the reads of the shared slabs instead,
+`vectorize_slabs.py`, and widens the copies that compute a fused prologue to 16-byte loads
+and stores: `cp.async` cannot compute, so `tile-async-copy` leaves them synchronous.)
 
 Trigger: a `tile.kernel` scheduled by `tile-grid-stride` (each top-level loop of its threads
 body is `tile.for %lin = %start to N step G*T`, `%start` per thread) whose loop bodies are
@@ -45,10 +46,11 @@ from xdsl.rewriter import InsertPoint, Rewriter
 
 from deplodock.dialects import tile
 from deplodock.dialects.element_types import UnsupportedElementType, byte_size
-from deplodock.dialects.hardware import MAX_VECTOR_BYTES, VECTOR_BYTES, is_shared
+from deplodock.dialects.hardware import MAX_VECTOR_BYTES, VECTOR_BYTES, VECTOR_WIDTHS, is_shared
 from deplodock.passes.constant_pool import ConstantPool
 from deplodock.passes.tile import schedule
 from deplodock.passes.tile.choices import Choice, Tunable, grid, has_knob
+from deplodock.passes.tile.copy_loops import copy_loops, vector_width, widen
 from deplodock.passes.tile.vectorize_slabs import vectorize_slab_reads
 
 #: Index arithmetic the contiguity check evaluates (on every iterate of the loop).
@@ -230,6 +232,7 @@ class TileVectorizePass(Tunable, ModulePass):
                 width = schedule.read_knob(kernel, "vector", MAX_VECTOR_BYTES)
                 if vectorize_slab_reads(kernel, width):
                     schedule.write_knob(kernel, "vector", _slab_width(kernel))
+                    vectorize_prologue_copies(kernel)
                 continue
             vectorize(kernel, self.width)
 
@@ -237,3 +240,26 @@ class TileVectorizePass(Tunable, ModulePass):
 def _slab_width(kernel: tile.KernelOp) -> int:
     """The width `vectorize_slab_reads` used: that of the kernel's first vector read."""
     return next(len(op.res) for op in kernel.walk() if isinstance(op, tile.LoadVectorOp))
+
+
+def vectorize_prologue_copies(kernel: tile.KernelOp) -> int:
+    """The copies of a staged kernel that compute (a fused prologue: `cp.async` cannot take
+    them) load and store 16 bytes at a time where `copy_loops.vector_width` allows; the
+    plain copies are left to `tile-async-copy`. Returns the number of copies widened."""
+    threads = schedule.threads_of(kernel)
+    if threads is None:
+        return 0
+    pool = ConstantPool.adopting(threads.body.block)
+    widened = 0
+    for copy in copy_loops(threads):
+        if copy.direct_load is not None:
+            continue
+        elements = [copy.store.value.type, *(load.res.type for load in copy.loads)]
+        lanes = min(max(VECTOR_WIDTHS), MAX_VECTOR_BYTES // max(map(byte_size, elements)))
+        width = vector_width(copy, lanes)
+        if width <= 1:
+            continue
+        widen(copy, width, pool)
+        _vectorize_body(copy.loop, width)
+        widened += 1
+    return widened
