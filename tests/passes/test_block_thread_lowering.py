@@ -36,3 +36,23 @@ def test_tile_and_kernel_levels_agree_with_numpy(group: int, fm: int, fn: int) -
     ConvertTileToKernelPass().apply(make_context(), module)
     (kernel_level,) = run(module, *inputs)
     np.testing.assert_array_equal(kernel_level, tiled)
+
+
+@pytest.mark.parametrize(("dtype", "cells"), [("float32", (8, 8)), ("bfloat16", (8, 4))])
+def test_a_128x64_tile_gets_cells_by_operand_width(dtype: str, cells: tuple[int, int]) -> None:
+    """The default cells of a 128 x 64 tile: 8 x 8 on 128 threads for fp32 operands (the
+    shared pipe binds 8 x 4 cells), 8 x 4 on 256 threads for bf16 (`default_cells`)."""
+    from deplodock.dialects import tile
+    from deplodock.driver import lower_program, program_from_expression
+    from tests.passes.test_tile_stage_prologue import apply_tile_pipeline
+
+    dt = f"dtype=torch.{dtype}"
+    program = program_from_expression(
+        f"nn.Linear(64, 64, bias=False, {dt})(torch.randn(128, 64, {dt}))"
+    )
+    lower_program(program, "loop")
+    apply_tile_pipeline(program, "tile-block{bm=128 bn=64},tile-thread")
+    (kernel,) = [op for op in program.module.ops if isinstance(op, tile.KernelOp)]
+    knobs = kernel.schedule.data  # type: ignore[union-attr]
+    assert (knobs["fm"].value.data, knobs["fn"].value.data) == cells
+    assert knobs["threads"].value.data == 128 * 64 // (cells[0] * cells[1])

@@ -37,6 +37,7 @@ from xdsl.rewriter import InsertPoint, Rewriter
 from xdsl.utils.exceptions import PassFailedException
 
 from deplodock.dialects import tile
+from deplodock.dialects.element_types import byte_size
 from deplodock.dialects.hardware import is_valid_block_size
 from deplodock.passes.tile import schedule
 from deplodock.passes.tile.choices import Choice, Tunable, has_knob
@@ -53,9 +54,21 @@ BOTH: Axes = frozenset({"m", "n"})
 CELL_COUNTS: tuple[int, ...] = (1, 2, 3, 4, 6, 8, 16)
 
 
-def default_cells(bm: int, bn: int) -> tuple[int, int]:
+#: Tiles whose fp32 default is 8 x 8 cells on a 16 x 8 thread grid (see `default_cells`).
+WIDE_FP32_TILES: frozenset[tuple[int, int]] = frozenset({(128, 64)})
+
+
+def default_cells(bm: int, bn: int, element_bytes: int = 4) -> tuple[int, int]:
     """FM x FN: a 16 x 16 thread grid (256 threads) when the tile allows, each thread
-    `bm/16 x bn/16` cells (8 x 8 for 128 x 128), at most 8 per axis."""
+    `bm/16 x bn/16` cells (8 x 8 for 128 x 128), at most 8 per axis.
+
+    Except a 128 x 64 tile of fp32 operands, which gets 8 x 8 cells on 128 threads: 8 x 4
+    cells read 12 shared words per 32 multiply-adds and the shared pipe binds before the
+    FMA pipe; 8 x 8 read 16 per 64 (modeled on H100: q_proj of TinyLlama at 512 tokens
+    133 -> 111 us). A bf16 operand adds a conversion per element read, and there the
+    256-thread grid stays ahead (the same q_proj in bf16: 131 -> 270 us with 8 x 8)."""
+    if element_bytes == 4 and (bm, bn) in WIDE_FP32_TILES:
+        return 8, 8
     return max(1, min(8, bm // 16)), max(1, min(8, bn // 16))
 
 
@@ -224,6 +237,19 @@ def thread_contraction(kernel: tile.KernelOp, fm: int, fn: int) -> bool:
     return True
 
 
+def _operand_bytes(kernel: tile.KernelOp) -> int:
+    """Bytes per element of the contraction's operands: the widest global load of its K
+    loop (fused prologues and casts included)."""
+    sizes = [
+        byte_size(op.res.type)
+        for loop in kernel.walk()
+        if isinstance(loop, tile.ForOp) and loop.is_reduce
+        for op in loop.body.block.ops
+        if isinstance(op, tile.LoadOp)
+    ]
+    return max(sizes, default=4)
+
+
 def _erase_emptied(rows: tile.ForOp) -> None:
     """The cell loops go, with the originals of every op that was cloned per cell."""
     inside = set(rows.walk())
@@ -260,7 +286,7 @@ class TileThreadPass(Tunable, ModulePass):
                 continue
             bm = schedule.read_knob(kernel, "bm", 0)
             bn = schedule.read_knob(kernel, "bn", 0)
-            guess_m, guess_n = default_cells(bm, bn)
+            guess_m, guess_n = default_cells(bm, bn, _operand_bytes(kernel))
             fm = schedule.read_knob(kernel, "fm", self.fm or guess_m)
             fn = schedule.read_knob(kernel, "fn", self.fn or guess_n)
             if thread_contraction(kernel, fm, fn):
