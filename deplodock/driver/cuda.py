@@ -21,7 +21,13 @@ from xdsl.dialects.builtin import BFloat16Type, Float16Type, ModuleOp
 from deplodock.backend.cost import KernelCost
 from deplodock.dialects.element_types import torch_dtype
 from deplodock.dialects.queries import forward_function
-from deplodock.driver import RunReport, float64_outputs, lower_program, max_relative_error
+from deplodock.driver import (
+    NARROW_FLOAT_TOLERANCE,
+    RunReport,
+    float64_outputs,
+    lower_program,
+    max_relative_error,
+)
 from deplodock.frontend.capture import to_numpy
 
 MATMUL_OPS = frozenset({"torch.matmul", "torch.linear", "torch.bmm"})
@@ -43,7 +49,7 @@ def tolerance_for(module: ModuleOp) -> float:
     """Max relative error allowed, from the torch-level module: 1e-2 for bf16/f16 programs;
     in fp32, 1e-4 when it multiplies matrices (long sums) and 1e-5 otherwise."""
     if program_dtype(module) != "fp32":
-        return 1e-2
+        return NARROW_FLOAT_TOLERANCE
     names = {op.name for op in module.walk()}
     matmul = bool(names & MATMUL_OPS) or any("attention" in n or "sdpa" in n for n in names)
     return 1e-4 if matmul else 1e-5

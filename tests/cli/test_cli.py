@@ -74,6 +74,15 @@ def test_run_cpu_reports_relative_error() -> None:
     assert result.stdout.startswith("OK: kernel-level program on cpu")
 
 
+def test_run_cpu_holds_a_bf16_expression_to_the_bf16_tolerance() -> None:
+    """bf16 rounds where PyTorch's float64 reference does not: 1e-2, not fp32's 1e-5."""
+    bf16 = "dtype=torch.bfloat16"
+    expression = f"nn.Linear(96, 72, bias=False, {bf16})(torch.randn(17, 96, {bf16}))"
+    result = run_tool("deplodock", "run", "-c", expression, "--device", "cpu")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "(tolerance 1e-02)" in result.stdout
+
+
 def test_unsupported_op_is_one_line() -> None:
     result = run_tool("deplodock", "compile", "-c", "torch.sort(torch.randn(4, 8)).values")
     assert_one_line_error(result, "deplodock: error:", "sort")
