@@ -6,15 +6,23 @@ Reads `bench/results/kernels-modeled-<device>-<dtype>.json` (today's default sch
 existed, kept as it was generated), and writes `scheduling-speedup-<device>.md`: per case the
 modeled time before and after, the speedup, and the geomean speedup per family. MODELED, not
 measured.
+
+For the fp32 GEMMs at 512 tokens it adds the share of the FP32 peak each reaches (modeled)
+next to the share cuBLAS reached, *measured* and published, at the nearest M = 512 shape of
+`bench/perfdata/h100-eager-gemm-fp32.csv`: what a hand-tuned library attains at that size.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 from pathlib import Path
 
 from bench.report import geomean
+
+#: The token count of the GEMM-versus-cuBLAS table (the suite's largest).
+PEAK_TABLE_SEQ = 512
 
 RESULTS = Path(__file__).parent / "results"
 
@@ -79,6 +87,56 @@ def section(dtype: str, before: dict, after: dict) -> list[str]:
     return [*lines, ""]
 
 
+def nearest_m512_row(n: int, k: int, rows: list[dict]) -> dict | None:
+    """The published `linear` row at B*M = 512 whose (N, K) is nearest in log scale."""
+    same_m = [r for r in rows if int(r["B"]) * int(r["M"]) == PEAK_TABLE_SEQ]
+    if not same_m:
+        return None
+    return min(
+        same_m,
+        key=lambda r: abs(math.log(int(r["N"]) / n)) + abs(math.log(int(r["K"]) / k)),
+    )
+
+
+def peak_table(after: dict, device_key: str) -> list[str]:
+    """fp32 GEMMs at 512 tokens: % of the FP32 peak, modeled here and published for cuBLAS."""
+    from bench.cases import all_cases
+    from bench.modeled import published_linear_rows
+    from deplodock.perf.devices import device_model
+
+    peak = device_model(device_key).fp32_flops_per_s
+    cases = {c.name: c for c in all_cases()}
+    published = published_linear_rows()
+    lines = [
+        f"### fp32 GEMMs at {PEAK_TABLE_SEQ} tokens: share of the FP32 peak",
+        "",
+        "deplodock: flops over the *modeled* time (launch included); cuBLAS: flops over the "
+        "*measured* PyTorch-eager time (launch included) at the nearest published M = 512 "
+        "shape (NeuSight, `bench/perfdata/`).",
+        "",
+        "| case | N x K | deplodock % peak (modeled) | nearest published "
+        "| cuBLAS % peak (measured) |",
+        "|---|---|---|---|---|",
+    ]
+    for r in after["rows"]:
+        case = cases.get(r["case"])
+        if r["status"] != "ok" or r["family"] != "GEMM" or case is None:
+            continue
+        if case.seq != PEAK_TABLE_SEQ:
+            continue
+        n, k = case.output[-1], case.inputs[0][-1]
+        mine = 100 * r["flops"] / (r["modeled_us"] * 1e-6) / peak
+        row = nearest_m512_row(n, k, published)
+        if row is None:
+            theirs, shape = "", ""
+        else:
+            flops = 2 * PEAK_TABLE_SEQ * int(row["N"]) * int(row["K"])
+            theirs = f"{100 * flops / (float(row['latency_us']) * 1e-6) / peak:.1f}"
+            shape = f"{PEAK_TABLE_SEQ}x{row['N']}x{row['K']}"
+        lines.append(f"| {r['case']} | {n} x {k} | {mine:.1f} | {shape} | {theirs} |")
+    return [*lines, ""]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="h100", help="device model key (default: h100)")
@@ -101,6 +159,8 @@ def main(argv: list[str] | None = None) -> int:
             lines += [f"## {dtype}", "", "Not regenerated since the baseline: no comparison.", ""]
             continue
         lines += section(dtype, old, new)
+        if dtype == "fp32":
+            lines += peak_table(new, args.model)
     out = RESULTS / f"scheduling-speedup-{args.model}.md"
     out.write_text("\n".join(lines))
     print(f"wrote {out}")
