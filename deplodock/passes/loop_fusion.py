@@ -22,6 +22,10 @@ fine; a matmul redone for every element of its consumer is not). A P with reduce
 is not cloned while another kernel also reads B (or B is returned): P would stay and its
 reductions run twice. It is tried again once those readers have been fused away, so a
 softmax still becomes one kernel while a matmul with two consumers is computed once.
+Nor is a P with reduce loops fused where its value feeds a contraction (`_contraction_operand`:
+a norm before a linear, a softmax before `@ V`): the row statistic would sit between the
+contraction's output loops and the tile passes could no longer block it. The statistic stays
+a kernel of its own; the elementwise steps after it still fuse, as the contraction's prologue.
 """
 
 from __future__ import annotations
@@ -314,6 +318,67 @@ def _launch_count(func: FuncOp, kernel: loop.KernelOp) -> int:
     return sum(1 for launch in launches(func) if launch.callee.string_value() == name)
 
 
+def _contraction_operand(consumer: loop.KernelOp, position: int) -> bool:
+    """Whether a value the consumer loads from its argument `position` feeds a contraction:
+    it is used inside a reduce loop that an output loop encloses whose induction variable
+    the load ignores (`x[i, k]` in `y[i, n] = sum_k x[i, k] * w[n, k]`, or a row statistic
+    `s[i]` applied to it).
+
+    A producer with a reduction (a norm, a softmax) is not fused there: its row statistic
+    would sit between the contraction's output loops, so the tile passes could no longer
+    block the kernel (one block per row, each reading all of `w`), and its elementwise part
+    would run once per output column. It stays a kernel that writes its output once; the
+    elementwise rest of the producer chain still fuses, as the contraction's prologue."""
+    argument = consumer.body.block.args[position]
+    for use in argument.uses:
+        load = use.operation
+        if not isinstance(load, loop.LoadOp):
+            continue
+        indexed = {v for index in load.indices for v in _ivs_reached(index)}
+        if any(_broadcast_into_reduce(user, indexed) for user in _users(load)):
+            return True
+    return False
+
+
+def _users(op: Operation) -> list[Operation]:
+    """Every op that (transitively) uses a result of `op`."""
+    found: dict[Operation, None] = {}
+    work = [op]
+    while work:
+        for result in work.pop().results:
+            for use in result.uses:
+                if use.operation not in found:
+                    found[use.operation] = None
+                    work.append(use.operation)
+    return list(found)
+
+
+def _broadcast_into_reduce(user: Operation, indexed: set[SSAValue]) -> bool:
+    """`user` sits in a reduce loop enclosed by an output loop outside `indexed`."""
+    inside_reduce = False
+    parent = user.parent_op()
+    while isinstance(parent, loop.ForOp):
+        if parent.is_reduce:
+            inside_reduce = True
+        elif inside_reduce and parent.induction_var not in indexed:
+            return True
+        parent = parent.parent_op()
+    return False
+
+
+def _ivs_reached(value: SSAValue) -> set[SSAValue]:
+    """The block arguments (loop induction variables) an index is computed from."""
+    found: set[SSAValue] = set()
+    work = [value]
+    while work:
+        current = work.pop()
+        if isinstance(current, BlockArgument):
+            found.add(current)
+        elif isinstance(current, OpResult):
+            work.extend(current.op.operands)
+    return found
+
+
 def _read_elsewhere(buffer: SSAValue, consumer: loop.LaunchOp, producer: loop.LaunchOp) -> bool:
     """Whether `buffer` outlives fusing its producer into `consumer`: another launch reads
     it or the function returns it, so the producer's kernel stays and runs anyway."""
@@ -344,6 +409,9 @@ class FuseProducers(RewritePattern):
             reductions = reduction_iterations(producer.kernel)
             if reductions and _read_elsewhere(op.args[position], op, producer.launch):
                 continue  # not rejected: retried once the other readers are fused away
+            if reductions and _contraction_operand(consumer, position):
+                self.rejected.add((consumer, producer.launch))
+                continue
             fused, args = fuse(consumer, op.args, position, producer)
             budget = self.max_recompute * (work(consumer) + work(producer.kernel))
             reductions += reduction_iterations(consumer)

@@ -14,6 +14,7 @@ test extras; skipped with the reason where it is missing).
 from __future__ import annotations
 
 import functools
+import re
 from pathlib import Path
 
 import pytest
@@ -85,8 +86,9 @@ def test_the_schedule_asked_for_is_in_the_sass(case: str, tmp_path: Path) -> Non
     assert (resources.spill_stores, resources.spill_loads) == (0, 0)
     sass = sass_of(source, tmp_path)
     assert "LDGSTS" in sass
-    if vector_bytes > 4:
-        assert f"LDS.{8 * vector_bytes}" in sass or f"LDS.U.{8 * vector_bytes}" in sass
+    if vector_bytes > 4:  # the asked width or wider (ptxas may merge neighbouring reads)
+        widths = [int(bits) for bits in re.findall(r"\bLDS(?:\.U)?\.(\d+)", sass)]
+        assert widths and max(widths) >= 8 * vector_bytes
 
 
 def test_without_async_copies_there_is_no_ldgsts(tmp_path: Path) -> None:

@@ -334,3 +334,35 @@ def test_a_reduction_is_never_recomputed_per_consumer_element() -> None:
     assert len(fused) == 2
     # 8*32*16 iterations for x @ wq, 8*8*32 for q @ k: exactly once each.
     assert sum(reduction_iterations(k) for k in fused) == 8 * 32 * 16 + 8 * 8 * 32
+
+
+#: A normalisation feeding a contraction: RMSNorm before a linear, softmax before P @ V.
+NORM_INTO_CONTRACTION = {
+    "rmsnorm-linear": "nn.Linear(48, 40, bias=False)(nn.RMSNorm(48)(torch.randn(3, 7, 48)))",
+    "softmax-matmul": (
+        "torch.softmax(torch.randn(2, 37, 16) @ torch.randn(2, 37, 16).transpose(-1, -2), dim=-1)"
+        " @ torch.randn(2, 37, 16)"
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(NORM_INTO_CONTRACTION))
+def test_a_reduction_feeding_a_contraction_stays_a_kernel(name: str) -> None:
+    """The row statistics are not fused into the contraction (which would become one block
+    per row reading the whole other operand); the elementwise rest is, as its prologue, and
+    the contraction is still blocked by the tile passes."""
+    from deplodock.dialects import tile
+    from deplodock.driver import lower_program, program_from_expression, run_and_compare
+
+    program = program_from_expression(NORM_INTO_CONTRACTION[name], seed=1)
+    lower_program(program, "loop")
+    assert run_and_compare(program, seed=2).ok
+    lower_program(program, "tile")
+    kernels = [op for op in program.module.ops if isinstance(op, tile.KernelOp)]
+    contractions = [k for k in kernels if k.schedule and "bm" in k.schedule.data]
+    assert len(contractions) == (1 if name == "rmsnorm-linear" else 2)
+    assert len(kernels) > len(contractions)  # the statistics kernel(s)
+    last = kernels[-1]
+    assert last in contractions, "the final product is a blocked contraction"
+    assert any(isinstance(op, tile.SharedAllocOp) for op in last.walk())
+    assert run_and_compare(program, seed=2).ok

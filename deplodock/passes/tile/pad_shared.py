@@ -4,7 +4,8 @@ Trigger: a `tile.shared_alloc` written by `tile-stage` (attribute `stage`) that 
 padding yet.
 
 Decision: for every candidate padding `p` (0, 1, 2, 4 elements added to each row; with vector
-reads of `w` elements only those keeping rows a multiple of `w` long, 8 included), count the
+reads of `w` elements only those keeping rows a multiple of `w` long, 8 included; a bf16 row
+of a multiple of 16 bytes stays one, so `tile-async-copy` can still move it), count the
 wavefronts of every load and store of the slab for the first warp of the block
 (`banks.wavefronts`: the actual index arithmetic, evaluated lane by lane), each weighted by how
 often it runs per chunk; keep the cheapest `p` (the smallest on a tie).
@@ -33,7 +34,13 @@ from xdsl.rewriter import Rewriter
 from xdsl.utils.exceptions import PassFailedException
 
 from deplodock.dialects import tile
-from deplodock.dialects.hardware import MAX_STATIC_SHARED_BYTES, shared_memref
+from deplodock.dialects.element_types import byte_size
+from deplodock.dialects.hardware import (
+    CP_ASYNC_BYTES,
+    CP_ASYNC_CG_BYTES,
+    MAX_STATIC_SHARED_BYTES,
+    shared_memref,
+)
 from deplodock.passes.tile import schedule
 from deplodock.passes.tile.banks import wavefronts
 from deplodock.passes.tile.choices import Choice, Tunable, grid, has_knob
@@ -79,9 +86,22 @@ def vector_width(alloc: tile.SharedAllocOp) -> int:
     return max(widths, default=1)
 
 
+def row_alignment(alloc: tile.SharedAllocOp) -> int:
+    """Elements a padded row must stay a multiple of: the widest vector access, and for a
+    2-byte element 16 bytes' worth when the row is that long (`cp.async` moves 4 bytes at
+    least, so a bf16 slab whose rows lose 16-byte alignment is copied through registers)."""
+    memref = alloc.result.type
+    assert isinstance(memref, MemRefType)
+    width = vector_width(alloc)
+    element = byte_size(memref.element_type)
+    if element < CP_ASYNC_BYTES[0] and memref.get_shape()[-1] * element % CP_ASYNC_CG_BYTES == 0:
+        width = max(width, CP_ASYNC_CG_BYTES // element)
+    return width
+
+
 def best_padding(alloc: tile.SharedAllocOp, threads: tile.ThreadsOp) -> int:
     shape = alloc.result.type.get_shape()
-    width = vector_width(alloc)
+    width = row_alignment(alloc)
     candidates = [pad for pad in (*PADDINGS, 8) if (shape[-1] + pad) % width == 0]
     costs = [(slab_cost(alloc, threads, shape[-1] + pad), pad) for pad in candidates]
     return min(costs)[1]
