@@ -5,7 +5,8 @@ padding yet.
 
 Decision: for every candidate padding `p` (0, 1, 2, 4 elements added to each row; with vector
 reads of `w` elements only those keeping rows a multiple of `w` long, 8 included; a bf16 row
-of a multiple of 16 bytes stays one, so `tile-async-copy` can still move it), count the
+of a multiple of 16 bytes filled by a plain copy stays one, so `tile-async-copy` can still
+move it 16 bytes at a time), count the
 wavefronts of every load and store of the slab for the first warp of the block
 (`banks.wavefronts`: the actual index arithmetic, evaluated lane by lane), each weighted by how
 often it runs per chunk; keep the cheapest `p` (the smallest on a tie).
@@ -44,6 +45,7 @@ from deplodock.dialects.hardware import (
 from deplodock.passes.tile import schedule
 from deplodock.passes.tile.banks import wavefronts
 from deplodock.passes.tile.choices import Choice, Tunable, grid, has_knob
+from deplodock.passes.tile.copy_loops import copy_loops
 
 #: Paddings tried (elements per row).
 PADDINGS: tuple[int, ...] = (0, 1, 2, 4)
@@ -86,22 +88,26 @@ def vector_width(alloc: tile.SharedAllocOp) -> int:
     return max(widths, default=1)
 
 
-def row_alignment(alloc: tile.SharedAllocOp) -> int:
+def row_alignment(alloc: tile.SharedAllocOp, threads: tile.ThreadsOp) -> int:
     """Elements a padded row must stay a multiple of: the widest vector access, and for a
-    2-byte element 16 bytes' worth when the row is that long (`cp.async` moves 4 bytes at
-    least, so a bf16 slab whose rows lose 16-byte alignment is copied through registers)."""
+    2-byte element filled by a plain copy 16 bytes' worth when the row is that long
+    (`cp.async` moves 4 bytes at least, so a bf16 slab whose rows lose 16-byte alignment
+    would be copied through registers by `tile-async-copy`)."""
     memref = alloc.result.type
     assert isinstance(memref, MemRefType)
     width = vector_width(alloc)
     element = byte_size(memref.element_type)
-    if element < CP_ASYNC_BYTES[0] and memref.get_shape()[-1] * element % CP_ASYNC_CG_BYTES == 0:
-        width = max(width, CP_ASYNC_CG_BYTES // element)
+    row_bytes = memref.get_shape()[-1] * element
+    if element < CP_ASYNC_BYTES[0] and row_bytes % CP_ASYNC_CG_BYTES == 0:
+        plain = [c for c in copy_loops(threads) if c.store.memref is alloc.result]
+        if any(copy.direct_load is not None for copy in plain):
+            width = max(width, CP_ASYNC_CG_BYTES // element)
     return width
 
 
 def best_padding(alloc: tile.SharedAllocOp, threads: tile.ThreadsOp) -> int:
     shape = alloc.result.type.get_shape()
-    width = row_alignment(alloc)
+    width = row_alignment(alloc, threads)
     candidates = [pad for pad in (*PADDINGS, 8) if (shape[-1] + pad) % width == 0]
     costs = [(slab_cost(alloc, threads, shape[-1] + pad), pad) for pad in candidates]
     return min(costs)[1]

@@ -269,7 +269,7 @@ def _build_stage(
     k_inner = _innermost_moves_with_k(template, ki)
     shape = [extent, bk] if k_inner else [bk, extent]
     element = template.value.type
-    buffer = "_".join(load.memref.name_hint or "buf" for load in template.loads)
+    buffer = _slab_name(template)
     alloc = tile.SharedAllocOp(shared_memref(element, shape), f"{buffer}_{stage.operand}_s")
     alloc.attributes["stage"] = StringAttr(stage.operand)
     Rewriter.insert_op(alloc, _after_leading_constants(threads))
@@ -307,6 +307,13 @@ def _build_stage(
         Rewriter.insert_op(read, InsertPoint.before(member.root))
         member.value.replace_all_uses_with(read.res)
     return alloc
+
+
+def _slab_name(candidate: Candidate) -> str:
+    """The slab's name: its buffer's (`x0_a_s`), the two buffers' of a prologue over two
+    (`x0_x1_a_s`), or `prologue` over more (a bias and RoPE tables would make a paragraph)."""
+    names = [load.memref.name_hint or "buf" for load in candidate.loads]
+    return "_".join(names) if len(names) <= 2 else "prologue"
 
 
 def _after_leading_constants(threads: tile.ThreadsOp) -> InsertPoint:
