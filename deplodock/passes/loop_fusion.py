@@ -53,6 +53,7 @@ from xdsl.transforms.dead_code_elimination import region_dce
 
 from deplodock.dialects import loop
 from deplodock.dialects.queries import (
+    def_chain,
     enclosing_module,
     read_arguments,
     rename_kernels,
@@ -334,7 +335,9 @@ def _contraction_operand(consumer: loop.KernelOp, position: int) -> bool:
         load = use.operation
         if not isinstance(load, loop.LoadOp):
             continue
-        indexed = {v for index in load.indices for v in _ivs_reached(index)}
+        indexed = {
+            v for index in load.indices for v in def_chain(index) if isinstance(v, BlockArgument)
+        }
         if any(_broadcast_into_reduce(user, indexed) for user in _users(load)):
             return True
     return False
@@ -364,19 +367,6 @@ def _broadcast_into_reduce(user: Operation, indexed: set[SSAValue]) -> bool:
             return True
         parent = parent.parent_op()
     return False
-
-
-def _ivs_reached(value: SSAValue) -> set[SSAValue]:
-    """The block arguments (loop induction variables) an index is computed from."""
-    found: set[SSAValue] = set()
-    work = [value]
-    while work:
-        current = work.pop()
-        if isinstance(current, BlockArgument):
-            found.add(current)
-        elif isinstance(current, OpResult):
-            work.extend(current.op.operands)
-    return found
 
 
 def _read_elsewhere(buffer: SSAValue, consumer: loop.LaunchOp, producer: loop.LaunchOp) -> bool:

@@ -75,13 +75,6 @@ class Candidate:
     def value(self) -> SSAValue:
         return self.root.results[0]
 
-    @property
-    def loads(self) -> list[tile.LoadOp]:
-        if isinstance(self.root, tile.LoadOp):
-            return [self.root]
-        ops = _slice([self.value], _threads_of(self.root))
-        return [op for op in ops if isinstance(op, tile.LoadOp)]
-
 
 @dataclass
 class Stage:
@@ -93,14 +86,6 @@ class Stage:
     @property
     def template(self) -> Candidate:
         return self.members[0]
-
-
-def _threads_of(op: Operation) -> tile.ThreadsOp:
-    parent = op.parent_op()
-    while not isinstance(parent, tile.ThreadsOp):
-        assert parent is not None, "a staged load lies inside a tile.threads"
-        parent = parent.parent_op()
-    return parent
 
 
 def _slice(values: Iterable[SSAValue], threads: tile.ThreadsOp) -> list[Operation]:
@@ -248,9 +233,16 @@ def _group(roots: list[Operation], ki_loop: tile.ForOp, threads: tile.ThreadsOp)
     return list(stages.values())
 
 
-def _innermost_moves_with_k(template: Candidate, ki: SSAValue) -> bool:
+def _innermost_moves_with_k(load: tile.LoadOp, ki: SSAValue) -> bool:
     """Whether the load's last index depends on `ki` (then the slab is `[E][BK]`)."""
-    return def_chain_reaches(template.loads[0].indices[-1], lambda v: v is ki)
+    return def_chain_reaches(load.indices[-1], lambda v: v is ki)
+
+
+def _loads_of(root: Operation, ops: list[Operation]) -> list[tile.LoadOp]:
+    """The global loads a candidate copies: the load itself, or those of its prologue."""
+    if isinstance(root, tile.LoadOp):
+        return [root]
+    return [op for op in ops if isinstance(op, tile.LoadOp)]
 
 
 def _build_stage(
@@ -266,10 +258,12 @@ def _build_stage(
     extent = tile_op.cell_count * tile_op.thread_grid[tile_op.axis]
     bk = ki_loop.upper
     ki = ki_loop.induction_var
-    k_inner = _innermost_moves_with_k(template, ki)
+    ops = [*_slice(template.root.operands, threads), template.root]
+    loads = _loads_of(template.root, ops)
+    k_inner = _innermost_moves_with_k(loads[0], ki)
     shape = [extent, bk] if k_inner else [bk, extent]
     element = template.value.type
-    buffer = _slab_name(template)
+    buffer = _slab_name(loads)
     alloc = tile.SharedAllocOp(shared_memref(element, shape), f"{buffer}_{stage.operand}_s")
     alloc.attributes["stage"] = StringAttr(stage.operand)
     Rewriter.insert_op(alloc, _after_leading_constants(threads))
@@ -285,7 +279,6 @@ def _build_stage(
     inner = body.add(arith.RemSIOp(lin, pool.index(inner_extent)), "col")
     position, kk = (outer, inner) if k_inner else (inner, outer)
     mapping: dict[SSAValue, SSAValue] = {template.cell: position, ki: kk}
-    ops = [*_slice(template.root.operands, threads), template.root]
     needs_clone = _dependent_ops(ops, {template.cell, ki})
     needs_clone |= {op for op in ops if defined_in(op.results[0], ko_loop.body.block)}
     for op in ops:
@@ -309,10 +302,10 @@ def _build_stage(
     return alloc
 
 
-def _slab_name(candidate: Candidate) -> str:
+def _slab_name(loads: list[tile.LoadOp]) -> str:
     """The slab's name: its buffer's (`x0_a_s`), the two buffers' of a prologue over two
     (`x0_x1_a_s`), or `prologue` over more (a bias and RoPE tables would make a paragraph)."""
-    names = [load.memref.name_hint or "buf" for load in candidate.loads]
+    names = [load.memref.name_hint or "buf" for load in loads]
     return "_".join(names) if len(names) <= 2 else "prologue"
 
 
@@ -378,7 +371,6 @@ def stage_operands(kernel: tile.KernelOp, mask: int) -> int:
         return 0
     Rewriter.insert_op(tile.BarrierOp(), InsertPoint.before(ki_loop))
     Rewriter.insert_op(tile.BarrierOp(), InsertPoint.after(ki_loop))
-    _erase_dead(list(ki_loop.body.block.ops))
     _erase_dead(list(threads.body.block.ops))
     _check_shared_budget(kernel, threads)
     staged = 0
