@@ -64,6 +64,9 @@ MAX_VECTOR_BYTES = 16
 VECTOR_WIDTHS: tuple[int, ...] = (2, 4)
 #: Bytes of one vector access deplodock emits (8 = `float2`, 16 = `float4`).
 VECTOR_BYTES: tuple[int, ...] = (8, MAX_VECTOR_BYTES)
+#: An XOR swizzle of a shared slab permutes whole chunks of this many bytes within a row: the
+#: widest access, so a `float4` or a 16-byte `cp.async` still lands contiguous and aligned.
+SWIZZLE_CHUNK_BYTES = MAX_VECTOR_BYTES
 
 
 def cp_async_cache(nbytes: int) -> str:

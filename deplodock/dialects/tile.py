@@ -21,6 +21,7 @@ Kernels, loops, loads, stores and the host ops share their syntax and verifiers 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import ClassVar
 
 from xdsl.dialects.builtin import (
@@ -65,11 +66,12 @@ from xdsl.utils.exceptions import VerifyException
 
 from deplodock.dialects import common
 from deplodock.dialects.common import async_memory
-from deplodock.dialects.element_types import buffer_bytes
+from deplodock.dialects.element_types import buffer_bytes, byte_size
 from deplodock.dialects.hardware import (
     MAX_STATIC_SHARED_BYTES,
     MAX_THREADS_PER_BLOCK,
     SHARED_MEMORY_SPACE,
+    SWIZZLE_CHUNK_BYTES,
     WARP_SIZE,
     is_shared,
     is_valid_block_size,
@@ -359,10 +361,15 @@ class SharedAllocOp(IRDLOperation):
 
     Every thread of the block sees the same array (its values are per block, not per
     thread); a stage fills it cooperatively and a `tile.barrier` publishes it.
+
+    An optional `swizzle = P` is the array's physical layout: element `[..., r, c]` is stored
+    at column `Swizzle.column(r, c)`, 16-byte chunks of a row XOR-permuted by `r / P` (see
+    `Swizzle`). Indices at this level stay logical; `convert-tile-to-kernel` writes the XOR.
     """
 
     name = "tile.shared_alloc"
     result = result_def(MemRefType)
+    swizzle = opt_attr_def(IntegerAttr[I64])
     assembly_format = "attr-dict `:` type($result)"
     traits = traits_def(MemoryAllocEffect(), HasParent(ThreadsOp))
 
@@ -377,6 +384,61 @@ class SharedAllocOp(IRDLOperation):
                 f"tile.shared_alloc: result must be in memory space {SHARED_MEMORY_SPACE} "
                 f"(shared), got {self.result.type}"
             )
+        if self.swizzle is not None:
+            phase = self.swizzle.value.data
+            if problem := Swizzle.problem(self.result.type, phase):
+                raise VerifyException(f"tile.shared_alloc: swizzle = {phase}: {problem}")
+
+    def swizzle_layout(self) -> Swizzle | None:
+        """The XOR layout of the array, None for the plain row-major one."""
+        if self.swizzle is None:
+            return None
+        return Swizzle.of(self.result.type, self.swizzle.value.data)
+
+
+@dataclass(frozen=True)
+class Swizzle:
+    """An XOR layout of a shared array's rows: `column(r, c) = c ^ ((r / phase) % chunks) * g`.
+
+    A row of `chunks` chunks of `g` elements (`SWIZZLE_CHUNK_BYTES` each) keeps its chunks but
+    in an order that depends on the row: `phase` consecutive rows share one order. Lanes that
+    read one column down many rows then land in different banks without padding the rows,
+    which keeps them 16-byte aligned for `cp.async` and `float4`. The low bits of `c` (inside
+    a chunk) are untouched, so an aligned access of up to 16 bytes stays contiguous. Works on
+    ints and numpy arrays alike (`banks` evaluates it lane by lane).
+    """
+
+    phase: int
+    chunks: int
+    chunk_elements: int
+
+    @staticmethod
+    def problem(memref: MemRefType, phase: int) -> str | None:
+        """Why `memref` cannot take `swizzle = phase` (None when it can)."""
+        shape = memref.get_shape()
+        if phase < 1 or phase & (phase - 1):
+            return "the phase (rows sharing one chunk order) must be a power of two"
+        if len(shape) < 2:
+            return "a swizzle permutes the chunks of a row: the array needs rows"
+        row_bytes = shape[-1] * byte_size(memref.element_type)
+        chunks = row_bytes // SWIZZLE_CHUNK_BYTES
+        if row_bytes % SWIZZLE_CHUNK_BYTES or chunks < 2 or chunks & (chunks - 1):
+            return (
+                f"rows of {row_bytes} bytes are not a power of two (at least 2) of "
+                f"{SWIZZLE_CHUNK_BYTES}-byte chunks"
+            )
+        return None
+
+    @staticmethod
+    def of(memref: MemRefType, phase: int) -> Swizzle:
+        """The layout `swizzle = phase` gives `memref` (which `problem` accepted)."""
+        element = byte_size(memref.element_type)
+        chunks = memref.get_shape()[-1] * element // SWIZZLE_CHUNK_BYTES
+        return Swizzle(phase, chunks, SWIZZLE_CHUNK_BYTES // element)
+
+    def column(self, row, column):  # type: ignore[no-untyped-def]
+        """The physical column of logical element `[row, column]` (ints or arrays)."""
+        return column ^ ((row // self.phase) % self.chunks) * self.chunk_elements
 
 
 def _int_array(values: Sequence[int]) -> ArrayAttr[IntegerAttr]:

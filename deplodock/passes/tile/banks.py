@@ -78,9 +78,10 @@ def wavefronts(
     access: tile.LoadOp | tile.StoreOp | tile.LoadVectorOp | tile.StoreVectorOp,
     row_length: int,
     warp: int = 0,
+    swizzle: tile.Swizzle | None = None,
 ) -> int | None:
-    """Wavefronts one warp's request takes with rows of `row_length` elements (None when the
-    indices cannot be evaluated).
+    """Wavefronts one warp's request takes with rows of `row_length` elements, laid out by
+    `swizzle` if given (None when the indices cannot be evaluated).
 
     A lane moving 8 or 16 bytes (a vector access) is served a half or a quarter warp at a time,
     each group with all 32 banks to itself, so the request costs the sum over its groups.
@@ -91,6 +92,8 @@ def wavefronts(
         indices = [lane_values(i, lanes, memo) for i in access.indices]
     except Unknown:
         return None
+    if swizzle is not None:
+        indices[-1] = swizzle.column(indices[-2], indices[-1])
     shape = list(access.memref.type.get_shape())  # type: ignore[attr-defined]
     flat = np.zeros_like(lanes)
     for k, index in enumerate(indices):

@@ -1,15 +1,20 @@
-"""`tile-pad-shared`: pad the rows of each shared slab so that a warp's accesses hit distinct banks.
+"""`tile-pad-shared`: lay out each shared slab so that a warp's accesses hit distinct banks.
 
 Trigger: a `tile.shared_alloc` written by `tile-stage` (attribute `stage`) that has no
-padding yet.
+layout yet.
 
-Decision: for every candidate padding `p` (0, 1, 2, 4 elements added to each row; with vector
-reads of `w` elements only those keeping rows a multiple of `w` long, 8 included; a bf16 row
-of a multiple of 16 bytes filled by a plain copy stays one, so `tile-async-copy` can still
-move it 16 bytes at a time), count the
-wavefronts of every load and store of the slab for the first warp of the block
-(`banks.wavefronts`: the actual index arithmetic, evaluated lane by lane), each weighted by how
-often it runs per chunk; keep the cheapest `p` (the smallest on a tie).
+Decision: two ways to move rows apart, both counted on the actual accesses.
+- *Padding* `p` (0, 1, 2, 4 elements added to each row; with vector reads of `w` elements
+  only those keeping rows a multiple of `w` long, 8 included; a bf16 row of a multiple of 16
+  bytes filled by a plain copy stays one, so `tile-async-copy` can still move it 16 bytes at a
+  time).
+- *XOR swizzle* with phase `P` (1, 2, 4, 8; rows of 2, 4, 8, ... 16-byte chunks): the chunks of
+  row `r` are stored in the order `chunk ^ (r / P) % chunks` (`tile.Swizzle`). Rows keep their
+  length, so no shared memory is spent and 16-byte alignment holds; each access pays one XOR.
+For each layout, count the wavefronts of every load and store of the slab for the first warp
+of the block (`banks.wavefronts`: the actual index arithmetic, evaluated lane by lane), each
+weighted by how often it runs per chunk, plus one per swizzled access for its XOR; keep the
+cheapest (a padding before a swizzle, the smallest padding, on a tie).
 
 Why: a `[64][16]` fp32 slab read down a column (`a_s[%nn, %ki]` with neighbouring lanes on
 neighbouring rows) puts lanes 0, 2, 4, ... in the same bank (rows are 16 words apart): an
@@ -19,8 +24,16 @@ neighbouring rows) puts lanes 0, 2, 4, ... in the same bank (rows are 16 words a
         ==>
     %b_s = tile.shared_alloc {pad = 1 : i64, stage = "b"} : memref<64x17xf32, 3>
 
-Only the allocation changes: indices stay below the logical row length, the padding is never
-read. Knobs (`schedule`): `pad_a`, `pad_b` (elements per row of each operand's slab).
+Read 16 bytes at a time (`load_vector ... width 4`), the same slab conflicts 4-way per
+quarter-warp; `swizzle = 2` removes it without the 4 floats of padding a row would need:
+
+    %b_s = tile.shared_alloc {pad = 0 : i64, swizzle = 2 : i64, stage = "b"}
+        : memref<64x16xf32, 3>
+
+Only the allocation changes: indices stay logical (below the logical row length; the padding
+is never read, the swizzle is written out by `convert-tile-to-kernel`). Knobs (`schedule`,
+or the pass options of the same names): `pad_a`, `pad_b` (elements per row of each operand's
+slab), `swizzle_a`, `swizzle_b` (phase, 0 for none); a slab is padded or swizzled, not both.
 """
 
 from __future__ import annotations
@@ -64,16 +77,23 @@ def _weight(access: Operation, threads: tile.ThreadsOp) -> int:
     return weight
 
 
-def slab_cost(alloc: tile.SharedAllocOp, threads: tile.ThreadsOp, row_length: int) -> int:
-    """Weighted wavefronts of every access of the slab with rows of `row_length`."""
+def slab_cost(
+    alloc: tile.SharedAllocOp,
+    threads: tile.ThreadsOp,
+    row_length: int,
+    swizzle: tile.Swizzle | None = None,
+) -> int:
+    """Weighted wavefronts of every access of the slab with rows of `row_length`, laid out
+    by `swizzle` if given; a swizzle adds one XOR per access, counted as one wavefront."""
     total = 0
     for use in alloc.result.uses:
         access = use.operation
         accesses = tile.LoadOp | tile.StoreOp | tile.LoadVectorOp | tile.StoreVectorOp
         if not isinstance(access, accesses) or access.memref is not alloc.result:
             continue
-        count = wavefronts(access, row_length)
-        total += (count if count is not None else 1) * _weight(access, threads)
+        count = wavefronts(access, row_length, swizzle=swizzle)
+        count = (count if count is not None else 1) + (swizzle is not None)
+        total += count * _weight(access, threads)
     return total
 
 
@@ -105,38 +125,121 @@ def row_alignment(alloc: tile.SharedAllocOp, threads: tile.ThreadsOp) -> int:
     return width
 
 
-def best_padding(alloc: tile.SharedAllocOp, threads: tile.ThreadsOp) -> int:
-    shape = alloc.result.type.get_shape()
-    width = row_alignment(alloc, threads)
-    candidates = [pad for pad in (*PADDINGS, 8) if (shape[-1] + pad) % width == 0]
-    costs = [(slab_cost(alloc, threads, shape[-1] + pad), pad) for pad in candidates]
-    return min(costs)[1]
+#: Swizzle phases tried (rows sharing one chunk order; 0 = no swizzle).
+SWIZZLES: tuple[int, ...] = (0, 1, 2, 4, 8)
 
 
-def pad(alloc: tile.SharedAllocOp, amount: int) -> None:
-    """Replaces the allocation by one whose rows are `amount` elements longer."""
+@dataclass(frozen=True)
+class Layout:
+    """How one slab's rows are laid out: `pad` elements added to each, or an XOR `swizzle`."""
+
+    pad: int = 0
+    swizzle: int = 0
+
+
+def layouts(alloc: tile.SharedAllocOp, threads: tile.ThreadsOp) -> list[Layout]:
+    """The layouts the slab may take: paddings keeping rows aligned, swizzles its rows allow."""
+    memref = alloc.result.type
+    assert isinstance(memref, MemRefType)
+    length, width = memref.get_shape()[-1], row_alignment(alloc, threads)
+    pads = [Layout(pad=p) for p in (*PADDINGS, 8) if (length + p) % width == 0]
+    swizzles = [
+        Layout(swizzle=phase)
+        for phase in SWIZZLES[1:]
+        if tile.Swizzle.problem(memref, phase) is None
+    ]
+    return pads + swizzles
+
+
+def layout_cost(alloc: tile.SharedAllocOp, threads: tile.ThreadsOp, layout: Layout) -> int:
+    """Weighted wavefronts of every access of the slab laid out as `layout`."""
+    memref = alloc.result.type
+    assert isinstance(memref, MemRefType)
+    length = memref.get_shape()[-1] + layout.pad
+    swizzle = tile.Swizzle.of(memref, layout.swizzle) if layout.swizzle else None
+    return slab_cost(alloc, threads, length, swizzle)
+
+
+def best_layout(alloc: tile.SharedAllocOp, threads: tile.ThreadsOp) -> Layout:
+    """The cheapest layout; on a tie padding before swizzling (no index math), then the
+    smallest padding (the least shared memory)."""
+    costs = [
+        (layout_cost(alloc, threads, layout), layout.swizzle > 0, layout.pad, layout.swizzle)
+        for layout in layouts(alloc, threads)
+    ]
+    _, _, amount, phase = min(costs)
+    return Layout(amount, phase)
+
+
+def lay_out(alloc: tile.SharedAllocOp, layout: Layout) -> None:
+    """Replaces the allocation by one whose rows are `layout.pad` elements longer, marked
+    with its swizzle when it has one."""
     memref = alloc.result.type
     assert isinstance(memref, MemRefType)
     shape = list(memref.get_shape())
-    shape[-1] += amount
+    shape[-1] += layout.pad
     padded = tile.SharedAllocOp(shared_memref(memref.element_type, shape), alloc.result.name_hint)
     padded.attributes.update(alloc.attributes)
-    padded.attributes["pad"] = IntegerAttr(amount, 64)
+    padded.attributes["pad"] = IntegerAttr(layout.pad, 64)
+    if layout.swizzle:
+        padded.attributes["swizzle"] = IntegerAttr(layout.swizzle, 64)
     Rewriter.replace_op(alloc, padded)
+
+
+def _asked_layout(kernel: tile.KernelOp, operand: str, options: Layout) -> Layout | None:
+    """The layout the kernel's `schedule` (else the pass options, -1 when unset) asks for
+    `operand`'s slab; None: the bank analysis chooses."""
+    amount = schedule.read_knob(kernel, f"pad_{operand}", options.pad)
+    phase = schedule.read_knob(kernel, f"swizzle_{operand}", options.swizzle)
+    if amount < 0 and phase < 0:
+        return None
+    if amount > 0 and phase > 0:
+        raise PassFailedException(
+            f"tile-pad-shared: kernel @{kernel.sym_name.data}: the slab of {operand} is padded "
+            f"(pad_{operand} = {amount}) or swizzled (swizzle_{operand} = {phase}), not both"
+        )
+    return Layout(max(amount, 0), max(phase, 0))
+
+
+def _check_swizzle(kernel: tile.KernelOp, alloc: tile.SharedAllocOp, layout: Layout) -> None:
+    memref = alloc.result.type
+    assert isinstance(memref, MemRefType)
+    if layout.swizzle and (problem := tile.Swizzle.problem(memref, layout.swizzle)):
+        raise PassFailedException(
+            f"tile-pad-shared: kernel @{kernel.sym_name.data}: swizzle = {layout.swizzle} "
+            f"for {memref}: {problem}"
+        )
 
 
 @dataclass(frozen=True)
 class TilePadSharedPass(Tunable, ModulePass):
-    """Staged slabs: row padding chosen by a bank-conflict count (see the module doc)."""
+    """Staged slabs: row padding or swizzle chosen by a bank-conflict count (module doc)."""
 
     name = "tile-pad-shared"
-    knobs = ("pad_a", "pad_b")
+    knobs = ("pad_a", "pad_b", "swizzle_a", "swizzle_b")
+
+    #: Elements added to each row of the slab of `a` (-1: chosen by the bank analysis).
+    pad_a: int = -1
+    #: Elements added to each row of the slab of `b` (-1: chosen by the bank analysis).
+    pad_b: int = -1
+    #: XOR swizzle phase of the slab of `a` (0: none; -1: chosen by the bank analysis).
+    swizzle_a: int = -1
+    #: XOR swizzle phase of the slab of `b` (0: none; -1: chosen by the bank analysis).
+    swizzle_b: int = -1
 
     def applies_to(self, kernel: tile.KernelOp) -> bool:
         return has_knob(kernel, "stage") and bool(_unpadded_operands(kernel))
 
     def candidates(self, kernel: tile.KernelOp) -> list[Choice]:
-        return grid(**{f"pad_{operand}": PADDINGS for operand in _unpadded_operands(kernel)})
+        operands = _unpadded_operands(kernel)
+        pads = grid(**{f"pad_{operand}": PADDINGS for operand in operands})
+        swizzles = grid(**{f"swizzle_{operand}": SWIZZLES for operand in operands})
+        return [
+            pad | swizzle
+            for pad in pads
+            for swizzle in swizzles
+            if all(not (pad[f"pad_{o}"] and swizzle[f"swizzle_{o}"]) for o in operands)
+        ]
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         for kernel in [k for k in op.ops if isinstance(k, tile.KernelOp)]:
@@ -147,12 +250,16 @@ class TilePadSharedPass(Tunable, ModulePass):
                 operand = alloc.attributes.get("stage")
                 if not isinstance(operand, StringAttr) or "pad" in alloc.attributes:
                     continue
-                knob = f"pad_{operand.data}"
-                amount = schedule.read_knob(kernel, knob, -1)
-                if amount < 0:
-                    amount = best_padding(alloc, threads)
-                pad(alloc, amount)
-                schedule.write_knob(kernel, knob, amount)
+                options = Layout(
+                    getattr(self, f"pad_{operand.data}", -1),
+                    getattr(self, f"swizzle_{operand.data}", -1),
+                )
+                asked = _asked_layout(kernel, operand.data, options)
+                layout = asked or best_layout(alloc, threads)
+                _check_swizzle(kernel, alloc, layout)
+                lay_out(alloc, layout)
+                schedule.write_knob(kernel, f"pad_{operand.data}", layout.pad)
+                schedule.write_knob(kernel, f"swizzle_{operand.data}", layout.swizzle)
             _check_budget(kernel, threads)
 
 
