@@ -137,3 +137,26 @@ def test_a_fused_prologue_is_copied_with_128_bit_loads(tmp_path: Path) -> None:
     assert "LDG.E.128" in sass
     assert "STS.128" in sass
     assert "MUFU.EX2" in sass
+
+
+def test_a_swizzled_slab_keeps_16_byte_copies_and_reads(tmp_path: Path) -> None:
+    """The XOR of a swizzle moves whole 16-byte chunks: with both slabs swizzled, the
+    copies stay 16-byte `LDGSTS` and the reads `LDS.128`, and the XOR costs no spill."""
+    from deplodock.cli.opt import DeplodockOptMain
+    from deplodock.passes.pipelines import STAGE_PASSES
+
+    program = program_from_expression(CASES["q_proj-fp32"])
+    lower_program(program, "loop")
+    module = program.module
+    passes = [*STAGE_PASSES["tile"], *STAGE_PASSES["kernel"], *STAGE_PASSES["cuda"]]
+    spec = ",".join(passes).replace("tile-pad-shared", "tile-pad-shared{swizzle_a=2 swizzle_b=2}")
+    opt = DeplodockOptMain(args=["-p", spec])
+    opt.setup_pipeline()
+    opt.pipeline.apply(make_context(), module)
+    source = kernels_text([op for op in module.ops if isinstance(op, cuda.KernelOp)])
+    assert source.count(" ^ ") >= 2  # the XOR of the copy and of the read
+    (resources,) = compile_cubin(source, arch="sm_90").kernels.values()
+    assert (resources.spill_stores, resources.spill_loads) == (0, 0)
+    sass = sass_of(source, tmp_path)
+    assert re.search(r"\bLDGSTS\S*\.128\b", sass)
+    assert re.search(r"\bLDS(?:\.U)?\.128\b", sass)
