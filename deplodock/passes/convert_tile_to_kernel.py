@@ -377,82 +377,6 @@ class BarrierToKernel(RewritePattern):
         rewriter.replace(op, kernel.BarrierOp())
 
 
-def _column_operand(access: Operation, use_index: int) -> int | None:
-    """Position among `access`'s operands of its last (column) index into the shared array
-    it uses as operand `use_index` (None when that operand is not the accessed array)."""
-    match access:
-        case tile.LoadOp() | tile.LoadVectorOp() if use_index == 0:
-            return len(access.indices)
-        case tile.StoreOp() if use_index == 1:
-            return 1 + len(access.indices)
-        case tile.StoreVectorOp() if use_index == len(access.values):
-            return len(access.values) + len(access.indices)
-        case tile.CopyAsyncOp() if use_index == 0:
-            return len(access.dst_indices)
-    return None
-
-
-def _after_definition(value: SSAValue) -> InsertPoint:
-    """Right after `value` is defined (the start of its block for a block argument)."""
-    if isinstance(value, BlockArgument):
-        return InsertPoint.at_start(value.block)
-    return InsertPoint.after(value.owner)  # type: ignore[arg-type]
-
-
-def _row_mask(row: SSAValue, layout: tile.Swizzle, rewriter: PatternRewriter) -> SSAValue:
-    """`((row / phase) % chunks) * chunk_elements`, emitted where `row` is defined."""
-    ops: list[Operation] = []
-
-    def emit(op: Operation) -> SSAValue:
-        ops.append(op)
-        return op.results[0]
-
-    def const(value: int) -> SSAValue:
-        return emit(arith.ConstantOp(IntegerAttr(value, IndexType())))
-
-    phase = row
-    if layout.phase > 1:
-        phase = emit(arith.DivSIOp(row, const(layout.phase)))
-        phase.name_hint = "swz_phase"
-    chunk = emit(arith.RemSIOp(phase, const(layout.chunks)))
-    mask = emit(arith.MuliOp(chunk, const(layout.chunk_elements)))
-    chunk.name_hint, mask.name_hint = "swz_chunk", "swz"
-    rewriter.insert(ops, _after_definition(row))
-    return mask
-
-
-class SwizzleToArith(RewritePattern):
-    """A `tile.shared_alloc {swizzle = P}` -> every access's column index XORed with the mask
-    of its row, `((row / P) % chunks) * g` (`tile.Swizzle.column`). The mask is computed right
-    after the row index is defined, so a row fixed outside the K loop costs one XOR per access
-    inside it."""
-
-    @op_type_rewrite_pattern
-    def match_and_rewrite(self, op: tile.SharedAllocOp, rewriter: PatternRewriter) -> None:
-        layout = op.swizzle_layout()
-        if layout is None:
-            return
-        masks: dict[SSAValue, SSAValue] = {}
-        for use in list(op.result.uses):
-            access = use.operation
-            position = _column_operand(access, use.index)
-            if position is None:
-                raise PassFailedException(
-                    f"convert-tile-to-kernel: {access.name} uses a swizzled shared array "
-                    "other than by indices"
-                )
-            row, column = access.operands[position - 1], access.operands[position]
-            if row not in masks:
-                masks[row] = _row_mask(row, layout, rewriter)
-            swizzled = arith.XOrIOp(column, masks[row])
-            if column.name_hint:
-                swizzled.result.name_hint = f"{column.name_hint}_swz"
-            rewriter.insert(swizzled, InsertPoint.before(access))
-            access.operands[position] = swizzled.result
-        del op.attributes["swizzle"]
-        rewriter.handle_operation_modification(op)
-
-
 class SharedAllocToKernel(RewritePattern):
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: tile.SharedAllocOp, rewriter: PatternRewriter) -> None:
@@ -496,6 +420,72 @@ class _IndexMath:
             return a
         other = self.const(b) if isinstance(b, int) else b
         return self._emit(arith.AddiOp(a, other), name)
+
+
+def _column_operand(access: Operation, use_index: int) -> int | None:
+    """Position among `access`'s operands of its last (column) index into the shared array
+    it uses as operand `use_index` (None when that operand is not the accessed array)."""
+    match access:
+        case tile.LoadOp() | tile.LoadVectorOp() if use_index == 0:
+            return len(access.indices)
+        case tile.StoreOp() if use_index == 1:
+            return 1 + len(access.indices)
+        case tile.StoreVectorOp() if use_index == len(access.values):
+            return len(access.values) + len(access.indices)
+        case tile.CopyAsyncOp() if use_index == 0:
+            return len(access.dst_indices)
+    return None
+
+
+def _after_definition(value: SSAValue) -> Operation:
+    """The op right after `value`'s definition (the first op of its block for a block
+    argument): index math inserted before it sees `value` and dominates its uses."""
+    if isinstance(value, BlockArgument):
+        first = value.block.first_op
+    else:
+        first = value.owner.next_op  # type: ignore[union-attr]
+    assert first is not None, "an index is used, so an op follows its definition"
+    return first
+
+
+def _row_mask(row: SSAValue, layout: tile.Swizzle, rewriter: PatternRewriter) -> SSAValue:
+    """`((row / phase) % chunks) * chunk_elements`, emitted where `row` is defined."""
+    math = _IndexMath(rewriter, _after_definition(row))
+    phase = math.div(row, layout.phase, "swz_phase")
+    chunk = math.rem(phase, layout.chunks, "swz_chunk")
+    return math.mul(chunk, layout.chunk_elements, "swz")
+
+
+class SwizzleToArith(RewritePattern):
+    """A `tile.shared_alloc {swizzle = P}` -> every access's column index XORed with the mask
+    of its row, `((row / P) % chunks) * g` (`tile.Swizzle.column`). The mask is computed right
+    after the row index is defined, so a row fixed outside the K loop costs one XOR per access
+    inside it."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: tile.SharedAllocOp, rewriter: PatternRewriter) -> None:
+        layout = op.swizzle_layout()
+        if layout is None:
+            return
+        masks: dict[SSAValue, SSAValue] = {}
+        for use in list(op.result.uses):
+            access = use.operation
+            position = _column_operand(access, use.index)
+            if position is None:
+                raise PassFailedException(
+                    f"convert-tile-to-kernel: {access.name} uses a swizzled shared array "
+                    "other than by indices"
+                )
+            row, column = access.operands[position - 1], access.operands[position]
+            if row not in masks:
+                masks[row] = _row_mask(row, layout, rewriter)
+            swizzled = arith.XOrIOp(column, masks[row])
+            if column.name_hint:
+                swizzled.result.name_hint = f"{column.name_hint}_swz"
+            rewriter.insert(swizzled, InsertPoint.before(access))
+            access.operands[position] = swizzled.result
+        del op.attributes["swizzle"]
+        rewriter.handle_operation_modification(op)
 
 
 class BlockTileToArith(RewritePattern):
