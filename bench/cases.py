@@ -20,6 +20,7 @@ mask tensor): its work is that of a causal mask applied densely.
 
 from __future__ import annotations
 
+import argparse
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -157,6 +158,18 @@ def all_cases() -> list[Case]:
     cases = [c for m in MODELS for s in SEQ_LENS for c in _cases_for(m, s)]
     order = {op: n for n, op in enumerate(dict.fromkeys(c.op for c in cases))}
     return sorted(cases, key=lambda c: (order[c.op], MODELS.index(c.model), c.seq))
+
+
+def add_case_patterns(parser: argparse.ArgumentParser) -> None:
+    """`-k/--case PATTERN` (repeatable), into `args.cases`: the option every suite tool takes."""
+    parser.add_argument(
+        "-k",
+        "--case",
+        action="append",
+        dest="cases",
+        metavar="PATTERN",
+        help="only the cases whose name contains PATTERN (repeatable)",
+    )
 
 
 def find_cases(patterns: list[str] | None = None) -> list[Case]:

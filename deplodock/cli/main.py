@@ -82,8 +82,9 @@ def build_parser() -> argparse.ArgumentParser:
     gpu.add_argument(
         "--model",
         metavar="DEVICE",
-        help="with --profile: model the kernels on DEVICE (h100, a100, a6000, rtx5090) with the "
-        "GPU-free performance model instead of measuring; the default without a GPU is h100",
+        help="with --profile: model the kernels on DEVICE (h100, a100, a6000, rtx5090, h200) "
+        "with the GPU-free performance model instead of measuring; the default without a GPU "
+        "is h100",
     )
     gpu.add_argument("--warmup", type=int, default=10, help="untimed runs first (default: 10)")
     gpu.add_argument("--iters", type=int, default=50, help="timed runs, median (default: 50)")

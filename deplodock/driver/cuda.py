@@ -27,6 +27,8 @@ from deplodock.driver import (
     float64_outputs,
     lower_program,
     max_relative_error,
+    narrow_float_tolerance,
+    pytorch_own_error,
 )
 from deplodock.frontend.capture import to_numpy
 
@@ -182,8 +184,14 @@ def check_on_cuda(prepared: PreparedProgram, device: Any) -> CheckReport:
     if len(outputs) != len(expected):
         raise ValueError(f"the program returns {len(outputs)} outputs, PyTorch {len(expected)}")
     errors = [relative_error(a, e) for a, e in zip(outputs, expected, strict=True)]
+    tolerance, own = prepared.tolerance, None
+    if tolerance == NARROW_FLOAT_TOLERANCE and prepared.program.torch_module is not None:
+        own = pytorch_own_error(prepared.program.torch_module, prepared.inputs, expected)
+        tolerance = narrow_float_tolerance(own)
     arch, kernels = prepared.compiled.build.arch, len(prepared.compiled.kernels)
-    return CheckReport("cuda", errors, prepared.tolerance, seconds, device.name, arch, kernels)
+    return CheckReport(
+        "cuda", errors, tolerance, seconds, device.name, arch, kernels, pytorch_error=own
+    )
 
 
 def bench_on_cuda(
@@ -192,10 +200,16 @@ def bench_on_cuda(
     warmup: int,
     iters: int,
     compile_fn: Callable[..., Any] | None = None,
+    timing: str = "latency",
 ) -> tuple[dict[str, Any], int]:  # pragma: no cover - needs a GPU
-    """Eager vs torch.compile vs deplodock (see `backend/benchmark.py`); (results, flush bytes)."""
+    """Eager vs torch.compile vs deplodock (see `backend/benchmark.py`); (results, flush bytes).
+
+    `timing`: `latency` or `device` (`benchmark.TIMINGS`).
+    """
     from deplodock.backend import benchmark as B
 
+    if timing not in B.TIMINGS:
+        raise ValueError(f"unknown timing {timing!r} (expected {' or '.join(B.TIMINGS)})")
     flush = B.L2Flusher(device.l2_bytes)
     args = prepared.arguments
     kwargs = {"compile_fn": compile_fn} if compile_fn is not None else {}
@@ -208,7 +222,15 @@ def bench_on_cuda(
             lambda: prepared.compiled(*args),
             **kwargs,
         )
-    results = B.run_interleaved(contenders, B.CudaEventTimer(), warmup, iters, flush)
+    before_each: Callable[[], object] = flush
+    if timing == "device":
+        spin = B.GpuSpin()
+
+        def before_each() -> None:
+            flush()
+            spin()
+
+    results = B.run_interleaved(contenders, B.CudaEventTimer(), warmup, iters, before_each)
     return results, flush.nbytes
 
 

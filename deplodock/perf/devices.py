@@ -11,7 +11,7 @@ Technical Specifications", table "Technical Specifications per Compute Capabilit
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 KIB = 1024
 MIB = 1024 * 1024
@@ -185,9 +185,27 @@ DEVICES: dict[str, Device] = {
     ),
 }
 
+# NVIDIA H200 Tensor Core GPU datasheet (SXM): the H100's GH100 compute (132 SMs at 1.98 GHz,
+# 989 TFLOP/s dense BF16) with 4.8 TB/s HBM3e. The L2 size is what PyTorch reports on a lent
+# H200 (60 MB); its bandwidth and latency are the H100's estimates. The calibration
+# constants were fitted on H100 rows: check this model against bench/results/model-vs-h200-*.
+DEVICES["h200"] = replace(
+    DEVICES["h100"],
+    key="h200",
+    name="NVIDIA H200 SXM 141GB (modeled)",
+    dram_bytes_per_s=4.8e12,
+    l2_bytes=60 * MIB,
+)
+
 
 #: A fragment of a real device's name -> its model here (how a GPU run finds its model).
-_NAME_FRAGMENTS = (("H100", "h100"), ("A100", "a100"), ("A6000", "a6000"), ("5090", "rtx5090"))
+_NAME_FRAGMENTS = (
+    ("H100", "h100"),
+    ("H200", "h200"),
+    ("A100", "a100"),
+    ("A6000", "a6000"),
+    ("5090", "rtx5090"),
+)
 
 
 def model_key_for(device_name: str) -> str | None:
@@ -203,7 +221,7 @@ class UnknownDevice(ValueError):
 
 
 def device_model(key: str) -> Device:
-    """The device called `key` (`h100`, `a100`, `a6000`, `rtx5090`; case-insensitive)."""
+    """The device called `key` (`h100`, `a100`, `a6000`, `rtx5090`, `h200`; any case)."""
     try:
         return DEVICES[key.lower()]
     except KeyError:

@@ -170,3 +170,10 @@ def test_ceilings_are_measured_once_per_device(tmp_path: Path) -> None:
     assert set(json.loads(path.read_text())) == {"H100", "H200"}
     path.write_text("{broken")
     assert load_ceilings("H100", measure(7.0), path).copy_gbps == 7.0
+
+
+def test_an_unknown_timing_is_refused_before_the_gpu_is_touched() -> None:
+    from deplodock.driver.cuda import bench_on_cuda
+
+    with pytest.raises(ValueError, match="unknown timing 'wall' \\(expected latency or device\\)"):
+        bench_on_cuda(None, None, 1, 1, timing="wall")

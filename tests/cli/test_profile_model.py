@@ -36,7 +36,7 @@ def test_unknown_device_model_is_a_one_line_error(capsys: pytest.CaptureFixture[
     captured = capsys.readouterr()
     assert captured.out == ""
     assert captured.err.strip() == (
-        "deplodock: error: unknown device model 'b200' (known: h100, a100, a6000, rtx5090)"
+        "deplodock: error: unknown device model 'b200' (known: h100, a100, a6000, rtx5090, h200)"
     )
 
 

@@ -54,10 +54,16 @@ def test_waves_and_tail():
 @pytest.mark.parametrize("key", sorted(DEVICES))
 def test_fp32_peak_matches_the_datasheet(key):
     """Units x clock must reproduce the published FP32 peak (README of shared/perfdata)."""
-    published = {"h100": 66.9e12, "a100": 19.5e12, "a6000": 38.7e12, "rtx5090": 104.8e12}
+    published = {
+        "h100": 66.9e12,
+        "a100": 19.5e12,
+        "a6000": 38.7e12,
+        "rtx5090": 104.8e12,
+        "h200": 66.9e12,
+    }
     assert DEVICES[key].fp32_flops_per_s == pytest.approx(published[key], rel=0.01)
 
 
 def test_unknown_device_names_the_known_ones():
-    with pytest.raises(ValueError, match="known: h100, a100, a6000, rtx5090"):
+    with pytest.raises(ValueError, match="known: h100, a100, a6000, rtx5090, h200"):
         device_model("b200")

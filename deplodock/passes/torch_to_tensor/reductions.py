@@ -2,7 +2,9 @@
 
 `tensor.reduce` keeps the rank; `keepdim = false` is an index-map squeeze afterwards.
 A mean multiplies the sum by the reciprocal of the element count. Softmax and log-softmax
-are the numerically safe forms: subtract the max before exponentiating. A cumulative sum
+are the numerically safe forms: subtract the max before exponentiating; like PyTorch's
+kernels they compute f16/bf16 inputs in f32 (max, exponentials, sum) and round once, at the
+end (rounding each step to bf16 doubled the error of a bf16 attention). A cumulative sum
 along a dim of size `n` is a masked sum over an extra trailing dim `j`:
 `out[..., i, ...] = sum_j (j <= i ? x[..., j, ...] : 0)` (`n^2` work, no sequential scan).
 """
@@ -16,6 +18,7 @@ from xdsl.ir import SSAValue
 from xdsl.ir.affine import AffineExpr, AffineMap
 
 from deplodock.dialects import torch as t
+from deplodock.dialects.element_types import accumulator_type
 from deplodock.dialects.tensor import ReduceKind
 from deplodock.passes.torch_to_tensor.builders import (
     ScalarBuilder,
@@ -109,8 +112,16 @@ class ArgExtremumLowering(TorchLowering):
         return first if op.keepdim.value.data else b.squeeze(first, [dim])
 
 
+def _in_opmath(b: TensorBuilder, x: SSAValue) -> SSAValue:
+    """`x` in the type PyTorch's softmax kernels compute in: f32 for f16/bf16, else itself."""
+    compute = accumulator_type(element_type_of(x))
+    if compute == element_type_of(x):
+        return x
+    return b.elementwise([x], shape_of(x), compute, lambda s, v: v)
+
+
 def _shifted_exp(b: TensorBuilder, x: SSAValue, dim: int) -> tuple[SSAValue, SSAValue]:
-    """(x - max, sum(exp(x - max))) along `dim`; the sum keeps the rank."""
+    """(x - max, sum(exp(x - max))) along `dim`, in `x`'s type; the sum keeps the rank."""
     shape, elt = shape_of(x), element_type_of(x)
     peak = b.broadcast_to(b.reduce(x, ReduceKind.MAX, [dim]), shape)
     shifted = b.elementwise([x, peak], shape, elt, lambda s, v, m: s.sub(v, m))
@@ -119,29 +130,31 @@ def _shifted_exp(b: TensorBuilder, x: SSAValue, dim: int) -> tuple[SSAValue, SSA
 
 
 class SoftmaxLowering(TorchLowering):
-    """softmax = exp(x - max) / sum(exp(x - max))."""
+    """softmax = exp(x - max) / sum(exp(x - max)), rounded to the input's type once."""
 
     op_type = t.SoftmaxOp
 
     def lower(self, op: t.SoftmaxOp, b: TensorBuilder) -> SSAValue:
-        x, dim = op.input, op.dim.value.data
-        shape, elt = shape_of(x), element_type_of(x)
+        dim, elt = op.dim.value.data, element_type_of(op.input)
+        x = _in_opmath(b, op.input)
+        shape, compute = shape_of(x), element_type_of(x)
         peak = b.broadcast_to(b.reduce(x, ReduceKind.MAX, [dim]), shape)
-        exps = b.elementwise([x, peak], shape, elt, lambda s, v, m: s.exp(s.sub(v, m)))
+        exps = b.elementwise([x, peak], shape, compute, lambda s, v, m: s.exp(s.sub(v, m)))
         total = b.broadcast_to(b.reduce(exps, ReduceKind.ADD, [dim]), shape)
         return b.elementwise([exps, total], shape, elt, lambda s, e, z: s.div(e, z))
 
 
 class LogSoftmaxLowering(TorchLowering):
-    """log_softmax = (x - max) - log(sum(exp(x - max)))."""
+    """log_softmax = (x - max) - log(sum(exp(x - max))), rounded to the input's type once."""
 
     op_type = t.LogSoftmaxOp
 
     def lower(self, op: t.LogSoftmaxOp, b: TensorBuilder) -> SSAValue:
-        x, dim = op.input, op.dim.value.data
-        shape, elt = shape_of(x), element_type_of(x)
+        dim, elt = op.dim.value.data, element_type_of(op.input)
+        x = _in_opmath(b, op.input)
+        shape, compute = shape_of(x), element_type_of(x)
         shifted, total = _shifted_exp(b, x, dim)
-        log_total = b.elementwise([total], shape_of(total), elt, lambda s, z: s.log(z))
+        log_total = b.elementwise([total], shape_of(total), compute, lambda s, z: s.log(z))
         return b.elementwise([shifted, log_total], shape, elt, lambda s, v, lz: s.sub(v, lz))
 
 
