@@ -238,13 +238,14 @@ def profile_on_cuda(
     prepared: PreparedProgram, device: Any, warmup: int, iters: int
 ) -> str:  # pragma: no cover - needs a GPU
     """The `--profile` table (ceilings measured once per device and cached)."""
-    from deplodock.backend.benchmark import L2Flusher
+    from deplodock.backend.benchmark import GpuSpin, L2Flusher
     from deplodock.backend.device import load_ceilings, measure_ceilings
     from deplodock.backend.profile import format_profile_table, kernel_profiles, time_kernels
 
     ceilings = load_ceilings(device.name, measure_ceilings)
     compiled = prepared.compiled
-    times = time_kernels(compiled, prepared.arguments, warmup, iters, L2Flusher(device.l2_bytes))
+    flush, spin = L2Flusher(device.l2_bytes), GpuSpin()
+    times = time_kernels(compiled, prepared.arguments, warmup, iters, flush, spin)
     launches = [(s.name, s.grid, s.block) for s in compiled.launches]
     rows = kernel_profiles(
         launches, times, prepared.costs, compiled.build.kernels, prepared.modeled_us

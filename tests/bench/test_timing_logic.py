@@ -102,7 +102,7 @@ def test_bench_table_shows_times_and_speedups() -> None:
     table = format_bench_table(results, warmup=10, iters=3, flush_bytes=100 * 2**20)
     lines = table.splitlines()
     assert "median of 3 interleaved runs after 10 warm-up runs" in lines[0]
-    assert "L2 flushed (100 MiB written)" in lines[0]
+    assert "L2 flushed (100 MiB read)" in lines[0]
     assert lines[2].split() == ["PyTorch", "eager", "0.3000", "0.2000", "3.00x"]
     assert "failed" in lines[3] and "BackendCompilerFailed: no triton" in lines[3]
     assert lines[4].split() == ["deplodock", "0.1000", "0.0900", "-"]
