@@ -2,12 +2,14 @@
 # A lent GPU session in one call: set-up, the GPU tests, a measured slice of the kernel suite
 # in both dtypes, and per-kernel profiles printed beside the performance model.
 #
-#   bash bench/gpu_session.sh [SECONDS]          # on the GPU machine, from the repo root
+#   bash bench/gpu_session.sh [SECONDS] [TIMING]   # on the GPU machine, from the repo root
 #
 # A lent machine is paid by the minute, so every step has a time limit and the whole run
 # stays inside SECONDS (default 540): a step that would start too late is skipped. Each
 # step's log goes under /tmp/gpu-session and the folder is packed into $OUT/results.tgz after
-# every step, so whatever finished comes back even when the call is cut short.
+# every step, so whatever finished comes back even when the call is cut short. TIMING is
+# bench.kernels' --timing: device (the default: GPU time alone, what the performance model
+# predicts; the first run, 2026-11-26, measured latency) or latency.
 #
 # What the machine needs beyond its PyTorch: `.gpu/wheels/` (a copy of shared/gpu/wheels:
 # xdsl, pycuda, filecheck, lit and their small dependencies). `.gpu/cache/` may hold
@@ -15,10 +17,11 @@
 # version matches; otherwise the machine builds its own).
 set -u
 budget=${1:-540}
+timing=${2:-device}
 out=${OUT:-/tmp/gpu-session-out}
 res=/tmp/gpu-session
 mkdir -p "$out" "$res/bench"
-export res  # the steps run in child shells
+export res timing  # the steps run in child shells
 start=$SECONDS
 export PATH="/usr/local/cuda/bin:$PATH" PYTHONUNBUFFERED=1 XDG_CACHE_HOME="$PWD/.gpu/cache"
 export PYTHONPATH="$PWD:/tmp/site"
@@ -52,7 +55,8 @@ setup() {
 }
 
 bench_slice() {  # bench_slice DTYPE PATTERN
-    python3 -m bench.kernels --dtype "$1" -k "$2" --warmup 5 --iters 25 --out "$res/bench"
+    python3 -m bench.kernels --dtype "$1" -k "$2" --warmup 5 --iters 25 --timing "$timing" \
+        --out "$res/bench"
 }
 
 gpu_tests() {  # in parallel and with a per-test limit where the plugins are there
@@ -62,10 +66,12 @@ gpu_tests() {  # in parallel and with a per-test limit where the plugins are the
     python3 -m pytest -m gpu tests/gpu -q -rs -p no:cacheprovider "${extra[@]}"
 }
 
-profile() {  # per-kernel measured times beside the model of this device
+profile() {  # per-kernel GPU times beside the model of this device: the cases it missed most
     python3 -m deplodock run --profile -c "nn.RMSNorm(3584)(torch.randn(1, 128, 3584))"
-    python3 -m deplodock run --profile -c "torch.softmax(torch.randn(1, 28, 128, 128), dim=-1)"
-    python3 -m deplodock run --profile -c "nn.Linear(3584, 18944, bias=False)(torch.randn(1, 128, 3584))"
+    python3 -m deplodock run --profile -c "torch.softmax(torch.randn(1, 28, 512, 512), dim=-1)"
+    python3 -m deplodock run --profile -c \
+        "nn.Linear(5632, 2048, bias=False)(F.silu(torch.randn(1, 512, 5632)) * torch.randn(1, 512, 5632))"
+    python3 -m deplodock run --profile -c "nn.Linear(5632, 2048, bias=False)(torch.randn(1, 512, 5632))"
 }
 
 export -f setup gpu_tests bench_slice profile
