@@ -32,13 +32,33 @@
 // CHECK-NEXT:      tensor.yield %[[EX]] : f32
 // CHECK-NEXT:    }
 // CHECK-NEXT:    %[[SM:.*]] = tensor.reduce add %[[E]] dims [1] : tensor<4x8xf32> -> tensor<4x1xf32>
-// CHECK-NEXT:    %[[SB:.*]] = tensor.index_map(%[[SM]]) [affine_map<(d0, d1) -> (d0, 0)>]
-// CHECK-NEXT:    %[[O:.*]] = tensor.elementwise(%[[E]], %[[SB]])
+// One division per row (its reciprocal), then a multiply per element:
+// CHECK-NEXT:    %[[INV:.*]] = tensor.elementwise(%[[SM]]) : (tensor<4x1xf32>) -> tensor<4x1xf32> {
+// CHECK-NEXT:    ^bb0(%[[Z:.*]]: f32):
+// CHECK-NEXT:      %[[ONE:.*]] = arith.constant 1.000000e+00 : f32
+// CHECK-NEXT:      %[[R:.*]] = arith.divf %[[ONE]], %[[Z]] : f32
+// CHECK-NEXT:      tensor.yield %[[R]] : f32
+// CHECK-NEXT:    }
+// CHECK-NEXT:    %[[IB:.*]] = tensor.index_map(%[[INV]]) [affine_map<(d0, d1) -> (d0, 0)>]
+// CHECK-NEXT:    %[[O:.*]] = tensor.elementwise(%[[E]], %[[IB]])
 // CHECK-NEXT:    ^bb0(%{{.*}}: f32, %{{.*}}: f32):
-// CHECK-NEXT:      arith.divf
+// CHECK-NEXT:      arith.mulf
 // CHECK-NEXT:      tensor.yield
 // CHECK-NEXT:    }
 // CHECK-NEXT:    func.return %[[O]] : tensor<4x8xf32>
+
+// A bf16 softmax computes in f32 (max, exponentials, sum) and rounds once, at the end:
+// CHECK-LABEL: func.func @softmax_bf16
+// CHECK-NEXT:    %[[W:.*]] = tensor.elementwise(%x) : (tensor<4x8xbf16>) -> tensor<4x8xf32> {
+// CHECK-NEXT:    ^bb0(%[[V:.*]]: bf16):
+// CHECK-NEXT:      %[[F:.*]] = arith.extf %[[V]] : bf16 to f32
+// CHECK:         tensor.reduce max %[[W]] dims [1] : tensor<4x8xf32> -> tensor<4x1xf32>
+// CHECK-NOT:     truncf
+// CHECK:         tensor.reduce add %{{.*}} dims [1] : tensor<4x8xf32> -> tensor<4x1xf32>
+// CHECK-NOT:     truncf
+// CHECK:         tensor.elementwise(%{{.*}}, %{{.*}}) : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xbf16>
+// CHECK:           arith.mulf
+// CHECK-NEXT:      arith.truncf %{{.*}} : f32 to bf16
 
 // CHECK-LABEL: func.func @log_softmax
 // CHECK-NEXT:    %[[MX:.*]] = tensor.reduce max %x dims [0] : tensor<4x8xf32> -> tensor<1x8xf32>
@@ -72,6 +92,10 @@ func.func @amax(%x: tensor<2x3x4xf32>) -> tensor<f32> {
 func.func @softmax(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
   %s = torch.softmax %x {dim = 1 : i64} : (tensor<4x8xf32>) -> tensor<4x8xf32>
   func.return %s : tensor<4x8xf32>
+}
+func.func @softmax_bf16(%x: tensor<4x8xbf16>) -> tensor<4x8xbf16> {
+  %s = torch.softmax %x {dim = 1 : i64} : (tensor<4x8xbf16>) -> tensor<4x8xbf16>
+  func.return %s : tensor<4x8xbf16>
 }
 func.func @log_softmax(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
   %s = torch.log_softmax %x {dim = 0 : i64} : (tensor<4x8xf32>) -> tensor<4x8xf32>
