@@ -103,13 +103,18 @@ def speedups(results: dict[str, Measurement], of: str = DEPLODOCK) -> dict[str, 
 
 
 def format_bench_table(
-    results: dict[str, Measurement], warmup: int, iters: int, flush_bytes: int = 0
+    results: dict[str, Measurement],
+    warmup: int,
+    iters: int,
+    flush_bytes: int = 0,
+    timing: str = "latency",
 ) -> str:
     """The `--bench` report: median and min per contender and deplodock's speedup over it."""
     flush = f", L2 flushed ({flush_bytes / 2**20:.0f} MiB read) before each" if flush_bytes else ""
+    what = "; GPU time (the GPU kept busy while the host issues each call)"
     lines = [
         f"bench: median of {iters} interleaved runs after {warmup} warm-up runs, "
-        f"CUDA events{flush}",
+        f"CUDA events{flush}{what if timing == 'device' else ''}",
         f"  {'contender':<15} {'median ms':>10} {'min ms':>10} {'deplodock speedup':>18}",
     ]
     ups = speedups(results)

@@ -86,6 +86,12 @@ def build_parser() -> argparse.ArgumentParser:
         "with the GPU-free performance model instead of measuring; the default without a GPU "
         "is h100",
     )
+    gpu.add_argument(
+        "--timing",
+        choices=("latency", "device"),
+        help="with --bench: latency times each call as the host issues it (the default); "
+        "device keeps the GPU busy meanwhile, so only GPU time counts",
+    )
     gpu.add_argument("--warmup", type=int, default=10, help="untimed runs first (default: 10)")
     gpu.add_argument("--iters", type=int, default=50, help="timed runs, median (default: 50)")
     run_parser.set_defaults(handler=run_run)
@@ -246,6 +252,8 @@ def run_run(args: argparse.Namespace) -> int:
         raise ValueError("--model DEVICE goes with --profile (a modeled profile)")
     if args.model is not None and args.bench:
         raise ValueError("--bench measures on a GPU; --model DEVICE models without one")
+    if args.timing is not None and not args.bench:
+        raise ValueError("--timing goes with --bench (how its calls are timed)")
     if (
         args.profile
         and not args.bench
@@ -292,7 +300,15 @@ def run_run_cuda(args: argparse.Namespace) -> int:
 
     require_cuda()  # fail fast, before lowering: "no CUDA device: <why>"
     program = load_source(args, seed=args.seed)
-    status = run_on_cuda(program, args.seed, args.bench, args.profile, args.warmup, args.iters)
+    status = run_on_cuda(
+        program,
+        args.seed,
+        args.bench,
+        args.profile,
+        args.warmup,
+        args.iters,
+        timing=args.timing or "latency",
+    )
     if args.verbose:
         _report_timings(program.timings)
     return status

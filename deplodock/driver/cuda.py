@@ -261,6 +261,7 @@ def run_on_cuda(
     warmup: int = 10,
     iters: int = 50,
     out: Callable[[str], object] = print,
+    timing: str = "latency",
 ) -> int:
     """What `deplodock run --device cuda` does; 0 when the outputs match PyTorch."""
     from deplodock.backend.benchmark import format_bench_table
@@ -273,8 +274,8 @@ def run_on_cuda(
     report = check_on_cuda(prepared, device)
     out(report.summary())
     if bench:  # pragma: no cover - needs a GPU
-        results, flushed = bench_on_cuda(prepared, device, warmup, iters)
-        out(format_bench_table(results, warmup, iters, flushed))
+        results, flushed = bench_on_cuda(prepared, device, warmup, iters, timing=timing)
+        out(format_bench_table(results, warmup, iters, flushed, timing))
     if profile:  # pragma: no cover - needs a GPU
         out(profile_on_cuda(prepared, device, warmup, iters))
     return 0 if report.ok else 1

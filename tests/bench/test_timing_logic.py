@@ -177,3 +177,11 @@ def test_an_unknown_timing_is_refused_before_the_gpu_is_touched() -> None:
 
     with pytest.raises(ValueError, match="unknown timing 'wall' \\(expected latency or device\\)"):
         bench_on_cuda(None, None, 1, 1, timing="wall")
+
+
+def test_the_bench_table_says_when_it_shows_gpu_time() -> None:
+    results = {DEPLODOCK: Measurement(DEPLODOCK, [0.10])}
+    latency = format_bench_table(results, warmup=1, iters=1).splitlines()[0]
+    device = format_bench_table(results, warmup=1, iters=1, timing="device").splitlines()[0]
+    assert "GPU time" not in latency
+    assert device.endswith("; GPU time (the GPU kept busy while the host issues each call)")

@@ -135,3 +135,8 @@ def test_failed_compile_leaves_the_previous_output_alone(tmp_path: Path) -> None
     assert result.returncode != 0
     assert out.read_text() == "previous"
     assert [p.name for p in tmp_path.iterdir()] == ["out.cu"]  # no temporary left behind
+
+
+def test_timing_without_bench_is_one_line() -> None:
+    result = run_tool("deplodock", "run", "--timing", "device", "-c", "torch.randn(3) * 2")
+    assert_one_line_error(result, "deplodock: error:", "--timing goes with --bench")
