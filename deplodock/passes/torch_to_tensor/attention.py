@@ -17,11 +17,12 @@ from __future__ import annotations
 
 import math
 
-from xdsl.dialects.builtin import AnyFloat, Float32Type, IntegerType
-from xdsl.ir import Attribute, SSAValue
+from xdsl.dialects.builtin import AnyFloat, IntegerType
+from xdsl.ir import SSAValue
 from xdsl.ir.affine import AffineExpr, AffineMap
 
 from deplodock.dialects import torch as t
+from deplodock.dialects.element_types import accumulator_type
 from deplodock.dialects.tensor import ReduceKind
 from deplodock.passes.torch_to_tensor.builders import (
     ScalarBuilder,
@@ -31,12 +32,6 @@ from deplodock.passes.torch_to_tensor.builders import (
     shape_of,
 )
 from deplodock.passes.torch_to_tensor.matmul import contract
-
-
-def _cast(b: TensorBuilder, x: SSAValue, elt: Attribute) -> SSAValue:
-    if element_type_of(x) == elt:
-        return x
-    return b.elementwise([x], shape_of(x), elt, lambda s, v: s.cast(v, elt))
 
 
 def safe_softmax(b: TensorBuilder, x: SSAValue, dim: int) -> SSAValue:
@@ -62,11 +57,11 @@ class ScaledDotProductAttentionLowering(TorchLowering):
     def lower(self, op: t.ScaledDotProductAttentionOp, b: TensorBuilder) -> SSAValue:
         elt = element_type_of(op.query)
         assert isinstance(elt, AnyFloat)
-        compute = Float32Type() if elt.bitwidth < 32 else elt
+        compute = accumulator_type(elt)
         casts: dict[SSAValue, SSAValue] = {}
         for x in (op.query, op.key, op.value):
             if x not in casts:
-                casts[x] = _cast(b, x, compute)
+                casts[x] = b.cast(x, compute)
         q, k, v = (casts[x] for x in (op.query, op.key, op.value))
         qs, ks, vs = shape_of(q), shape_of(k), shape_of(v)
         lead, (length, source, width) = qs[:-2], (qs[-2], ks[-2], vs[-1])
@@ -105,7 +100,7 @@ class ScaledDotProductAttentionLowering(TorchLowering):
         p_map = AffineMap(n + 3, 0, (*d[:n], d[n], d[n + 1]))
         v_map = AffineMap(n + 3, 0, (*kv_lead, d[n + 1], d[n + 2]))
         out = contract(b, probs, v, p_map, v_map, space, n + 1, [n + 1])
-        return _cast(b, out, elt)
+        return b.cast(out, elt)
 
 
 PATTERNS: tuple[TorchLowering, ...] = (ScaledDotProductAttentionLowering(),)

@@ -352,6 +352,13 @@ class TensorBuilder:
 
     # -- layout idioms --------------------------------------------------------------------
 
+    def cast(self, value: SSAValue, elt: Attribute) -> SSAValue:
+        """`value` converted element by element to `elt` (`ScalarBuilder.cast`'s rules), or
+        `value` itself when it already has that element type."""
+        if element_type_of(value) == elt:
+            return value
+        return self.elementwise([value], shape_of(value), elt, lambda s, v: s.cast(v, elt))
+
     def broadcast_to(self, value: SSAValue, shape: Sequence[int]) -> SSAValue:
         """numpy broadcasting of `value` to `shape` (skipped when already that shape)."""
         return self.index_map(value, broadcast_map(shape_of(value), shape), shape)

@@ -58,8 +58,7 @@ class NormLowering(TorchLowering):
         x, eps = op.input, op.eps.value.data
         shape, elt = shape_of(x), element_type_of(x)
         acc = accumulator_type(elt)
-        if acc != elt:
-            x = b.elementwise([x], shape, acc, lambda s, v: s.cast(v, acc))
+        x = b.cast(x, acc)
         dims, inv_n = _norm_dims(x, tuple(op.normalized_shape.get_values()))
         v = self.centre(b, x, dims, inv_n)
         squares = b.elementwise([v], shape, acc, lambda s, c: s.mul(c, c))

@@ -116,14 +116,6 @@ class ArgExtremumLowering(TorchLowering):
         return first if op.keepdim.value.data else b.squeeze(first, [dim])
 
 
-def _in_opmath(b: TensorBuilder, x: SSAValue) -> SSAValue:
-    """`x` in the type PyTorch's softmax kernels compute in: f32 for f16/bf16, else itself."""
-    compute = accumulator_type(element_type_of(x))
-    if compute == element_type_of(x):
-        return x
-    return b.elementwise([x], shape_of(x), compute, lambda s, v: v)
-
-
 def _shifted_exp(b: TensorBuilder, x: SSAValue, dim: int) -> tuple[SSAValue, SSAValue]:
     """(x - max, sum(exp(x - max))) along `dim`, in `x`'s type; the sum keeps the rank."""
     shape, elt = shape_of(x), element_type_of(x)
@@ -140,7 +132,7 @@ class SoftmaxLowering(TorchLowering):
 
     def lower(self, op: t.SoftmaxOp, b: TensorBuilder) -> SSAValue:
         dim, elt = op.dim.value.data, element_type_of(op.input)
-        x = _in_opmath(b, op.input)
+        x = b.cast(op.input, accumulator_type(elt))  # f32 for f16/bf16
         shape, compute = shape_of(x), element_type_of(x)
         peak = b.broadcast_to(b.reduce(x, ReduceKind.MAX, [dim]), shape)
         exps = b.elementwise([x, peak], shape, compute, lambda s, v, m: s.exp(s.sub(v, m)))
@@ -158,7 +150,7 @@ class LogSoftmaxLowering(TorchLowering):
 
     def lower(self, op: t.LogSoftmaxOp, b: TensorBuilder) -> SSAValue:
         dim, elt = op.dim.value.data, element_type_of(op.input)
-        x = _in_opmath(b, op.input)
+        x = b.cast(op.input, accumulator_type(elt))  # f32 for f16/bf16
         shape, compute = shape_of(x), element_type_of(x)
         shifted, total = _shifted_exp(b, x, dim)
         log_total = b.elementwise([total], shape_of(total), compute, lambda s, z: s.log(z))
