@@ -388,6 +388,22 @@ def narrow_float_tolerance(pytorch_error: float) -> float:
     return max(NARROW_FLOAT_TOLERANCE, PYTORCH_ERROR_FACTOR * pytorch_error)
 
 
+def check_tolerance(
+    tolerance: float,
+    module: torch.nn.Module | None,
+    inputs: Sequence[torch.Tensor],
+    expected: Sequence[object],
+) -> tuple[float, float | None]:
+    """(the tolerance a check applies, PyTorch's own error when that decided it): a program
+    held to the flat bf16/f16 tolerance and compared with a PyTorch module follows
+    `narrow_float_tolerance`; any other keeps `tolerance`. The CPU run and the GPU check
+    both ask here."""
+    if tolerance != NARROW_FLOAT_TOLERANCE or module is None:
+        return tolerance, None
+    own = pytorch_own_error(module, inputs, expected)
+    return narrow_float_tolerance(own), own
+
+
 def max_relative_error(actual: np.ndarray, expected: np.ndarray) -> float:
     """max |actual - expected| / max |expected|: one number per output, robust near zeros.
 
@@ -514,10 +530,9 @@ def run_and_compare(program: Program, seed: int = 0, tolerance: float | None = N
     if tolerance is None:
         tolerance = program.tolerance if program.tolerance is not None else 1e-5
     arguments, expected = arguments_and_reference(program, seed)
-    own = None
-    if tolerance == NARROW_FLOAT_TOLERANCE and program.torch_module is not None:
-        own = pytorch_own_error(program.torch_module, program.example_inputs, expected)
-        tolerance = narrow_float_tolerance(own)
+    tolerance, own = check_tolerance(
+        tolerance, program.torch_module, program.example_inputs, expected
+    )
     start = time.perf_counter()
     from deplodock.backend.cpu_runner import run_on_cpu  # not loaded by `compile`
 

@@ -24,11 +24,10 @@ from deplodock.dialects.queries import forward_function
 from deplodock.driver import (
     NARROW_FLOAT_TOLERANCE,
     RunReport,
+    check_tolerance,
     float64_outputs,
     lower_program,
     max_relative_error,
-    narrow_float_tolerance,
-    pytorch_own_error,
 )
 from deplodock.frontend.capture import to_numpy
 
@@ -184,10 +183,9 @@ def check_on_cuda(prepared: PreparedProgram, device: Any) -> CheckReport:
     if len(outputs) != len(expected):
         raise ValueError(f"the program returns {len(outputs)} outputs, PyTorch {len(expected)}")
     errors = [relative_error(a, e) for a, e in zip(outputs, expected, strict=True)]
-    tolerance, own = prepared.tolerance, None
-    if tolerance == NARROW_FLOAT_TOLERANCE and prepared.program.torch_module is not None:
-        own = pytorch_own_error(prepared.program.torch_module, prepared.inputs, expected)
-        tolerance = narrow_float_tolerance(own)
+    tolerance, own = check_tolerance(
+        prepared.tolerance, prepared.program.torch_module, prepared.inputs, expected
+    )
     arch, kernels = prepared.compiled.build.arch, len(prepared.compiled.kernels)
     return CheckReport(
         "cuda", errors, tolerance, seconds, device.name, arch, kernels, pytorch_error=own
