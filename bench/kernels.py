@@ -25,6 +25,7 @@ from typing import Any
 
 from bench.cases import DTYPES, Case, add_case_patterns, all_cases, find_cases
 from bench.report import Row, draw_chart, results_document, summarize, with_speedups, write_json
+from deplodock.backend.benchmark import TIMINGS
 
 DEFAULT_OUT = Path(__file__).resolve().parent / "results"
 CASE_FUNCTION = "bench.kernels:run_case"
@@ -134,7 +135,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--seed", type=int, default=0, help="seed of the inputs and weights")
     parser.add_argument(
         "--timing",
-        choices=("latency", "device"),
+        choices=TIMINGS,
         default="latency",
         help="latency: CUDA events around each call as the host issues it (host overhead "
         "included where it outlasts the L2 flush); device: the GPU is kept busy while the "

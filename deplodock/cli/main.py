@@ -88,7 +88,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     gpu.add_argument(
         "--timing",
-        choices=("latency", "device"),
+        choices=("latency", "device"),  # benchmark.TIMINGS, not imported: compile stays light
         help="with --bench: latency times each call as the host issues it (the default); "
         "device keeps the GPU busy meanwhile, so only GPU time counts",
     )

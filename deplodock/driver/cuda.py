@@ -220,12 +220,11 @@ def bench_on_cuda(
             lambda: prepared.compiled(*args),
             **kwargs,
         )
-    before_each: Callable[[], object] = flush
-    if timing == "device":
-        spin = B.GpuSpin()
+    spin = B.GpuSpin() if timing == "device" else None
 
-        def before_each() -> None:
-            flush()
+    def before_each() -> None:
+        flush()
+        if spin is not None:
             spin()
 
     results = B.run_interleaved(contenders, B.CudaEventTimer(), warmup, iters, before_each)
