@@ -96,6 +96,13 @@ def report(
 ) -> str:
     rows = pairs(measured, modeled)
     gpu_bound_us = 1000 * gpu_bound_ms
+    caveat = []
+    if measured.get("timing", "latency") == "latency":
+        caveat.append(
+            "Latency timing: a measured figure also holds the host work the L2 flush did not "
+            "cover, so the cases under the GPU-bound bar say little about the model; "
+            "measure with `--timing device` to check them."
+        )
     head = [
         f"# The performance model against {measured['device']}, {measured['dtype']}",
         "",
@@ -107,15 +114,7 @@ def report(
         "",
         "Error = (modeled - measured) / measured: negative means the model is optimistic. "
         f"GPU-bound: measured at {gpu_bound_ms:g} ms or more (host time cannot dominate).",
-        *(
-            [
-                "Latency timing: a measured figure also holds the host work the L2 flush did not "
-                "cover, so the cases under the GPU-bound bar say little about the model; "
-                "measure with `--timing device` to check them.",
-            ]
-            if measured.get("timing", "latency") == "latency"
-            else []
-        ),
+        *caveat,
         f"Regenerate: `python -m bench.measured_vs_model {sources[0]} {sources[1]} "
         f"--gpu-bound-ms {gpu_bound_ms:g}`.",
         "",

@@ -19,7 +19,7 @@ import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
-from bench.cases import DTYPES, all_cases
+from bench.cases import DTYPES, add_case_patterns, all_cases
 
 #: The architecture compiled for: the H100 the performance model describes.
 ARCH = "sm_90"
@@ -68,7 +68,7 @@ def programs(args: argparse.Namespace) -> Iterator[tuple[str, object]]:
     if args.cases:
         for dtype in dtypes:
             for case in all_cases():
-                if args.case and not any(p in case.name for p in args.case):
+                if args.cases and not any(p in case.name for p in args.cases):
                     continue
                 yield f"{dtype} {case.name}", program_from_expression(case.expression(dtype))
     for model in args.model:
@@ -79,10 +79,7 @@ def programs(args: argparse.Namespace) -> Iterator[tuple[str, object]]:
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dtype", choices=(*DTYPES, "both"), default="both")
-    parser.add_argument(
-        "-k", "--case", action="append", default=[], metavar="PATTERN",
-        help="only the cases whose name contains PATTERN (repeatable)",
-    )  # fmt: skip
+    add_case_patterns(parser)
     parser.add_argument(
         "--model", action="append", default=[], metavar="ID",
         help="also a whole model (a shipped id or a local directory; repeatable)",

@@ -163,12 +163,15 @@ def layout_cost(alloc: tile.SharedAllocOp, threads: tile.ThreadsOp, layout: Layo
 def best_layout(alloc: tile.SharedAllocOp, threads: tile.ThreadsOp) -> Layout:
     """The cheapest layout; on a tie padding before swizzling (no index math), then the
     smallest padding (the least shared memory)."""
-    costs = [
-        (layout_cost(alloc, threads, layout), layout.swizzle > 0, layout.pad, layout.swizzle)
-        for layout in layouts(alloc, threads)
-    ]
-    _, _, amount, phase = min(costs)
-    return Layout(amount, phase)
+    return min(
+        layouts(alloc, threads),
+        key=lambda layout: (
+            layout_cost(alloc, threads, layout),
+            layout.swizzle > 0,
+            layout.pad,
+            layout.swizzle,
+        ),
+    )
 
 
 def lay_out(alloc: tile.SharedAllocOp, layout: Layout) -> None:
