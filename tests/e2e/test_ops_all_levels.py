@@ -111,11 +111,16 @@ OPS: dict[str, str] = {
     "conv2d": "nn.Conv2d(3, 4, 3, padding=1)(torch.randn(2, 3, 7, 6))",
     "conv2d_depthwise": "nn.Conv2d(4, 4, 3, stride=2, groups=4)(torch.randn(1, 4, 7, 7))",
     "conv1d": "nn.Conv1d(3, 5, 3, stride=2, padding=1, dilation=2)(torch.randn(2, 3, 11))",
+    "conv2d_same": "nn.Conv2d(3, 4, 4, padding='same', dilation=2)(torch.randn(2, 3, 7, 6))",
+    "conv2d_same_odd_total": "nn.Conv2d(3, 4, (4, 2), padding='same')(torch.randn(2, 3, 7, 6))",
+    "conv1d_valid": "nn.Conv1d(3, 5, 4, padding='valid', dilation=2)(torch.randn(2, 3, 11))",
     "conv_transpose2d": (
         "nn.ConvTranspose2d(4, 3, 3, 2, 1, output_padding=1)(torch.randn(1, 4, 4, 3))"
     ),
     "einsum": "torch.einsum('bhqd,bhkd->bhqk', torch.randn(2, 3, 4, 8), torch.randn(2, 3, 5, 8))",
     "einsum_chain": "torch.einsum('ij,jk,k', torch.randn(4, 6), torch.randn(6, 5), torch.randn(5))",
+    "einsum_diagonal": "torch.einsum('bii,bij->bj', torch.randn(3, 5, 5), torch.randn(3, 5, 7))",
+    "einsum_trace": "torch.einsum('ii', torch.randn(7, 7))",
     "matmul": "torch.matmul(torch.randn(2, 16, 32), torch.randn(32, 8))",
     "linear": "nn.Linear(32, 16)(torch.randn(4, 32))",
     "linear_no_bias": "nn.Linear(32, 16, bias=False)(torch.randn(2, 4, 32))",

@@ -1,8 +1,9 @@
 """Pooling and convolution (`deplodock/frontend/aten/composite.py`): `torch.window` plus a
 reduction (max / avg pooling) or a batched matmul per group (convolution), captured and run
 with the torch interpreter against PyTorch in float64. Sizes are odd and strides do not
-divide them; padding, dilation, `ceil_mode`, `count_include_pad`, groups (depthwise
-included), transposed convolutions (output_padding) and unbatched inputs are covered."""
+divide them; padding (ints, 'valid', and 'same' with even kernels, its odd extra on the high
+side), dilation, `ceil_mode`, `count_include_pad`, groups (depthwise included), transposed
+convolutions (output_padding) and unbatched inputs are covered."""
 
 from __future__ import annotations
 
@@ -74,6 +75,30 @@ CONVS = {
         lambda x, w, b: F.conv3d(x, w, b, padding=1),
         [_randn(1, 2, 4, 5, 3), _randn(3, 2, 3, 3, 3), _randn(3)],
     ),
+    "conv2d_same_even_kernel": (  # 3 in all: 1 low, 2 high
+        lambda x, w, b: F.conv2d(x, w, b, padding="same"),
+        [X, _randn(4, 3, 4, 4), _randn(4)],
+    ),
+    "conv2d_same_dilation": (  # 4 and 9 in all: (2, 4) low, (2, 5) high
+        lambda x, w: F.conv2d(x, w, padding="same", dilation=(2, 3)),
+        [X, _randn(5, 3, 3, 4)],
+    ),
+    "conv1d_same_groups_unbatched": (
+        lambda x, w: F.conv1d(x, w, padding="same", groups=2),
+        [_randn(4, 11), _randn(6, 2, 2)],
+    ),
+    "conv3d_same": (
+        lambda x, w: F.conv3d(x, w, padding="same"),
+        [_randn(1, 2, 4, 5, 3), _randn(3, 2, 2, 3, 4)],
+    ),
+    "conv2d_valid": (
+        lambda x, w: F.conv2d(x, w, stride=2, padding="valid"),
+        [X, _randn(4, 3, 3, 2)],
+    ),
+    "conv1d_valid": (
+        lambda x, w, b: F.conv1d(x, w, b, padding="valid", dilation=2),
+        [_randn(2, 3, 11), _randn(4, 3, 3), _randn(4)],
+    ),
     "conv_transpose2d": (
         lambda x, w, b: F.conv_transpose2d(x, w, b, stride=2, padding=1, output_padding=1),
         [_randn(2, 4, 5, 6), _randn(4, 3, 3, 3), _randn(3)],
@@ -123,10 +148,4 @@ def test_bf16_conv_and_pool(run_torch, rel_err):
 def test_transposed_padding_beyond_the_kernel_is_refused_in_one_line():
     with pytest.raises(UnsupportedOpError, match="padding > dilation") as info:
         capture(Fn(lambda x, w: F.conv_transpose2d(x, w, padding=3)), (X, _randn(3, 2, 3, 3)))
-    assert "\n" not in str(info.value)
-
-
-def test_same_padding_is_refused_in_one_line():
-    with pytest.raises(UnsupportedOpError, match=r"unsupported op aten\.conv2d\.padding") as info:
-        capture(Fn(lambda x, w: F.conv2d(x, w, padding="same")), (X, _randn(4, 3, 3, 3)))
     assert "\n" not in str(info.value)

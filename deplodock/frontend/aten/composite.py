@@ -537,18 +537,34 @@ def _convolve(
     return y
 
 
+def _conv_padding(a: dict[str, Any], kernel: list[int], k: int) -> tuple[list[int], list[int]]:
+    """The low and high padding per spatial dim: the ints given, none for 'valid', and for
+    'same' `dilation * (kernel - 1)` in all, split with the odd one on the high side as
+    PyTorch does (which allows 'same' only with stride 1)."""
+    padding = a["padding"]
+    if not isinstance(padding, str):
+        pad = _spatial(padding, k)
+        return pad, pad
+    if padding == "valid":
+        return [0] * k, [0] * k
+    if padding != "same" or any(s != 1 for s in _spatial(a["stride"], k)):
+        raise AtenImportError(f"convolution with padding='{padding}' and stride {a['stride']}")
+    totals = [d * (n - 1) for d, n in zip(_spatial(a["dilation"], k), kernel, strict=True)]
+    return [t // 2 for t in totals], [t - t // 2 for t in totals]
+
+
 def _conv_handler(k: int) -> Any:
     def handler(e: Emitter, a: dict[str, Any], out: TensorType) -> SSAValue:
-        """`conv{k}d`, batched or not (an unbatched input gets a batch of 1)."""
+        """`conv{k}d`, batched or not (an unbatched input gets a batch of 1), its padding
+        ints or 'valid' / 'same' (the `.padding` overload)."""
         x, weight = e.tensor(a["input"]), e.tensor(a["weight"])
         unbatched = rank_of(x) == k + 1
         if unbatched:
             x = _reshaped(e, x, [1, *_shape(x)])
-        if isinstance(a["padding"], str):
-            raise AtenImportError(f"convolution with padding='{a['padding']}'")
-        pad = _spatial(a["padding"], k)
-        w = {"kernel": list(_shape(weight)[2:]), "stride": _spatial(a["stride"], k)}
-        w |= {"dilation": _spatial(a["dilation"], k), "low": pad, "high": pad}
+        kernel = list(_shape(weight)[2:])
+        low, high = _conv_padding(a, kernel, k)
+        w = {"kernel": kernel, "stride": _spatial(a["stride"], k)}
+        w |= {"dilation": _spatial(a["dilation"], k), "low": low, "high": high}
         y = _convolve(e, x, weight, a["bias"], w, int(a["groups"]))
         return _reshaped(e, y, out.get_shape()) if unbatched else y
 
@@ -556,7 +572,8 @@ def _conv_handler(k: int) -> Any:
 
 
 for _k in (1, 2, 3):
-    handles(getattr(aten, f"conv{_k}d").default, emits=_CONV_OPS)(_conv_handler(_k))
+    _conv = getattr(aten, f"conv{_k}d")
+    handles(_conv.default, _conv.padding, emits=_CONV_OPS)(_conv_handler(_k))
 
 
 def _spread(e: Emitter, x: SSAValue, stride: list[int]) -> SSAValue:
@@ -665,9 +682,24 @@ def _einsum_terms(equation: str, ranks: Sequence[int]) -> tuple[list[str], str]:
         counts = {c: sum(t.count(c) for t in terms) for c in set("".join(terms))}
         once = sorted(c for c, n in counts.items() if n == 1 and c not in fresh)
         out = broadcast + "".join(once)
-    if any(len(set(t)) != len(t) for t in terms):
-        raise AtenImportError("einsum with a repeated subscript (a diagonal) is not supported")
     return terms, out
+
+
+def _einsum_diagonal(e: Emitter, x: SSAValue, term: str) -> tuple[SSAValue, str]:
+    """`x` reduced to its diagonal over each label its term repeats (`x[i, i]` for every
+    `i`, the label kept once): the repeated dims permuted to the front and gathered with
+    one `arange` per dim. The new dim comes first; the contraction permutes at the end."""
+    for label in dict.fromkeys(c for c in term if term.count(c) > 1):
+        same = [i for i, c in enumerate(term) if c == label]
+        if len({_shape(x)[i] for i in same}) != 1:
+            raise AtenImportError(f"einsum repeats a subscript over dims of sizes {_shape(x)}")
+        order = same + [i for i, c in enumerate(term) if c != label]
+        front = e.emit(T.PermuteOp(x, order)) if order != sorted(order) else x
+        size = _shape(x)[same[0]]
+        steps = e.emit(T.ArangeOp(0.0, 1.0, TensorType(i64, [size])))
+        x = e.emit(T.IndexOp(front, [steps] * len(same)))
+        term = label + "".join(c for c in term if c != label)
+    return x, term
 
 
 def _einsum_sum_out(e: Emitter, x: SSAValue, term: str, keep: str) -> tuple[SSAValue, str]:
@@ -708,14 +740,17 @@ def _einsum_pair(
 
 @handles(
     aten.einsum.default,
-    emits=(T.SumOp, T.PermuteOp, T.ExpandOp, T.ReshapeOp, T.MatmulOp),
+    emits=(T.SumOp, T.PermuteOp, T.ExpandOp, T.ReshapeOp, T.MatmulOp, T.ArangeOp, T.IndexOp),
 )
 def _einsum(e: Emitter, a: dict[str, Any], out: TensorType) -> SSAValue:
-    """Any einsum without repeated subscripts: labels no later term needs are summed out
-    first, then the operands are contracted left to right, two at a time, each pair one
-    batched matmul; the result is permuted to the output's order."""
+    """Any einsum: each operand is first reduced to its diagonals (repeated subscripts),
+    then labels no later term needs are summed out, then the operands are contracted left
+    to right, two at a time, each pair one batched matmul; the result is permuted to the
+    output's order."""
     xs = [e.tensor(x) for x in a["tensors"]]
     terms, target = _einsum_terms(a["equation"], [rank_of(x) for x in xs])
+    pairs = [_einsum_diagonal(e, x, term) for x, term in zip(xs, terms, strict=True)]
+    xs, terms = [x for x, _ in pairs], [term for _, term in pairs]
     value, term = xs[0], terms[0]
     for i in range(1, len(xs) + 1):
         value, term = _einsum_sum_out(e, value, term, target + "".join(terms[i:]))
