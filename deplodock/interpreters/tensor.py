@@ -4,8 +4,8 @@
 arguments: the `arith`/`math` implementations are numpy-vectorised, so one pass over the
 body computes every element; `tensor.index d` is then the coordinate grid of dim `d` (an
 `arange` shaped to broadcast along that axis). `tensor.reduce` is a numpy reduction with
-`keepdims`, `tensor.index_map` evaluates its affine maps over the output coordinate grid and
-gathers, and `tensor.gather` is `np.take`.
+`keepdims` and `tensor.scan` the same ufunc's `accumulate`; `tensor.index_map` evaluates its
+affine maps over the output coordinate grid and gathers, and `tensor.gather` is `np.take`.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from deplodock.dialects.tensor import (
     IndexMapOp,
     IndexOp,
     ReduceOp,
+    ScanOp,
     YieldOp,
 )
 from deplodock.interpreters.affine import eval_affine_map
@@ -90,6 +91,14 @@ class TensorFunctions(InterpreterFunctions):
             array = array.astype(np.float32)  # accumulate narrow floats in f32, as kernels do
         dims = op.reduce_dims
         out = op.reduce_kind.numpy_ufunc.reduce(array, axis=dims, keepdims=True) if dims else array
+        return (as_tensor(out, op.result.type),)
+
+    @impl(ScanOp)
+    def run_scan(self, interpreter: Interpreter, op: ScanOp, args: PythonValues) -> PythonValues:
+        array = np.asarray(args[0])
+        if is_narrow_float(op.result.type.get_element_type()):
+            array = array.astype(np.float32)  # the running value is f32, as in the kernels
+        out = op.scan_kind.numpy_ufunc.accumulate(array, axis=op.scan_dim)
         return (as_tensor(out, op.result.type),)
 
     @impl(IndexMapOp)

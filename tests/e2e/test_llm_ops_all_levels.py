@@ -75,6 +75,8 @@ EXPRESSIONS: dict[str, str] = {
     "cos_sin": "torch.cos(torch.randn(4, 32)) + torch.sin(torch.randn(4, 32))",
     "cumsum": "torch.randn(4, 16).cumsum(-1)",
     "cumsum_bool": "(torch.randint(0, 3, (2, 16)) != 1).cumsum(-1)",
+    "cumsum_dim0": "torch.randn(17, 3, 5).cumsum(0)",
+    "cumsum_of_exp_long_rows": "torch.exp(torch.randn(3, 1000)).cumsum(1)",
     "diff": "torch.diff(torch.randn(4, 16), dim=-1)",
     "diff_prepend": "torch.diff(torch.randint(0, 9, (1, 16)), prepend=torch.randint(0, 9, (1, 1)))",
     # attention

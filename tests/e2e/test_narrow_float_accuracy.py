@@ -71,3 +71,11 @@ def test_an_error_past_twice_pytorch_own_is_a_mismatch() -> None:
 def test_fp32_keeps_its_fixed_tolerance() -> None:
     report = kernel_level_report("torch.softmax(torch.randn(8, 300) * 4, dim=-1)")
     assert report.pytorch_error is None and report.tolerance == 1e-5
+
+
+def test_bf16_cumsum_carries_f32_and_matches_pytorch() -> None:
+    """The scan's running value is f32 and each prefix is rounded once: a bf16 running sum
+    over 2000 steps would stall (x + 1 == x past 256) and be far off."""
+    report = kernel_level_report(f"torch.cumsum(torch.rand(4, 2000, {BF16}), dim=-1)")
+    assert report.pytorch_error is not None
+    assert max(report.errors) <= 1.05 * report.pytorch_error + 1e-6, report.summary()

@@ -17,6 +17,7 @@ from xdsl.utils.exceptions import PassFailedException
 
 from deplodock.dialects import loop, make_context
 from deplodock.passes.convert_tensor_to_loop import ConvertTensorToLoopPass
+from deplodock.passes.loop_utils import trip_product
 from tests.helpers import parse, rel_err, run
 
 Reference = Callable[..., np.ndarray]
@@ -209,3 +210,33 @@ def test_index_and_integer_reduce_lift() -> None:
     (out,) = run(module, x)
     assert out.dtype == np.int64
     np.testing.assert_array_equal(out, ref)
+
+
+@pytest.mark.parametrize(
+    ("elt", "dim", "kind", "ufunc"),
+    [("f32", 1, "add", np.cumsum), ("i64", 0, "add", np.cumsum), ("f32", 1, "max", None)],
+)
+def test_scan_lifts_to_one_linear_recurrence(elt: str, dim: int, kind: str, ufunc) -> None:
+    """A scan costs n per row: its kernel's loops run numel iterations in all (a masked
+    sum would run n² per row), and the loop interpreter matches numpy's accumulate."""
+    t = f"tensor<6x200x{elt}>"
+    text = f"""func.func @forward(%x: {t}) -> {t} {{
+  %s = tensor.scan {kind} %x dim {dim} : {t}
+  func.return %s : {t}
+}}"""
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((6, 200)) if elt == "f32" else rng.integers(-9, 9, (6, 200))
+    x = x.astype(np.float32 if elt == "f32" else np.int64)
+    module = lift(parse(text))
+    (store,) = [op for op in module.walk() if isinstance(op, loop.StoreOp)]
+    assert trip_product(store, module) == 6 * 200  # each element stored once, in n steps
+    carried = store.parent_op()
+    assert (
+        isinstance(carried, loop.ForOp) and carried.is_reduce and carried.trip_count == x.shape[dim]
+    )
+    (out,) = run(module, x)
+    ref = ufunc(x.astype(np.float64), axis=dim) if ufunc else np.maximum.accumulate(x, axis=dim)
+    if elt == "i64":
+        np.testing.assert_array_equal(out, ref.astype(np.int64))
+    else:
+        assert rel_err(out, ref) < 1e-5

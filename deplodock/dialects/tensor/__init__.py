@@ -1,16 +1,16 @@
-"""The `tensor` dialect: three primitives every torch op decomposes into, plus gather.
+"""The `tensor` dialect: three primitives every torch op decomposes into, plus gather and scan.
 
 `tensor.elementwise` (a scalar `arith`/`math` body applied at every coordinate; inside it
 `tensor.index` reads the coordinate itself), `tensor.reduce` (add/mul/max/min over some
 dims, rank kept) and `tensor.index_map` (out[c] = in[map(c)] with an affine map: transpose,
 reshape, slice, broadcast, concat...). `tensor.gather` is the one data-dependent read
-(embedding lookups, advanced indexing). Broadcasting is never implicit: it is an index map.
-See docs/ir.md section 2.
+(embedding lookups, advanced indexing), `tensor.scan` the one prefix combination (cumsum).
+Broadcasting is never implicit: it is an index map. See docs/ir.md section 2.
 
 The dialect is named `tensor` and replaces xDSL's own `tensor` dialect in our tools.
 
 The dialect is a package: `elementwise` (elementwise, yield, index), `reduce` (the reduce op;
-the kinds are `dialects/reduce_kind.py`), `index_map`, and `gather`
+the kinds are `dialects/reduce_kind.py`), `index_map`, `gather` and `scan`
 (shapes and element types come from `dialects/queries.py`).
 """
 
@@ -23,6 +23,7 @@ from deplodock.dialects.tensor.elementwise import ElementwiseOp, IndexOp, YieldO
 from deplodock.dialects.tensor.gather import GatherOp, gather_shape
 from deplodock.dialects.tensor.index_map import IndexMapOp, expr_bounds
 from deplodock.dialects.tensor.reduce import ReduceOp
+from deplodock.dialects.tensor.scan import ScanOp
 
 __all__ = [
     "ElementwiseOp",
@@ -32,6 +33,7 @@ __all__ = [
     "ReduceKind",
     "ReduceKindAttr",
     "ReduceOp",
+    "ScanOp",
     "TensorDialect",
     "YieldOp",
     "expr_bounds",
@@ -40,6 +42,6 @@ __all__ = [
 
 TensorDialect = Dialect(
     "tensor",
-    [ElementwiseOp, YieldOp, IndexOp, ReduceOp, IndexMapOp, GatherOp],
+    [ElementwiseOp, YieldOp, IndexOp, ReduceOp, IndexMapOp, GatherOp, ScanOp],
     [ReduceKindAttr],
 )

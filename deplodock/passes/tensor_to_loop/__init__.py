@@ -1,7 +1,8 @@
 """Lifting patterns of `convert-tensor-to-loop`, one `LiftPattern` per tensor op.
 
 - `lift`: the shared part (kernel naming and creation, alloc + launch in `@forward`);
-- `elementwise`, `reduce`, `index_map` (with concat), `gather`: each op's kernel body.
+- `elementwise`, `reduce`, `scan`, `index_map` (with concat), `gather`: each op's kernel
+  body.
 """
 
 from __future__ import annotations
@@ -11,11 +12,18 @@ from deplodock.passes.tensor_to_loop.gather import LiftGather
 from deplodock.passes.tensor_to_loop.index_map import LiftIndexMap
 from deplodock.passes.tensor_to_loop.lift import KernelNamer, LiftPattern
 from deplodock.passes.tensor_to_loop.reduce import LiftReduce
+from deplodock.passes.tensor_to_loop.scan import LiftScan
 
 
 def lift_patterns(namer: KernelNamer) -> list[LiftPattern]:
     """One pattern per tensor op, sharing `namer` so kernel names stay unique."""
-    return [LiftElementwise(namer), LiftReduce(namer), LiftIndexMap(namer), LiftGather(namer)]
+    return [
+        LiftElementwise(namer),
+        LiftReduce(namer),
+        LiftScan(namer),
+        LiftIndexMap(namer),
+        LiftGather(namer),
+    ]
 
 
 __all__ = [
@@ -25,5 +33,6 @@ __all__ = [
     "LiftIndexMap",
     "LiftPattern",
     "LiftReduce",
+    "LiftScan",
     "lift_patterns",
 ]

@@ -58,9 +58,20 @@ def body_ops(loop: tile.ForOp) -> list[Operation]:
     return [op for op in loop.body.block.ops if not isinstance(op, tile.YieldOp)]
 
 
+def is_recurrence(loop: tile.ForOp) -> bool:
+    """A loop that carries values *and* stores inside (a scan): each iteration's store
+    depends on all before it, so it stays serial in one thread, never split."""
+    return loop.is_reduce and any(isinstance(op, tile.StoreOp) for op in loop.walk())
+
+
 def has_reduce_loop(kernel: tile.KernelOp) -> bool:
-    """Whether some loop of the kernel carries values (the kernel reduces)."""
-    return any(isinstance(op, tile.ForOp) and op.is_reduce for op in kernel.walk())
+    """Whether some loop of the kernel carries values that threads may split (the kernel
+    reduces); a kernel whose only carried loops are recurrences is scheduled like an
+    elementwise one, a thread per independent recurrence."""
+    return any(
+        isinstance(op, tile.ForOp) and op.is_reduce and not is_recurrence(op)
+        for op in kernel.walk()
+    )
 
 
 def is_hoistable(op: Operation, written: set[SSAValue]) -> bool:

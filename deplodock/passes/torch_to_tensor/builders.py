@@ -329,6 +329,9 @@ class TensorBuilder:
     def reduce(self, value: SSAValue, kind: tensor.ReduceKind, dims: Sequence[int]) -> SSAValue:
         return self._add(tensor.ReduceOp(value, kind, sorted(dims)))
 
+    def scan(self, value: SSAValue, kind: tensor.ReduceKind, dim: int) -> SSAValue:
+        return self._add(tensor.ScanOp(value, kind, dim))
+
     def gather(self, source: SSAValue, indices: SSAValue, dim: int = 0) -> SSAValue:
         return self._add(tensor.GatherOp(source, indices, dim))
 

@@ -19,7 +19,6 @@ from math import prod
 
 from xdsl.dialects.builtin import i64
 from xdsl.ir import SSAValue
-from xdsl.ir.affine import AffineExpr, AffineMap
 
 from deplodock.dialects import torch as t
 from deplodock.dialects.element_types import accumulator_type
@@ -158,26 +157,14 @@ class LogSoftmaxLowering(TorchLowering):
 
 
 class CumsumLowering(TorchLowering):
-    """Broadcast x over (..., n) with x's dim moved to the new last dim j, keep j <= i
-    (converted to the result type), sum over j, drop j."""
+    """x converted to the result type (bool and integers sum as i64, like PyTorch), then
+    one `tensor.scan add` along `dim`."""
 
     op_type = t.CumsumOp
 
     def lower(self, op: t.CumsumOp, b: TensorBuilder) -> SSAValue:
-        x, dim = op.input, op.dim.value.data
-        shape, elt = shape_of(x), result_type_of(op).element_type
-        rank = len(shape)
-        space = (*shape, shape[dim])
-        exprs = [AffineExpr.dimension(d) for d in range(rank)]
-        exprs[dim] = AffineExpr.dimension(rank)
-        spread = b.index_map(x, AffineMap(rank + 1, 0, tuple(exprs)), space)
-        masked = b.elementwise(
-            [spread],
-            space,
-            elt,
-            lambda s, v: s.select(s.cmp("le", s.index(rank), s.index(dim)), s.cast(v, elt), 0.0),
-        )
-        return b.squeeze(b.reduce(masked, ReduceKind.ADD, [rank]), [rank])
+        x = b.cast(op.input, result_type_of(op).element_type)
+        return b.scan(x, ReduceKind.ADD, op.dim.value.data)
 
 
 PATTERNS: tuple[TorchLowering, ...] = (
