@@ -94,6 +94,8 @@ OPS: dict[str, str] = {
     "vector_norm": "torch.linalg.vector_norm(torch.randn(4, 8, 16), dim=-1)",
     "vector_norm_inf": "torch.linalg.vector_norm(torch.randn(4, 16), float('inf'), dim=0)",
     "normalize": "F.normalize(torch.randn(4, 16), dim=1)",
+    "matrix_norm_1": "torch.linalg.matrix_norm(torch.randn(3, 5, 7), 1)",
+    "linalg_norm_fro": "torch.linalg.norm(torch.randn(5, 7))",
     "mse_loss": "F.mse_loss(torch.randn(4, 16), torch.randn(4, 16))",
     "huber_loss": "F.huber_loss(torch.randn(4, 16) * 2, torch.randn(4, 16), delta=0.7)",
     "kl_div": "F.kl_div(torch.randn(4, 16).log_softmax(-1), torch.rand(4, 16), reduction='sum')",

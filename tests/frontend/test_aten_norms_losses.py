@@ -68,6 +68,19 @@ NORMS = {
     "vector_norm_neg_inf": (lambda x: torch.linalg.vector_norm(x, -float("inf"), 1), [X4]),
     "vector_norm_0": (lambda x: torch.linalg.vector_norm(torch.relu(x), 0, -1, True), [X4]),
     "vector_norm_3": (lambda x: torch.linalg.vector_norm(x, 3, dim=-1, keepdim=True), [X4]),
+    # torch.linalg.norm / matrix_norm: vector norms, and the matrix norms without an SVD
+    "linalg_norm_all": (lambda x: torch.linalg.norm(x), [X4]),
+    "linalg_norm_dim": (lambda x: torch.linalg.norm(x, dim=2, keepdim=True), [X4]),
+    "linalg_norm_vector_ord": (lambda x: torch.linalg.norm(x, 3), [_randn(7)]),
+    "linalg_norm_fro": (lambda x: torch.linalg.norm(x, "fro", dim=(0, 2)), [X4]),
+    "linalg_norm_matrix_inf": (lambda x: torch.linalg.norm(x, float("inf")), [_randn(5, 7)]),
+    "linalg_norm_matrix_neg_1": (lambda x: torch.linalg.norm(x, -1), [_randn(5, 7)]),
+    "matrix_norm_1": (lambda x: torch.linalg.matrix_norm(x, 1), [X4]),
+    "matrix_norm_fro_keepdim": (lambda x: torch.linalg.matrix_norm(x, keepdim=True), [X4]),
+    "matrix_norm_neg_inf_swapped": (
+        lambda x: torch.linalg.matrix_norm(x, -float("inf"), dim=(3, 1)),
+        [X4],
+    ),
     "frobenius": (lambda x: torch.norm(x), [X4]),
     "normalize": (lambda x: F.normalize(x, dim=1), [X4]),
     "normalize_p1": (lambda x: F.normalize(x, p=1.0, dim=-1), [_randn(4, 7)]),
@@ -204,4 +217,11 @@ def test_bf16_batch_norm_and_loss(run_torch, rel_err):
 def test_probability_targets_are_refused_in_one_line():
     with pytest.raises(UnsupportedOpError, match="probability \\(float\\) targets") as info:
         capture(Fn(F.cross_entropy), (_randn(4, 5), _randn(4, 5).softmax(-1)))
+    assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize("order", [2, -2, "nuc"])
+def test_matrix_norms_that_need_singular_values_are_refused_in_one_line(order):
+    with pytest.raises(UnsupportedOpError, match=f"ord={order!r}.* needs singular values") as info:
+        capture(Fn(lambda x: torch.linalg.matrix_norm(x, order)), (_randn(4, 5),))
     assert "\n" not in str(info.value)

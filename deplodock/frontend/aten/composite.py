@@ -157,6 +157,55 @@ def _norm(e: Emitter, x: SSAValue, order: float, dims: list[int], keep: bool) ->
     return e.emit(T.PowOp(total, 1.0 / order))
 
 
+def _matrix_norm(
+    e: Emitter, x: SSAValue, order: float | str, dims: list[int], keep: bool, out: TensorType
+) -> SSAValue:
+    """The matrix norms that need no singular values, over the two `dims` (rows, columns):
+    'fro' is the 2-norm of the entries; ord +-1 the max / min over columns of the column
+    sums of |x|, +-inf the same over rows (PyTorch's rule). 2, -2 and 'nuc' need an SVD."""
+    if order == "fro":
+        return _norm(e, x, 2.0, sorted(dims), keep)
+    if not isinstance(order, float) or abs(order) not in (1.0, math.inf):
+        raise AtenImportError(f"matrix norm ord={order!r} needs singular values (unsupported)")
+    rows, cols = dims
+    summed, across = (rows, cols) if abs(order) == 1 else (cols, rows)
+    sums = e.emit(T.SumOp(e.emit(T.AbsOp(x)), [summed], True))
+    extreme = e.emit((T.AmaxOp if order > 0 else T.AminOp)(sums, [across], True))
+    return _reshaped(e, extreme, out.get_shape())
+
+
+def _two_dims(dim: Any, rank: int) -> list[int] | None:
+    """`dim` of a matrix norm as two non-negative dims, or None when it names one dim."""
+    if dim is None:
+        return [rank - 2, rank - 1] if rank == 2 else None
+    dims = [dim] if isinstance(dim, int) else list(dim)
+    return [norm_dim(d, rank) for d in dims] if len(dims) == 2 else None
+
+
+@handles(
+    aten.linalg_norm.default,
+    aten.linalg_norm.ord_str,
+    aten.linalg_matrix_norm.default,
+    aten.linalg_matrix_norm.str_ord,
+    emits=(*_VECTOR_NORM_OPS, T.ReshapeOp),
+)
+def _linalg_norm(e: Emitter, a: dict[str, Any], out: TensorType) -> SSAValue:
+    """`torch.linalg.norm` and `matrix_norm`: without `ord`, the 2-norm of all entries (or
+    along `dim`); with `ord`, a matrix norm when two dims are named (or the input is 2-D and
+    none are), else a vector norm along the one dim (or of a 1-D input)."""
+    x = e.cast(e.tensor(a["input"]), out.element_type)
+    rank, order, keep = rank_of(x), a.get("ord"), bool(a["keepdim"])
+    order = order if order is None or isinstance(order, str) else float(order)
+    if order is None:
+        return _norm(e, x, 2.0, norm_dims(a["dim"], rank), keep)
+    dims = _two_dims(a["dim"], rank)
+    if dims is None and isinstance(order, str):
+        raise AtenImportError(f"norm ord='{order}' needs a matrix: a 2-D input or two dims")
+    if dims is None:
+        return _norm(e, x, order, norm_dims(a["dim"], rank), keep)
+    return _matrix_norm(e, x, order, dims, keep, out)
+
+
 # --- losses -------------------------------------------------------------------------------
 
 
