@@ -36,7 +36,7 @@ from deplodock.interpreters.async_copy import (
     shifted,
 )
 from deplodock.interpreters.common import alloc_impl, lookup_kernel, terminator_impl
-from deplodock.interpreters.shared_memory import SharedBuffer
+from deplodock.interpreters.shared_memory import SharedBuffer, shared_buffer_name
 from deplodock.interpreters.simt import LockstepState, buffer_name
 from deplodock.interpreters.values import empty_buffer
 
@@ -188,9 +188,11 @@ class KernelFunctions(InterpreterFunctions):
     def run_shared_alloc(
         self, interpreter: Interpreter, op: kernel.SharedAllocOp, args: PythonValues
     ):
-        """A fresh `__shared__` array for this block (NaN-filled, like an uninitialized one)."""
+        """A fresh `__shared__` array for this block (NaN-filled, like an uninitialized one),
+        named with its kernel and block for the race and uninitialized-read reports."""
         state = _block(interpreter, op)
-        buffer = SharedBuffer(buffer_name(op.result), empty_buffer(op.result.type))
+        name = shared_buffer_name(op.result, op, state.lanes.block_id)
+        buffer = SharedBuffer(name, empty_buffer(op.result.type))
         state.shared.append(buffer)
         return (buffer,)
 

@@ -10,7 +10,9 @@ threads to one element in the same epoch are unordered on a GPU, so:
 - a write of an element another thread wrote (write after write) or read (write after read)
   in the current epoch
 
-raise `RaceError`, naming the buffer, the threads, the element and the op.
+raise `RaceError`, naming the buffer, the threads, the element and the op. A read of an
+element no thread of the block has written (nor a copy landed in) raises
+`UninitializedReadError`: shared memory starts with the previous block's leftovers.
 
 Asynchronous copies (`cp.async`, see `async_copy.py`) add a third record: the element's
 pending copy. Between its issue and the `cp.async.wait_group` that retires it, a copy may
@@ -25,7 +27,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
+from xdsl.ir import Operation, SSAValue
 from xdsl.utils.exceptions import InterpretationError
+
+from deplodock.interpreters.simt import buffer_name
 
 NO_THREAD = -1
 MANY_THREADS = -2
@@ -33,6 +38,20 @@ MANY_THREADS = -2
 
 class RaceError(InterpretationError):
     """Two threads of a block touch one shared element with no barrier between them."""
+
+
+class UninitializedReadError(InterpretationError):
+    """A thread reads a shared element that nothing has written in this block: on a GPU it
+    holds whatever the previous block left there."""
+
+
+def shared_buffer_name(value: SSAValue, alloc: Operation, block_id: int) -> str:
+    """How reports name a block's shared array: `%red (@rms_like, block 2)`."""
+    kernel = alloc.parent_op()
+    while kernel is not None and not hasattr(kernel, "sym_name"):
+        kernel = kernel.parent_op()
+    where = f"@{kernel.sym_name.data}, " if kernel is not None else ""  # type: ignore[attr-defined]
+    return f"{buffer_name(value)} ({where}block {block_id})"
 
 
 class SharedBuffer:
@@ -95,6 +114,19 @@ class SharedBuffer:
             f"{element} {what} by {who} in the same barrier epoch ({op_name})"
         )
 
+    def _check_initialized(
+        self, never_written: np.ndarray, lanes: np.ndarray, flat: np.ndarray, op_name: str
+    ) -> None:
+        """Raises `UninitializedReadError` for the first lane reading a never-written element."""
+        if not never_written.any():
+            return
+        i = int(np.argmax(never_written))
+        element = [int(k) for k in np.unravel_index(int(flat[i]), self.data.shape)]
+        raise UninitializedReadError(
+            f"uninitialized read of shared buffer {self.name}: thread {int(lanes[i])} reads "
+            f"element {element}, which nothing in this block has written ({op_name})"
+        )
+
     def _check_pending(self, flat: np.ndarray, lanes: np.ndarray, verb: str, op_name: str):
         """Raises `RaceError` when an accessed element has a copy in flight."""
         issuer = self.pending_thread.flat[flat]
@@ -119,6 +151,7 @@ class SharedBuffer:
         flat = self._flat(indices, lanes.size, op_name)
         self._check_pending(flat, lanes, "reads", op_name)
         writer = self.writer_thread.flat[flat]
+        self._check_initialized(writer == NO_THREAD, lanes, flat, op_name)
         racy = (self.writer_epoch.flat[flat] == epoch) & (writer != lanes) & (writer >= 0)
         self._check(racy, lanes, flat, writer, "reads ... written", op_name)
         self._record_readers(flat, lanes, epoch)

@@ -39,7 +39,7 @@ from deplodock.interpreters.async_copy import (
     shifted,
 )
 from deplodock.interpreters.common import alloc_impl, lookup_kernel, terminator_impl
-from deplodock.interpreters.shared_memory import SharedBuffer
+from deplodock.interpreters.shared_memory import SharedBuffer, shared_buffer_name
 from deplodock.interpreters.simt import LockstepState, buffer_name
 from deplodock.interpreters.values import empty_buffer
 
@@ -131,8 +131,11 @@ class TileFunctions(InterpreterFunctions):
     def run_shared_alloc(
         self, interpreter: Interpreter, op: tile.SharedAllocOp, args: PythonValues
     ):
-        """A fresh shared array for this block (NaN-filled, like an uninitialized one)."""
-        return (SharedBuffer(buffer_name(op.result), empty_buffer(op.result.type)),)
+        """A fresh shared array for this block (NaN-filled, like an uninitialized one), named
+        with its kernel and block for the race and uninitialized-read reports."""
+        state = _require_state(interpreter, op)
+        name = shared_buffer_name(op.result, op, state.block_id)
+        return (SharedBuffer(name, empty_buffer(op.result.type)),)
 
     @impl(tile.BarrierOp)
     def run_barrier(self, interpreter: Interpreter, op: tile.BarrierOp, args: PythonValues):

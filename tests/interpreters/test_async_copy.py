@@ -90,7 +90,8 @@ def test_staged_copy_matches_numpy(level, x: np.ndarray) -> None:
 def test_missing_wait_is_caught(level, x: np.ndarray) -> None:
     with pytest.raises(
         RaceError,
-        match=r"race on shared buffer %s: thread 0 reads element \[124\] while a cp.async of "
+        match=r"race on shared buffer %s \(@\w+, block 0\): thread 0 reads element \[124\] "
+        r"while a cp.async of "
         r"thread 31 to it is in flight: cp.async not yet waited for",
     ):
         run(level(staged(wait="")), x)
@@ -100,7 +101,8 @@ def test_missing_wait_is_caught(level, x: np.ndarray) -> None:
 def test_missing_barrier_after_the_wait_is_caught(level, x: np.ndarray) -> None:
     with pytest.raises(
         RaceError,
-        match=r"race on shared buffer %s: thread 0 reads element \[124\] written by thread 31 "
+        match=r"race on shared buffer %s \(@\w+, block 0\): thread 0 reads element \[124\] "
+        r"written by thread 31 "
         r"in the same barrier epoch",
     ):
         run(level(staged(barrier="")), x)

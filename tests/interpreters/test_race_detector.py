@@ -11,11 +11,16 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from xdsl.dialects import arith
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.utils.exceptions import InterpretationError
 
 from deplodock.dialects import kernel, make_context
-from deplodock.interpreters.shared_memory import RaceError, SharedBuffer
+from deplodock.interpreters.shared_memory import (
+    RaceError,
+    SharedBuffer,
+    UninitializedReadError,
+)
 from deplodock.passes.convert_tile_to_kernel import ConvertTileToKernelPass
 from tests.helpers import parse, run
 
@@ -73,6 +78,25 @@ def test_out_of_bounds_shared_access() -> None:
     buf = SharedBuffer("%red", np.zeros(4, dtype=np.float32))
     with pytest.raises(InterpretationError, match=r"index 4 out of bounds .* shared buffer %red"):
         buf.load([lanes(4)], lanes(0), epoch=0, op_name="kernel.load")
+
+
+def test_read_of_a_never_written_element_is_uninitialized() -> None:
+    buf = SharedBuffer("%tile", np.zeros((2, 3), dtype=np.float32))
+    buf.store([lanes(0, 0), lanes(0, 1)], np.array([1.0, 2.0]), lanes(0, 1), epoch=0)
+    buf.load([lanes(0, 0), lanes(1, 0)], lanes(0, 1), epoch=1, op_name="kernel.load")
+    message = (
+        r"uninitialized read of shared buffer %tile: thread 5 reads element \[1, 2\], which "
+        r"nothing in this block has written \(kernel.load\)"
+    )
+    with pytest.raises(UninitializedReadError, match=message):
+        buf.load([lanes(0, 1), lanes(0, 2)], lanes(4, 5), epoch=1, op_name="kernel.load")
+
+
+def test_a_landed_copy_initializes_its_elements() -> None:
+    buf = SharedBuffer("%a", np.zeros(4, dtype=np.float32))
+    buf.issue_copy(np.array([2]), lanes(7), epoch=0, op_name="kernel.cp_async")
+    buf.land_copy(np.array([2]), np.array([9.0]), lanes(7), epoch=0)
+    assert buf.load([lanes(2)], lanes(7), epoch=0, op_name="kernel.load")[0] == 9.0
 
 
 # --------------------------------------------------------------------------------------------
@@ -153,7 +177,8 @@ def test_missing_barrier_between_shared_stores_and_loads_is_a_race(x: np.ndarray
     plant_missing_barrier(publish)
     with pytest.raises(
         RaceError,
-        match=r"race on shared buffer %red: thread \d+ reads element \[0\] written by "
+        match=r"race on shared buffer %red \(@rms_like, block 0\): thread \d+ reads element "
+        r"\[0\] written by "
         r"thread 0 in the same barrier epoch \(kernel.load\)",
     ):
         run(module, x)
@@ -167,6 +192,30 @@ def test_missing_trailing_barrier_lets_the_next_combine_clobber_partials(
     assert isinstance(trailing.prev_op, kernel.ForOp)  # right after the fold over %red
     plant_missing_barrier(trailing)
     with pytest.raises(
-        RaceError, match=r"race on shared buffer %red: thread 0 writes element \[0\] read by"
+        RaceError,
+        match=r"race on shared buffer %red \(@rms_like, block 0\): thread 0 writes element "
+        r"\[0\] read by",
+    ):
+        run(module, x)
+
+
+def test_a_wrong_guard_leaves_partials_unwritten_and_their_read_is_caught(
+    x: np.ndarray,
+) -> None:
+    """Planted: the per-warp partials are stored by thread 0 alone (`t == 0` instead of
+    `lane == 0`), so the fold reads elements 1-3 of %red that nothing wrote."""
+    module = materialized()
+    publish = next(op for op in module.walk() if isinstance(op, kernel.IfOp))
+    func = publish.parent_op()
+    assert isinstance(func, kernel.FuncOp)
+    thread_id = next(op for op in func.walk() if isinstance(op, kernel.ThreadIdOp))
+    zero = next(op for op in func.walk() if op.results and op.results[0].name_hint == "c0")
+    is_thread0 = arith.CmpiOp(thread_id.results[0], zero.results[0], "eq")
+    publish.parent_block().insert_op_before(is_thread0, publish)
+    publish.operands[0] = is_thread0.result
+    with pytest.raises(
+        UninitializedReadError,
+        match=r"uninitialized read of shared buffer %red \(@rms_like, block 0\): thread 0 "
+        r"reads element \[1\]",
     ):
         run(module, x)
