@@ -27,6 +27,7 @@ from deplodock.passes.kernel_to_cuda.exprs import (
     int_literal,
     linear_index,
     name,
+    unary,
 )
 from deplodock.passes.kernel_to_cuda.printer import print_kernel
 
@@ -72,6 +73,15 @@ def test_parentheses_follow_c_precedence_and_ir_association() -> None:
     assert binary("+", ADD, a, binary("+", ADD, b, c)).text == "a + (b + c)"
     assert binary("*", MUL, binary("+", ADD, a, b), c).text == "(a + b) * c"
     assert binary("*", MUL, a, float_literal(-1.5, Float32Type())).text == "a * -1.5f"
+
+
+def test_a_negation_of_a_negation_is_not_a_decrement() -> None:
+    """Found by the fuzzer (seed 5351, `-(-x)`): `--v0` did not compile."""
+    a = name("a")
+    assert unary("-", unary("-", a)).text == "-(-a)"
+    assert unary("-", float_literal(-1.5, Float32Type())).text == "-(-1.5f)"
+    assert unary("-", a).text == "-a"
+    assert unary("!", unary("!", a)).text == "!!a"
 
 
 def test_linear_index_folds_constants() -> None:

@@ -58,7 +58,12 @@ def cast(ctype: str, a: Expr) -> Expr:
 
 
 def unary(op: str, a: Expr) -> Expr:
-    return Expr(f"{op}{paren(a, UNARY)}", UNARY)
+    """`op a`; a sign before a signed operand gets parentheses, since `--x` (or `- -1.0f`
+    written without the space) is C's decrement, not a double negation."""
+    inner = paren(a, UNARY)
+    if op in ("-", "+") and inner.startswith(("-", "+")):
+        inner = f"({inner})"
+    return Expr(f"{op}{inner}", UNARY)
 
 
 def select(c: Expr, a: Expr, b: Expr) -> Expr:
