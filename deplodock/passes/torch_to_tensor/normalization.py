@@ -14,7 +14,6 @@ from __future__ import annotations
 from math import prod
 
 from xdsl.ir import Operation, SSAValue
-from xdsl.ir.affine import AffineExpr, AffineMap
 
 from deplodock.dialects import torch as t
 from deplodock.dialects.element_types import accumulator_type
@@ -84,28 +83,23 @@ class RmsNormLowering(NormLowering):
 
 
 class LayerNormLowering(NormLowering):
-    """Centres on the mean first; the variance is then a second pass over `x - mean`.
+    """Centres first; the variance is then a second pass over the centred values.
 
-    The mean is taken of the row shifted by its first element, `x0 + sum(x - x0) / N`: a
-    row of equal values then has the mean `x0` exactly and centres to exact zeros (as
-    PyTorch's Welford update gets), where `sum(x) / N` is off by an ulp that
-    `rsqrt(0 + eps)` turns into ~1e-5. The shift also keeps the sum small for rows far
-    from zero."""
+    The mean is refined once, `m = m1 + sum(x - m1) / N` with `m1 = sum(x) / N` (the
+    corrected two-pass mean): a row of equal values then gets its value back exactly and
+    centres to exact zeros, as PyTorch's Welford update does, where `m1` alone is off by an
+    ulp that `rsqrt(0 + eps)` turns into ~1e-5; other rows get a mean closer to exact."""
 
     op_type = t.LayerNormOp
 
     def centre(self, b: TensorBuilder, x: SSAValue, dims: list[int], inv_n: float) -> SSAValue:
         shape, elt = shape_of(x), element_type_of(x)
-        row_shape = [1 if d in dims else n for d, n in enumerate(shape)]
-        exprs = [
-            AffineExpr.constant(0) if d in dims else AffineExpr.dimension(d)
-            for d in range(len(shape))
-        ]
-        first = b.index_map(x, AffineMap(len(shape), 0, tuple(exprs)), row_shape)
-        shifted = b.elementwise([x, first], shape, elt, lambda s, v, f: s.sub(v, f))
-        total = b.reduce(shifted, ReduceKind.ADD, dims)
+        total = b.reduce(x, ReduceKind.ADD, dims)
+        rough = b.elementwise([total], shape_of(total), elt, lambda s, z: s.mul(z, inv_n))
+        residual = b.elementwise([x, rough], shape, elt, lambda s, v, m: s.sub(v, m))
+        correction = b.reduce(residual, ReduceKind.ADD, dims)
         mean = b.elementwise(
-            [total, first], row_shape, elt, lambda s, z, f: s.add(s.mul(z, inv_n), f)
+            [rough, correction], shape_of(total), elt, lambda s, m, c: s.add(m, s.mul(c, inv_n))
         )
         return b.elementwise([x, mean], shape, elt, lambda s, v, m: s.sub(v, m))
 

@@ -1,6 +1,7 @@
 """deplodock fuzz reproducer (fixed): layer_norm of a row of equal values (an expanded
 input) gave ~2e-5 instead of PyTorch's exact 0: the mean, sum(x) / N in f32, was off by an
-ulp that rsqrt(0 + eps) magnified. The mean is now x0 + sum(x - x0) / N (seed 10000 run)."""
+ulp that rsqrt(0 + eps) magnified. The mean is now refined once, m1 + sum(x - m1) / N
+(seed 10000 run)."""
 
 import torch
 import torch.nn.functional as F

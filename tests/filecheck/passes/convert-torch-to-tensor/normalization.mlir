@@ -1,8 +1,8 @@
 // RUN: deplodock-opt %s -p convert-torch-to-tensor | filecheck %s
 
 // rms_norm = x * rsqrt(sum(x*x) / N + eps) * w; layer_norm is two-pass: mean, then the
-// biased variance of the centred values. The mean is x0 + sum(x - x0) / N with x0 the row's
-// first element, so a row of equal values centres to exact zeros. Statistics live on the
+// biased variance of the centred values. The mean is refined once, m1 + sum(x - m1) / N with
+// m1 = sum(x) / N, so a row of equal values centres to exact zeros. Statistics live on the
 // reduced shape and are broadcast back by index maps.
 
 // CHECK-LABEL: func.func @rms_norm
@@ -32,14 +32,15 @@
 // CHECK-NEXT:    func.return %[[Y]] : tensor<2x3x8xf32>
 
 // CHECK-LABEL: func.func @layer_norm
-// CHECK-NEXT:    %[[X0:.*]] = tensor.index_map(%x) [affine_map<(d0, d1) -> (d0, 0)>] : (tensor<4x8xf32>) -> tensor<4x1xf32>
-// CHECK-NEXT:    %[[X0B:.*]] = tensor.index_map(%[[X0]]) [affine_map<(d0, d1) -> (d0, 0)>] : (tensor<4x1xf32>) -> tensor<4x8xf32>
-// CHECK-NEXT:    %[[SH:.*]] = tensor.elementwise(%x, %[[X0B]])
-// CHECK:           arith.subf
-// CHECK:         %[[S1:.*]] = tensor.reduce add %[[SH]] dims [1] : tensor<4x8xf32> -> tensor<4x1xf32>
-// CHECK-NEXT:    %[[MEAN:.*]] = tensor.elementwise(%[[S1]], %[[X0]]) : (tensor<4x1xf32>, tensor<4x1xf32>) -> tensor<4x1xf32>
+// CHECK-NEXT:    %[[S1:.*]] = tensor.reduce add %x dims [1] : tensor<4x8xf32> -> tensor<4x1xf32>
+// CHECK-NEXT:    %[[M1:.*]] = tensor.elementwise(%[[S1]]) : (tensor<4x1xf32>) -> tensor<4x1xf32>
 // CHECK:           arith.constant 1.250000e-01 : f32
-// CHECK-NEXT:      arith.mulf
+// CHECK:         %[[M1B:.*]] = tensor.index_map(%[[M1]]) [affine_map<(d0, d1) -> (d0, 0)>]
+// CHECK-NEXT:    %[[RES:.*]] = tensor.elementwise(%x, %[[M1B]])
+// CHECK:           arith.subf
+// CHECK:         %[[S2:.*]] = tensor.reduce add %[[RES]] dims [1] : tensor<4x8xf32> -> tensor<4x1xf32>
+// CHECK-NEXT:    %[[MEAN:.*]] = tensor.elementwise(%[[M1]], %[[S2]]) : (tensor<4x1xf32>, tensor<4x1xf32>) -> tensor<4x1xf32>
+// CHECK:           arith.mulf
 // CHECK-NEXT:      arith.addf
 // CHECK:         %[[MB:.*]] = tensor.index_map(%[[MEAN]]) [affine_map<(d0, d1) -> (d0, 0)>]
 // CHECK-NEXT:    %[[C:.*]] = tensor.elementwise(%x, %[[MB]])
