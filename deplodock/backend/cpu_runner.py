@@ -21,12 +21,15 @@ import subprocess
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from xdsl.dialects.builtin import ModuleOp
 
 from deplodock.files import cache_root
+
+if TYPE_CHECKING:
+    from deplodock.interpreters.common import BlockProgress
 
 HEADER_PATH = Path(__file__).with_name("cpu_simt.h")
 #: Empty `cuda_runtime.h`, `cuda_fp16.h`, `cuda_bf16.h`: a kernel may include them, and
@@ -148,10 +151,13 @@ def run_kernel(
 
 
 def run_on_cpu(
-    module: ModuleOp, inputs: Sequence[np.ndarray], function: str = "forward"
+    module: ModuleOp,
+    inputs: Sequence[np.ndarray],
+    function: str = "forward",
+    progress: BlockProgress | None = None,
 ) -> list[np.ndarray]:
     """Runs a program at any level on the CPU: the interpreters, with `cuda.launch` running
-    the kernel's CUDA C through this emulation."""
+    the kernel's CUDA C through this emulation (`progress`: see `interpreters.run_module`)."""
     from deplodock.interpreters import run_module
 
-    return run_module(module, inputs, function, cuda_runner=run_kernel)
+    return run_module(module, inputs, function, cuda_runner=run_kernel, progress=progress)

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 
 from deplodock.cli.diffs import PassDiffs
 from deplodock.cli.errors import run_command
+from deplodock.cli.progress import block_progress_bar
 from deplodock.passes.pipelines import STAGES
 
 if TYPE_CHECKING:
@@ -246,7 +247,7 @@ def pass_diffs(only: str | None) -> PassDiffs:
 
 
 def run_run(args: argparse.Namespace) -> int:
-    from deplodock.driver import lower_program, run_and_compare
+    from deplodock.driver import long_run_warning, lower_program, run_and_compare
 
     if args.model is not None and not args.profile:
         raise ValueError("--model DEVICE goes with --profile (a modeled profile)")
@@ -268,7 +269,10 @@ def run_run(args: argparse.Namespace) -> int:
     program = load_source(args, seed=args.seed)
     stage = args.ir or max("kernel", program.stage, key=STAGES.index)
     timings = lower_program(program, stage)
-    report = run_and_compare(program, seed=args.seed)
+    if warning := long_run_warning(program):
+        print(f"deplodock: warning: {warning}", file=sys.stderr, flush=True)
+    with block_progress_bar() as progress:
+        report = run_and_compare(program, seed=args.seed, progress=progress)
     print(report.summary())
     if args.verbose:
         _report_timings(timings | {"run": report.seconds})

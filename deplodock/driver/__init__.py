@@ -33,6 +33,8 @@ if TYPE_CHECKING:  # torch is imported where a program comes from PyTorch, not f
     import torch
     from torch.export import ExportedProgram
 
+    from deplodock.interpreters.common import BlockProgress
+
 
 @dataclass
 class Program:
@@ -525,8 +527,36 @@ def arguments_and_reference(
     return forward_arguments(program), reference_outputs(program)
 
 
-def run_and_compare(program: Program, seed: int = 0, tolerance: float | None = None) -> RunReport:
-    """Interprets the program at its current stage and compares it with its reference."""
+#: A CPU run estimated to take longer than this is announced before it starts.
+LONG_RUN_SECONDS = 60.0
+
+
+def long_run_warning(program: Program) -> str | None:
+    """One line announcing a tile- or kernel-level CPU run estimated at over
+    `LONG_RUN_SECONDS` (`interpreters.estimate`), else None."""
+    if program.stage not in ("tile", "kernel"):
+        return None  # the tensor and loop interpreters work on whole arrays; cuda runs C
+    from deplodock.interpreters.estimate import estimate_interpretation
+
+    estimate = estimate_interpretation(program.module)
+    if estimate.seconds <= LONG_RUN_SECONDS:
+        return None
+    minutes = estimate.seconds / 60
+    return (
+        f"the {program.stage}-level CPU run will take about {minutes:.0f} min "
+        f"({estimate.op_executions:,} interpreted ops; the costliest launch is "
+        f"{estimate.heaviest}); --ir cuda runs the emitted C much faster, Ctrl-C stops it"
+    )
+
+
+def run_and_compare(
+    program: Program,
+    seed: int = 0,
+    tolerance: float | None = None,
+    progress: BlockProgress | None = None,
+) -> RunReport:
+    """Interprets the program at its current stage and compares it with its reference;
+    `progress` hears of every block the tile and kernel interpreters finish."""
     if tolerance is None:
         tolerance = program.tolerance if program.tolerance is not None else 1e-5
     arguments, expected = arguments_and_reference(program, seed)
@@ -536,7 +566,7 @@ def run_and_compare(program: Program, seed: int = 0, tolerance: float | None = N
     start = time.perf_counter()
     from deplodock.backend.cpu_runner import run_on_cpu  # not loaded by `compile`
 
-    actual = run_on_cpu(program.module, arguments)
+    actual = run_on_cpu(program.module, arguments, progress=progress)
     seconds = time.perf_counter() - start
     errors = [max_relative_error(a, e) for a, e in zip(actual, expected, strict=True)]
     mismatch = describe_mismatch(actual, expected, tolerance)

@@ -19,6 +19,7 @@ from xdsl.interpreters.func import FuncFunctions
 from deplodock.dialects.element_types import numpy_dtype
 from deplodock.dialects.queries import forward_function
 from deplodock.interpreters.arith import ArithMathFunctions
+from deplodock.interpreters.common import BlockProgress, set_block_progress
 from deplodock.interpreters.cuda import CudaFunctions, KernelRunner
 
 #: (module, class) of each dialect's interpreter functions above the cuda level.
@@ -69,11 +70,13 @@ def run_module(
     inputs: Sequence[np.ndarray],
     function: str = "forward",
     cuda_runner: KernelRunner | None = None,
+    progress: BlockProgress | None = None,
 ) -> list[np.ndarray]:
     """Runs `@function` of `module` on `inputs` (in argument order) and returns its results.
 
     A cuda-level module needs `cuda_runner`; `backend.cpu_runner.run_on_cpu` passes the
-    CPU emulation of CUDA C.
+    CPU emulation of CUDA C. `progress` hears of every block the tile and kernel
+    interpreters finish.
     """
     func = forward_function(module, function)
     arg_types = func.function_type.inputs.data
@@ -83,5 +86,7 @@ def run_module(
         _as_argument(value, arg_type, i)
         for i, (value, arg_type) in enumerate(zip(inputs, arg_types, strict=True))
     )
-    results = make_interpreter(module, cuda_runner).call_op(function, args)
+    interpreter = make_interpreter(module, cuda_runner)
+    set_block_progress(interpreter, progress)
+    results = interpreter.call_op(function, args)
     return [np.asarray(result) for result in results]

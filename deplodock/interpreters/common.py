@@ -8,6 +8,7 @@ level) and a terminator hands its operands back to the op running its region.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TypeVar
 
 from xdsl.dialects.builtin import MemRefType, SymbolRefAttr
@@ -28,6 +29,25 @@ from xdsl.utils.exceptions import InterpretationError
 from deplodock.interpreters.values import empty_buffer
 
 KernelT = TypeVar("KernelT", bound=Operation)
+
+#: Told after each block a kernel interpreter finishes: (kernel name, blocks done, grid size).
+BlockProgress = Callable[[str, int, int], None]
+
+
+class _ProgressData(InterpreterFunctions):
+    """The namespace of the progress callback in the interpreter's data."""
+
+
+def set_block_progress(interpreter: Interpreter, progress: BlockProgress | None) -> None:
+    """Install `progress` (or remove it with None) for the blocks `interpreter` runs."""
+    interpreter.set_data(_ProgressData, "block_progress", progress)
+
+
+def report_block(interpreter: Interpreter, kernel_name: str, done: int, total: int) -> None:
+    """Tells the installed `BlockProgress`, if any, that block `done` of `total` finished."""
+    progress = interpreter.get_data(_ProgressData, "block_progress", lambda: None)
+    if progress is not None:
+        progress(kernel_name, done, total)
 
 
 def _run_alloc(

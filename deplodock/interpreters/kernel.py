@@ -35,7 +35,12 @@ from deplodock.interpreters.async_copy import (
     issue_copy,
     shifted,
 )
-from deplodock.interpreters.common import alloc_impl, lookup_kernel, terminator_impl
+from deplodock.interpreters.common import (
+    alloc_impl,
+    lookup_kernel,
+    report_block,
+    terminator_impl,
+)
 from deplodock.interpreters.shared_memory import SharedBuffer, shared_buffer_name
 from deplodock.interpreters.simt import LockstepState, buffer_name
 from deplodock.interpreters.values import empty_buffer
@@ -64,6 +69,7 @@ def _block(interpreter: Interpreter, op: Operation) -> BlockState:
 def run_kernel(interpreter: Interpreter, func: kernel.FuncOp, buffers: PythonValues) -> None:
     """Runs `func` on `buffers` (in place): every block, one after another."""
     stack: list[BlockState] = interpreter.get_data(KernelFunctions, "blocks", list)
+    name = func.sym_name.data
     for block_id in range(func.grid_size):
         state = BlockState(LockstepState(func.block_size, block_id=block_id))
         stack.append(state)
@@ -73,6 +79,7 @@ def run_kernel(interpreter: Interpreter, func: kernel.FuncOp, buffers: PythonVal
             state.copies.finish(where)
         finally:
             stack.pop()
+        report_block(interpreter, name, block_id + 1, func.grid_size)
 
 
 def _active_indices(state: BlockState, indices: PythonValues) -> list[np.ndarray]:

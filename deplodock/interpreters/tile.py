@@ -38,7 +38,12 @@ from deplodock.interpreters.async_copy import (
     issue_copy,
     shifted,
 )
-from deplodock.interpreters.common import alloc_impl, lookup_kernel, terminator_impl
+from deplodock.interpreters.common import (
+    alloc_impl,
+    lookup_kernel,
+    report_block,
+    terminator_impl,
+)
 from deplodock.interpreters.shared_memory import SharedBuffer, shared_buffer_name
 from deplodock.interpreters.simt import LockstepState, buffer_name
 from deplodock.interpreters.values import empty_buffer
@@ -111,10 +116,13 @@ class TileFunctions(InterpreterFunctions):
     @impl(tile.GridOp)
     def run_grid(self, interpreter: Interpreter, op: tile.GridOp, args: PythonValues):
         data = interpreter.get_data(TileFunctions, "block", dict)
+        kernel = op.parent_op()
+        name = kernel.sym_name.data if isinstance(kernel, tile.KernelOp) else "tile.grid"
         for block in range(op.count):
             data["id"] = block
             _epochs(interpreter)["epoch"] = 0
             interpreter.run_ssacfg_region(op.body, (block,), "tile.grid")
+            report_block(interpreter, name, block + 1, op.count)
         return ()
 
     @impl(tile.BlockTileOp)

@@ -1,0 +1,66 @@
+"""The interpretation estimate (op executions before a run) and the per-block progress the
+tile and kernel interpreters report."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from deplodock.driver import lower_program, program_from_expression
+from deplodock.interpreters import run_module
+from deplodock.interpreters.estimate import SECONDS_PER_OP, estimate_interpretation
+from tests.helpers import parse
+
+KERNEL = """
+builtin.module {
+  kernel.func @scale(%x: memref<8x40xf32>, %y: memref<8x40xf32>) grid 8 block 32 {
+    %t = kernel.thread_id : index
+    %b = kernel.block_id : index
+    %two = arith.constant 2.000000e+00 : f32
+    kernel.for %j = %t to 40 step 32 {
+      %v = kernel.load %x[%b, %j] : memref<8x40xf32>
+      %w = arith.mulf %v, %two : f32
+      kernel.store %w, %y[%b, %j] : memref<8x40xf32>
+    }
+    kernel.return
+  }
+  func.func @forward(%x: memref<8x40xf32>) -> memref<8x40xf32> {
+    %y = kernel.alloc : memref<8x40xf32>
+    kernel.launch @scale(%x, %y) : (memref<8x40xf32>, memref<8x40xf32>) -> ()
+    func.return %y : memref<8x40xf32>
+  }
+}
+"""
+
+
+def test_op_executions_count_each_loop_trip_and_each_block() -> None:
+    """Per block: 3 ops before the loop, the loop op, 2 trips (a per-thread start counts as
+    0: 40 / 32 rounded up) of 4 ops (load, mulf, store, yield), the return = 13; times 8
+    blocks, plus alloc, launch and return in @forward."""
+    estimate = estimate_interpretation(parse(KERNEL))
+    assert estimate.op_executions == 8 * (3 + 1 + 2 * 4 + 1) + 3
+    assert estimate.seconds == pytest.approx(estimate.op_executions * SECONDS_PER_OP)
+    assert estimate.heaviest == "@scale: 8 blocks of 32 threads"
+
+
+def test_estimates_grow_with_the_work() -> None:
+    def ops(expression: str, stage: str) -> int:
+        program = program_from_expression(expression)
+        lower_program(program, stage)
+        return estimate_interpretation(program.module).op_executions
+
+    for stage in ("tile", "kernel"):
+        small = ops("torch.randn(64, 128) @ torch.randn(128, 128)", stage)
+        large = ops("torch.randn(256, 128) @ torch.randn(128, 128)", stage)
+        assert 3 * small < large < 5 * small  # 4x the blocks, the same work per block
+
+
+@pytest.mark.parametrize("stage", ["tile", "kernel"])
+def test_every_finished_block_is_reported_in_order(stage: str) -> None:
+    program = program_from_expression("nn.RMSNorm(64)(torch.randn(1, 6, 64))")
+    lower_program(program, stage)
+    heard: list[tuple[str, int, int]] = []
+    x = np.random.default_rng(0).standard_normal((1, 6, 64)).astype(np.float32)
+    weight = np.ones(64, dtype=np.float32)
+    run_module(program.module, [x, weight], progress=lambda *a: heard.append(a))
+    assert heard == [("rms_norm_kernel", i, 6) for i in range(1, 7)]
