@@ -27,6 +27,7 @@ from xdsl.xdsl_opt_main import xDSLOptMain
 
 from deplodock.cli.diffs import PassDiffs
 from deplodock.cli.errors import describe, run_command
+from deplodock.cli.universe import DEPLODOCK_UNIVERSE
 from deplodock.dialects import get_all_dialects
 from deplodock.files import write_atomic
 from deplodock.passes import get_all_passes
@@ -101,13 +102,6 @@ def _split_top_level(spec: str) -> list[str]:
     return [part for part in parts if part]
 
 
-def _cuda_target() -> type:
-    """The `cuda` target (whole translation unit), imported only when asked for."""
-    from deplodock.backend.cuda_source import CudaTarget
-
-    return CudaTarget
-
-
 class DeplodockOptMain(xDSLOptMain):
     version_format = "deplodock-opt on xdsl {xdsl_version}"
     #: `-o FILE`'s text, kept in memory until the run has succeeded.
@@ -133,7 +127,7 @@ class DeplodockOptMain(xDSLOptMain):
         from xdsl.targets import get_all_targets
 
         self.available_targets["mlir"] = get_all_targets()["mlir"]
-        self.available_targets["cuda"] = _cuda_target
+        self.available_targets["cuda"] = DEPLODOCK_UNIVERSE.all_targets["cuda"]
 
     def register_all_arguments(self, arg_parser: argparse.ArgumentParser) -> None:
         super().register_all_arguments(arg_parser)
