@@ -3,7 +3,8 @@
 A pipeline callback sees the module between passes; `PassDiffs` keeps the previous text and,
 when a pass changed it, records the pass (with its options, as a pipeline string names it)
 and the unified diff. Passes that changed nothing are not listed, so reading the output is
-reading the pipeline's decisions.
+reading the pipeline's decisions. With `every_pass` (`compile -vv`) each pass instead
+prints the whole module after it, changed or not, as MLIR's `--mlir-print-ir-after-all`.
 """
 
 from __future__ import annotations
@@ -28,9 +29,11 @@ def module_text(module: ModuleOp) -> str:
 class PassDiffs:
     """Call it between passes (`PassPipeline` callback shape); read `text` at the end."""
 
-    def __init__(self, only: str | None = None) -> None:
+    def __init__(self, only: str | None = None, every_pass: bool = False) -> None:
         #: The one pass to show (None: every pass).
         self.only = only
+        #: The whole IR after every pass, instead of the diffs of those that changed it.
+        self.every_pass = every_pass
         self.previous: str | None = None
         self.parts: list[str] = []
 
@@ -39,7 +42,10 @@ class PassDiffs:
     ) -> None:
         current = module_text(module)
         shown = previous is not None and self.only in (None, previous.name)
-        if shown and self.previous is not None and current != self.previous:
+        if shown and self.every_pass:
+            assert previous is not None
+            self.parts.append(f"// ---- IR after {previous.pipeline_pass_spec()}\n{current}")
+        elif shown and self.previous is not None and current != self.previous:
             assert previous is not None
             diff = difflib.unified_diff(
                 self.previous.splitlines(),

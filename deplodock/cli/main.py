@@ -154,8 +154,10 @@ def _add_source_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "-v",
         "--verbose",
-        action="store_true",
-        help="report time per stage (compile: and, first, a diff of what each pass changed)",
+        action="count",
+        default=0,
+        help="report time per stage (compile: and, first, a diff of what each pass changed; "
+        "-vv: the whole IR after every pass instead)",
     )
     parser.add_argument("--traceback", action="store_true", help="show Python tracebacks")
 
@@ -211,7 +213,11 @@ def run_compile(args: argparse.Namespace) -> int:
 
     if args.output:
         check_writable(args.output)  # before a compile that may take a while
-    diffs = pass_diffs(args.print_pass_diffs) if args.print_pass_diffs or args.verbose else None
+    diffs = (
+        pass_diffs(args.print_pass_diffs, every_pass=args.verbose >= 2)
+        if args.print_pass_diffs or args.verbose
+        else None
+    )
     program = load_source(args)
     timings = lower_program(program, args.ir, callback=diffs)
     start = time.perf_counter()
@@ -237,13 +243,14 @@ def run_compile(args: argparse.Namespace) -> int:
     return 0
 
 
-def pass_diffs(only: str | None) -> PassDiffs:
-    """The between-passes callback of `--print-pass-diffs[=PASS]` and `-v`."""
+def pass_diffs(only: str | None, every_pass: bool = False) -> PassDiffs:
+    """The between-passes callback of `--print-pass-diffs[=PASS]` and `-v` (`-vv`: the IR
+    after every pass, `every_pass`)."""
     from deplodock.passes import DEPLODOCK_PASSES
 
     if only not in (None, "all") and only not in DEPLODOCK_PASSES:
         raise ValueError(f"--print-pass-diffs: unknown pass '{only}'")
-    return PassDiffs(None if only in (None, "all") else only)
+    return PassDiffs(None if only in (None, "all") else only, every_pass=every_pass)
 
 
 def run_run(args: argparse.Namespace) -> int:

@@ -69,6 +69,22 @@ def test_compile_verbose_keeps_stdout_the_program_and_diffs_to_stderr() -> None:
     assert "// ----" not in plain.stderr
 
 
+def test_compile_very_verbose_prints_the_ir_after_every_pass() -> None:
+    """-vv: the whole module after each pass, the unchanging ones (dedupe-kernels) too."""
+    result = invoke("deplodock", ["compile", "-c", LINEAR, "--ir", "loop", "-vv"])
+    assert result.status == 0, result.output
+    headers = [line for line in result.stderr.splitlines() if line.startswith("// ---- ")]
+    assert headers == [
+        "// ---- IR after convert-torch-to-tensor",
+        "// ---- IR after convert-tensor-to-loop",
+        "// ---- IR after loop-fusion",
+        "// ---- IR after dedupe-kernels",
+    ]
+    after_fusion = result.stderr.split("// ---- IR after loop-fusion\n")[1]
+    assert after_fusion.split("// ---- ")[0].strip() == result.stdout.strip()
+    assert "@@" not in result.stderr  # whole modules, not diffs
+
+
 def test_compile_names_an_unknown_pass() -> None:
     result = invoke("deplodock", ["compile", "-c", LINEAR, "--print-pass-diffs=tile-blok"])
     assert_one_line_error(result, "--print-pass-diffs", "unknown pass 'tile-blok'")
