@@ -162,9 +162,10 @@ def _add_source_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--traceback", action="store_true", help="show Python tracebacks")
 
 
-def load_source(args: argparse.Namespace, seed: int = 0) -> Program:
-    """The program named on the command line: `-c EXPR`, a `.mlir` file or a model."""
-    from deplodock.driver import load_program, program_from_model
+def load_source(args: argparse.Namespace, seed: int = 0, cached: bool = False) -> Program:
+    """The program named on the command line: `-c EXPR`, a `.mlir` file or a model; with
+    `cached` (compile), an expression comes from the capture cache when it can."""
+    from deplodock.driver import compile_program_from_expression, load_program, program_from_model
 
     source: str | None = args.source
     if source is not None and not Path(source).is_file() and not source.endswith(".mlir"):
@@ -172,6 +173,8 @@ def load_source(args: argparse.Namespace, seed: int = 0) -> Program:
     used = [f"--{k.replace('_', '-')}" for k, v in _MODEL_DEFAULTS.items() if getattr(args, k) != v]
     if used:
         raise ValueError(f"{', '.join(used)}: only for models (a model id or directory)")
+    if cached and args.code is not None:
+        return compile_program_from_expression(args.code, seed)
     return load_program(args.code, Path(source) if source is not None else None, seed=seed)
 
 
@@ -218,7 +221,7 @@ def run_compile(args: argparse.Namespace) -> int:
         if args.print_pass_diffs or args.verbose
         else None
     )
-    program = load_source(args)
+    program = load_source(args, cached=True)
     timings = lower_program(program, args.ir, callback=diffs)
     start = time.perf_counter()
     if args.print_pass_diffs:

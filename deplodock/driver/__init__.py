@@ -83,6 +83,29 @@ def program_from_expression(code: str, seed: int = 0) -> Program:
     return program
 
 
+def compile_program_from_expression(code: str, seed: int = 0) -> Program:
+    """`compile -c`: the torch-level module from the capture cache when it has this
+    expression (no torch import: `driver.capture_cache`), else a fresh capture, kept for the
+    next compile. The program has no PyTorch module, so it cannot be `run`."""
+    from deplodock.driver import capture_cache
+
+    start = time.perf_counter()
+    text = capture_cache.load_cached(code, seed)
+    if text is not None:
+        try:
+            module = Parser(make_context(), text, "<capture cache>").parse_module()
+            module.verify()
+        except Exception:  # an entry from an interrupted or foreign write: capture again
+            text = None
+        else:
+            program = Program(module, "torch")
+            program.timings["torch"] = time.perf_counter() - start
+            return program
+    program = program_from_expression(code, seed)
+    capture_cache.store(code, seed, render(program.module, "torch"))
+    return program
+
+
 def program_from_model(
     name: str, layers: int | None = None, seq_len: int = 128, dtype: str = "fp32", seed: int = 0
 ) -> Program:

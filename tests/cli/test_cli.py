@@ -140,3 +140,21 @@ def test_failed_compile_leaves_the_previous_output_alone(tmp_path: Path) -> None
 def test_timing_without_bench_is_one_line() -> None:
     result = run_tool("deplodock", "run", "--timing", "device", "-c", "torch.randn(3) * 2")
     assert_one_line_error(result, "deplodock: error:", "--timing goes with --bench")
+
+
+def test_a_cached_compile_prints_what_a_fresh_one_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The capture cache changes the time of `compile -c`, not its output; a new seed or
+    expression is a new entry."""
+    from deplodock.cli.main import main
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    argv = ["compile", "-c", "torch.softmax(torch.randn(3, 40), -1)", "--ir", "tile"]
+    outputs = []
+    for _ in range(2):
+        assert main(argv) == 0
+        outputs.append(capsys.readouterr().out)
+    assert outputs[0] == outputs[1] and "tile.kernel" in outputs[0]
+    assert main([*argv[:2], "torch.softmax(torch.randn(3, 41), -1)", "--ir", "tile"]) == 0
+    assert len(list((tmp_path / "deplodock" / "captures").iterdir())) == 2
