@@ -210,12 +210,16 @@ def lower_stamped(
     prefix: str,
     stages: Sequence[str],
     lower_one: Callable[[ModuleOp, str], None],
+    progress: Callable[[str], None] | None = None,
 ) -> tuple[ModuleOp, StampReport]:
     """Lowers a torch-level `module` through `stages`, each distinct segment once.
 
-    `lower_one(module, stage)` lowers a module by one stage (the driver's stage step).
+    `lower_one(module, stage)` lowers a module by one stage (the driver's stage step);
+    `progress`, if given, hears each phase start (`segment`, the stages, `stitch`).
     """
+    tell = progress or (lambda phase: None)
     func = forward_function(module)
+    tell("segment")
     start = time.perf_counter()
     segments = split(func, op_paths, prefix)
     unique: dict[str, ModuleOp] = {}
@@ -225,6 +229,7 @@ def lower_stamped(
         seg.module = unique.setdefault(key, module)
     timings = {"segment": time.perf_counter() - start}
     for stage in stages:
+        tell(stage)
         start = time.perf_counter()
         for segment_module_ in unique.values():
             lower_one(segment_module_, stage)
@@ -233,6 +238,7 @@ def lower_stamped(
             for segment_module_ in unique.values():
                 _rename_kernels(segment_module_, taken)
         timings[stage] = time.perf_counter() - start
+    tell("stitch")
     start = time.perf_counter()
     stitched = stitch(func, segments)
     if "loop" in stages:  # kernels equal across different segments become one too

@@ -16,14 +16,14 @@ import argparse
 import os
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from deplodock.cli.diffs import PassDiffs
 from deplodock.cli.errors import run_command
-from deplodock.cli.progress import block_progress_bar
+from deplodock.cli.progress import block_progress_bar, phase_progress_bar
 from deplodock.passes.pipelines import STAGES
 
 if TYPE_CHECKING:
@@ -159,17 +159,36 @@ def _add_source_arguments(parser: argparse.ArgumentParser) -> None:
         help="report time per stage (compile: and, first, a diff of what each pass changed; "
         "-vv: the whole IR after every pass instead)",
     )
+    parser.add_argument(
+        "-q",
+        "--quiet",
+        action="store_true",
+        help="no progress bars (they are only drawn when stderr is a terminal anyway)",
+    )
     parser.add_argument("--traceback", action="store_true", help="show Python tracebacks")
 
 
-def load_source(args: argparse.Namespace, seed: int = 0, cached: bool = False) -> Program:
+def is_model(args: argparse.Namespace) -> bool:
+    """SOURCE names a model (an id or a directory), not a `.mlir` file."""
+    source: str | None = args.source
+    return source is not None and not Path(source).is_file() and not source.endswith(".mlir")
+
+
+def load_source(
+    args: argparse.Namespace,
+    seed: int = 0,
+    cached: bool = False,
+    progress: Callable[[str], None] | None = None,
+) -> Program:
     """The program named on the command line: `-c EXPR`, a `.mlir` file or a model; with
-    `cached` (compile), an expression comes from the capture cache when it can."""
+    `cached` (compile), an expression comes from the capture cache when it can; a model's
+    capture phases are told to `progress`."""
     from deplodock.driver import compile_program_from_expression, load_program, program_from_model
 
     source: str | None = args.source
-    if source is not None and not Path(source).is_file() and not source.endswith(".mlir"):
-        return program_from_model(source, args.layers, args.seq_len, args.dtype, seed)
+    if is_model(args):
+        assert source is not None
+        return program_from_model(source, args.layers, args.seq_len, args.dtype, seed, progress)
     used = [f"--{k.replace('_', '-')}" for k, v in _MODEL_DEFAULTS.items() if getattr(args, k) != v]
     if used:
         raise ValueError(f"{', '.join(used)}: only for models (a model id or directory)")
@@ -221,8 +240,10 @@ def run_compile(args: argparse.Namespace) -> int:
         if args.print_pass_diffs or args.verbose
         else None
     )
-    program = load_source(args, cached=True)
-    timings = lower_program(program, args.ir, callback=diffs)
+    phases = compile_phases(args.ir) if is_model(args) else []
+    with phase_progress_bar(phases, quiet=args.quiet or not phases) as progress:
+        program = load_source(args, cached=True, progress=progress)
+        timings = lower_program(program, args.ir, callback=diffs, progress=progress)
     start = time.perf_counter()
     if args.print_pass_diffs:
         assert diffs is not None
@@ -244,6 +265,16 @@ def run_compile(args: argparse.Namespace) -> int:
             sys.stderr.write(diffs.text)
         _report_timings(timings)
     return 0
+
+
+def compile_phases(stage: str) -> list[str]:
+    """The phases of a model compile to `stage`, in order (what its progress bar counts):
+    from the loop level on, the layers are segmented, lowered once each and stitched."""
+    stages = list(STAGES[1 : STAGES.index(stage) + 1])
+    stamped = "loop" in stages
+    return ["model", "torch", *(["segment"] if stamped else []), *stages] + (
+        ["stitch"] if stamped else []
+    )
 
 
 def pass_diffs(only: str | None, every_pass: bool = False) -> PassDiffs:
@@ -281,7 +312,7 @@ def run_run(args: argparse.Namespace) -> int:
     timings = lower_program(program, stage)
     if warning := long_run_warning(program):
         print(f"deplodock: warning: {warning}", file=sys.stderr, flush=True)
-    with block_progress_bar() as progress:
+    with block_progress_bar(quiet=args.quiet) as progress:
         report = run_and_compare(program, seed=args.seed, progress=progress)
     print(report.summary())
     if args.verbose:

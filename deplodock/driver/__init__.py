@@ -107,7 +107,12 @@ def compile_program_from_expression(code: str, seed: int = 0) -> Program:
 
 
 def program_from_model(
-    name: str, layers: int | None = None, seq_len: int = 128, dtype: str = "fp32", seed: int = 0
+    name: str,
+    layers: int | None = None,
+    seq_len: int = 128,
+    dtype: str = "fp32",
+    seed: int = 0,
+    progress: StageProgress | None = None,
 ) -> Program:
     """A Hugging Face causal LM (shipped id or local directory) captured on the meta device.
 
@@ -115,6 +120,7 @@ def program_from_model(
     """
     from deplodock.frontend import models
 
+    _starting(progress, "model")
     start = time.perf_counter()
     source = models.resolve_model(name)
     config = models.make_config(source, layers)
@@ -124,6 +130,7 @@ def program_from_model(
     lm = models.build_causal_lm(config, models.DTYPES[dtype], device="meta")
     input_ids = models.example_input_ids(config.vocab_size, seq_len, seed)
     built = time.perf_counter()
+    _starting(progress, "torch")
     program, _ = capture_causal_lm(lm, (input_ids,))
     program.timings["model"] = built - start
     program.timings["torch"] = time.perf_counter() - built
@@ -254,13 +261,17 @@ def lower_stage(
 
 
 def lower_program(
-    program: Program, stage: str, callback: PassPipelineCallbackType | None = None
+    program: Program,
+    stage: str,
+    callback: PassPipelineCallbackType | None = None,
+    progress: StageProgress | None = None,
 ) -> dict[str, float]:
     """Lowers `program` in place to `stage`, one stage at a time; returns seconds per stage.
 
     A program with repeated layers (`layer_prefix`) lowered from the torch level to the
     loop level or below goes through `deplodock.stamp`: each distinct layer lowered once.
-    `callback` sees the module between passes (`compile -v`: a diff per pass).
+    `callback` sees the module between passes (`compile -v`: a diff per pass); `progress`
+    hears each phase start.
     """
     ctx = make_context()
     start_index = STAGES.index(program.stage)
@@ -269,8 +280,9 @@ def lower_program(
     stages = STAGES[start_index + 1 : STAGES.index(stage) + 1]
     stamped = program.layer_prefix is not None and program.op_paths is not None
     if stamped and program.stage == "torch" and "loop" in stages:
-        return _lower_stamped(program, stages, ctx, callback)
+        return _lower_stamped(program, stages, ctx, callback, progress)
     for current in stages:
+        _starting(progress, current)
         start = time.perf_counter()
         lower_stage(program.module, current, ctx, callback)
         program.timings[current] = time.perf_counter() - start
@@ -283,6 +295,7 @@ def _lower_stamped(
     stages: tuple[str, ...],
     ctx: Context,
     callback: PassPipelineCallbackType | None = None,
+    progress: StageProgress | None = None,
 ) -> dict[str, float]:
     from deplodock.stamp import lower_stamped
 
@@ -293,6 +306,7 @@ def _lower_stamped(
         program.layer_prefix,
         stages,
         lambda module, stage: lower_stage(module, stage, ctx, callback),
+        progress,
     )
     program.module, program.stage, program.op_paths = module, stages[-1], None
     program.segments = (report.segments, report.unique)
@@ -548,6 +562,16 @@ def arguments_and_reference(
 
     randomize_parameters(program.torch_module, seed)
     return forward_arguments(program), reference_outputs(program)
+
+
+#: Told the name of each phase of a compile as it starts (`model`, `torch`, `segment`, the
+#: stages, `stitch`): what a progress bar shows.
+StageProgress = Callable[[str], None]
+
+
+def _starting(progress: StageProgress | None, phase: str) -> None:
+    if progress is not None:
+        progress(phase)
 
 
 #: A CPU run estimated to take longer than this is announced before it starts.

@@ -1,16 +1,24 @@
-"""`run --device cpu` announces a long interpretation before it starts, and draws a
-progress bar over blocks only on a terminal."""
+"""Long work is announced and shown: `run --device cpu` warns before a long interpretation
+and draws a bar over blocks; a model compile draws a bar over its phases; both only on a
+terminal and not with `--quiet`."""
 
 from __future__ import annotations
 
 import io
+import json
+from pathlib import Path
 
 import pytest
 
 import deplodock.driver as driver
-from deplodock.cli.main import main
-from deplodock.cli.progress import block_progress_bar
-from deplodock.driver import long_run_warning, lower_program, program_from_expression
+from deplodock.cli.main import compile_phases, main
+from deplodock.cli.progress import block_progress_bar, phase_progress_bar
+from deplodock.driver import (
+    long_run_warning,
+    lower_program,
+    program_from_expression,
+    program_from_model,
+)
 
 MATMUL = "torch.randn(64, 128) @ torch.randn(128, 96)"
 
@@ -50,10 +58,40 @@ def test_the_bar_draws_on_a_terminal_only() -> None:
             return True
 
     terminal = Terminal()
-    with block_progress_bar(terminal) as progress:
+    with block_progress_bar(stream=terminal) as progress:
         assert progress is not None
         for block in range(1, 4):
             progress("matmul_kernel", block, 3)
     assert "@matmul_kernel" in terminal.getvalue() and "block" in terminal.getvalue()
-    with block_progress_bar(io.StringIO()) as progress:
+    with block_progress_bar(stream=io.StringIO()) as progress:
+        assert progress is None
+
+
+@pytest.mark.parametrize("stage", ["tensor", "cuda"])
+def test_a_model_compile_tells_its_phases_in_the_order_the_bar_counts(
+    stage: str, tmp_path: Path
+) -> None:
+    config = {"model_type": "llama", "hidden_size": 32, "num_attention_heads": 4}
+    config |= {"num_hidden_layers": 2, "intermediate_size": 64, "vocab_size": 64}
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    heard: list[str] = []
+    program = program_from_model(str(tmp_path), seq_len=4, progress=heard.append)
+    lower_program(program, stage, progress=heard.append)
+    assert heard == compile_phases(stage)
+
+
+def test_the_phase_bar_labels_the_current_phase_on_a_terminal_only() -> None:
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    terminal = Terminal()
+    with phase_progress_bar(compile_phases("loop"), stream=terminal) as progress:
+        assert progress is not None
+        for phase in compile_phases("loop"):
+            progress(phase)
+    assert "compile: segment" in terminal.getvalue()
+    with phase_progress_bar(["model"], quiet=True, stream=terminal) as progress:
+        assert progress is None
+    with phase_progress_bar(["model"], stream=io.StringIO()) as progress:
         assert progress is None
