@@ -23,6 +23,7 @@ from xdsl.ir import Attribute, Operation
 from xdsl.parser import Parser
 from xdsl.passes import PassPipelineCallbackType
 from xdsl.printer import Printer
+from xdsl.utils.exceptions import ParseError, VerifyException
 
 from deplodock.dialects import make_context
 from deplodock.dialects.element_types import is_narrow_float, numpy_dtype
@@ -95,7 +96,7 @@ def compile_program_from_expression(code: str, seed: int = 0) -> Program:
         try:
             module = Parser(make_context(), text, "<capture cache>").parse_module()
             module.verify()
-        except Exception:  # an entry from an interrupted or foreign write: capture again
+        except (ParseError, VerifyException):  # a damaged or foreign entry: capture again
             text = None
         else:
             program = Program(module, "torch")
