@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from deplodock.fuzz.__main__ import fuzz, levels_for
@@ -13,6 +14,7 @@ from deplodock.fuzz.check import (
     Outcome,
     check,
     check_source,
+    excess_error,
     instantiate,
     save_reproducer,
     shrink,
@@ -65,6 +67,18 @@ def test_the_shrinker_keeps_the_failure_and_drops_the_rest():
     assert len(small.statements) == 1
     assert "softmax" in small.statements[0]
     assert check(small, ("tensor",)).status in ("ok", "unsupported")  # still a valid program
+
+
+def test_the_judge_allows_the_spread_of_an_ill_conditioned_output_and_no_more():
+    """An output that cancels to ~0 (the sum of a layer-normed row): PyTorch's own f32 result
+    may be exact by luck (error 1e-16), but one-ulp input changes move it by ~2e-8, so an
+    error of 3e-8 is as good as f32 allows; 30 times the spread is not."""
+    expected = np.array([1.0e-17])
+    lucky = np.array([1.1e-16])
+    assert excess_error(np.array([3e-8]), expected, lucky, 1e-5) is not None  # no spread
+    assert excess_error(np.array([3e-8]), expected, lucky, 1e-5, spread=2e-8) is None
+    failure = excess_error(np.array([6e-7]), expected, lucky, 1e-5, spread=2e-8)
+    assert failure is not None and "(and 2.000e-08 under one-ulp input changes)" in failure[1]
 
 
 def test_a_reproducer_reruns(tmp_path: Path):
