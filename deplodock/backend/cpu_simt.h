@@ -14,7 +14,10 @@
 #ifndef __CUDACC__
 
 #include <pthread.h>
+#include <signal.h>
 #include <sys/mman.h>
+#include <ucontext.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -524,7 +527,44 @@ inline int launch(void (*fn)(P...), void** args, int grid, int block, int worker
   return status;
 }
 
+// ---- memcheck: accesses past the end of a global buffer ----------------------------------
+// `cpu_runner.run_kernel(..., memcheck=True)` places every buffer right before a page that
+// can be neither read nor written, runs the launch in a forked process and installs this
+// handler there first: an access past a buffer's end faults, and the handler records the
+// address, the block and the thread, then ends the process (status 3) for the parent to
+// report. Reading the thread-locals here is safe: the faulting worker owns them.
+struct Fault {
+  uint64_t address;
+  int64_t block;
+  int64_t thread;
+  uint64_t pc;  // the faulting instruction (x86-64), for the source line
+};
+inline Fault* fault_record = nullptr;
+
+inline void on_fault(int, siginfo_t* info, void* context) {
+  if (fault_record != nullptr) {
+    fault_record->address = (uint64_t)info->si_addr;
+    fault_record->block = blockIdx.x;
+    fault_record->thread = current != nullptr ? current->tid : -1;
+#if defined(__x86_64__) && defined(REG_RIP)
+    fault_record->pc = (uint64_t) static_cast<ucontext_t*>(context)->uc_mcontext.gregs[REG_RIP];
+#else
+    (void)context;
+#endif
+  }
+  _exit(3);
+}
+
 }  // namespace deplodock_simt
+
+extern "C" int deplodock_simt_memcheck(void* record) {
+  deplodock_simt::fault_record = static_cast<deplodock_simt::Fault*>(record);
+  struct sigaction action {};
+  action.sa_sigaction = &deplodock_simt::on_fault;
+  action.sa_flags = SA_SIGINFO;
+  sigemptyset(&action.sa_mask);
+  return sigaction(SIGSEGV, &action, nullptr) | sigaction(SIGBUS, &action, nullptr);
+}
 
 #endif  // !__CUDACC__
 

@@ -73,6 +73,13 @@ def build_parser() -> argparse.ArgumentParser:
         "file's own stage when it is below)",
     )
     run_parser.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
+    run_parser.add_argument(
+        "--memcheck",
+        action="store_true",
+        help="with --ir cuda: run the emitted C with every buffer before an inaccessible page, "
+        "so an access past a buffer's end is an error naming kernel, buffer, element, thread "
+        "and block (the interpreters of the other levels always check)",
+    )
     gpu = run_parser.add_argument_group("cuda (--device cuda)")
     gpu.add_argument(
         "--bench", action="store_true", help="time PyTorch eager, torch.compile and deplodock"
@@ -296,6 +303,8 @@ def run_run(args: argparse.Namespace) -> int:
         raise ValueError("--bench measures on a GPU; --model DEVICE models without one")
     if args.timing is not None and not args.bench:
         raise ValueError("--timing goes with --bench (how its calls are timed)")
+    if args.memcheck and args.ir != "cuda":
+        raise ValueError("--memcheck goes with --ir cuda (the interpreters always check)")
     if (
         args.profile
         and not args.bench
@@ -313,7 +322,7 @@ def run_run(args: argparse.Namespace) -> int:
     if warning := long_run_warning(program):
         print(f"deplodock: warning: {warning}", file=sys.stderr, flush=True)
     with block_progress_bar(quiet=args.quiet) as progress:
-        report = run_and_compare(program, seed=args.seed, progress=progress)
+        report = run_and_compare(program, seed=args.seed, progress=progress, memcheck=args.memcheck)
     print(report.summary())
     if args.verbose:
         _report_timings(timings | {"run": report.seconds})

@@ -602,9 +602,11 @@ def run_and_compare(
     seed: int = 0,
     tolerance: float | None = None,
     progress: BlockProgress | None = None,
+    memcheck: bool = False,
 ) -> RunReport:
     """Interprets the program at its current stage and compares it with its reference;
-    `progress` hears of every block the tile and kernel interpreters finish."""
+    `progress` hears of every block the tile and kernel interpreters finish; `memcheck` runs
+    cuda-level C with guard pages after every buffer (`cpu_runner.run_kernel`)."""
     if tolerance is None:
         tolerance = program.tolerance if program.tolerance is not None else 1e-5
     arguments, expected = arguments_and_reference(program, seed)
@@ -614,7 +616,7 @@ def run_and_compare(
     start = time.perf_counter()
     from deplodock.backend.cpu_runner import run_on_cpu  # not loaded by `compile`
 
-    actual = run_on_cpu(program.module, arguments, progress=progress)
+    actual = run_on_cpu(program.module, arguments, progress=progress, memcheck=memcheck)
     seconds = time.perf_counter() - start
     errors = [max_relative_error(a, e) for a, e in zip(actual, expected, strict=True)]
     mismatch = describe_mismatch(actual, expected, tolerance)

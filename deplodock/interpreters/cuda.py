@@ -33,6 +33,34 @@ from deplodock.interpreters.common import alloc_impl, lookup_kernel
 KernelRunner = Callable[[str, str, Sequence[np.ndarray], int, int], None]
 
 
+class OutOfBoundsError(InterpretationError):
+    """A kernel's C touched memory past the end of argument `argument` (a memcheck run of
+    `backend.cpu_runner.run_kernel`), at source `line` when known; `cuda.launch` names the
+    buffer."""
+
+    def __init__(
+        self,
+        kernel: str,
+        argument: int,
+        element: int,
+        size: int,
+        thread: int,
+        block: int,
+        line: str | None = None,
+    ):
+        self.kernel, self.argument, self.element, self.size = kernel, argument, element, size
+        self.thread, self.block, self.line = thread, block, line
+        super().__init__(self.describe(f"argument {argument}"))
+
+    def describe(self, buffer: str) -> str:
+        where = f" ({self.line})" if self.line else ""
+        return (
+            f"out-of-bounds access in kernel {self.kernel}: thread {self.thread} of block "
+            f"{self.block} touches {buffer} at element {self.element}, past its "
+            f"{self.size} elements{where}"
+        )
+
+
 def _to_bf16_bits(a: np.ndarray) -> np.ndarray:
     """float32 -> bf16 bit patterns (round to nearest even, NaN kept quiet)."""
     bits = np.ascontiguousarray(a, dtype=np.float32).view(np.uint32)
@@ -80,13 +108,18 @@ class CudaFunctions(InterpreterFunctions):
                     f"expected {tuple(t.get_shape())}"
                 )
             views.append(_device_view(array, t))
-        self.runner(
-            kernel.source.data,
-            kernel.sym_name.data,
-            views,
-            grid=kernel.grid.value.data,
-            block=kernel.block.value.data,
-        )
+        try:
+            self.runner(
+                kernel.source.data,
+                kernel.sym_name.data,
+                views,
+                grid=kernel.grid.value.data,
+                block=kernel.block.value.data,
+            )
+        except OutOfBoundsError as error:
+            buffer = op.args[error.argument]
+            name = f"%{buffer.name_hint}" if buffer.name_hint else f"argument {error.argument}"
+            raise InterpretationError(error.describe(name)) from None
         for array, view in zip(args, views, strict=True):
             if view is array:
                 continue
