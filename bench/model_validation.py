@@ -115,10 +115,10 @@ def markdown(report: dict[str, object]) -> str:
         "",
         "Published times: PyTorch 2.1 eager, fp32, H100 SXM (NeuSight; see "
         "`bench/perfdata/README.md`). Each row is rebuilt as a deplodock program of the same op "
-        "and shape (its baseline schedule) and modeled. Where PyTorch's kernel differs from "
-        "deplodock's (softmax rows of 512-1024 use a warp per row in PyTorch), the error "
-        "includes that difference. GEMM rows are not modeled yet: they need the scheduling "
-        "passes to express cuBLAS' tiles.",
+        "and shape (its default schedule: the scheduling passes' heuristics) and modeled. "
+        "Where PyTorch's kernel differs from deplodock's, the error includes that difference. "
+        "GEMM rows are not part of this report (`bench/results/model-vs-h200-*.md` compares "
+        "the model with a measured GEMM run).",
         "",
         "| split | family | rows | MAPE % | worst % | worst case | Kendall tau |",
         "|---|---|---|---|---|---|---|",

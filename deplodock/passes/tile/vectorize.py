@@ -84,11 +84,29 @@ def _evaluate(value: SSAValue, lin: SSAValue, lins: np.ndarray, memo: dict) -> n
     return result
 
 
-def _contiguous(
-    access: tile.LoadOp | tile.StoreOp, lin: SSAValue, upper: int, width: int, memo: dict
-) -> bool:
-    """The access's element offset is `lin + c` on every iterate, `c` a multiple of `width`,
-    and `width` elements make a vector of the buffer's innermost dimension."""
+#: Iterates evaluated at once by the contiguity check: a loop over hundreds of millions of
+#: elements is checked in chunks of this many, so memory stays bounded (a few MB).
+_CHUNK = 1 << 20
+
+
+def _shift(
+    access: tile.LoadOp | tile.StoreOp, lin: SSAValue, lins: np.ndarray, memo: dict
+) -> int | None:
+    """The constant `c` with element offset `lin + c` on every iterate in `lins`, if any."""
+    memref = access.memref.type
+    assert isinstance(memref, MemRefType)
+    columns = [_evaluate(i, lin, lins, memo) for i in access.indices]
+    if any(c is None for c in columns):
+        return None
+    offset = np.zeros(lins.size, dtype=np.int64)
+    for column, size in zip(columns, memref.get_shape(), strict=True):
+        offset = offset * size + np.broadcast_to(column, (lins.size,))  # type: ignore[arg-type]
+    shift = offset - lins
+    return int(shift[0]) if bool(np.all(shift == shift[0])) else None
+
+
+def _vector_candidate(access: tile.LoadOp | tile.StoreOp, width: int) -> bool:
+    """A global access whose `width` elements make a vector of its innermost dimension."""
     memref = access.memref.type
     assert isinstance(memref, MemRefType)
     if is_shared(memref):
@@ -99,34 +117,43 @@ def _contiguous(
     except UnsupportedElementType:
         return False
     shape = memref.get_shape()
-    if not shape or shape[-1] % width:
+    return bool(shape) and shape[-1] % width == 0
+
+
+def _contiguous(
+    accesses: list[tile.LoadOp | tile.StoreOp], lin: SSAValue, upper: int, width: int
+) -> bool:
+    """Every access's element offset is `lin + c` on every iterate (checked chunk by chunk),
+    `c` a multiple of `width`, and `width` elements make a vector of the buffer's innermost
+    dimension."""
+    if not all(_vector_candidate(access, width) for access in accesses):
         return False
-    lins = np.arange(upper, dtype=np.int64)
-    columns = [_evaluate(i, lin, lins, memo) for i in access.indices]
-    if any(c is None for c in columns):
-        return False
-    offset = np.zeros(upper, dtype=np.int64)
-    for column, size in zip(columns, shape, strict=True):
-        offset = offset * size + np.broadcast_to(column, (upper,))  # type: ignore[arg-type]
-    shift = offset - lins
-    return bool(np.all(shift == shift[0])) and int(shift[0]) % width == 0
+    shifts: list[int | None] = [None] * len(accesses)
+    for start in range(0, upper, _CHUNK):
+        lins = np.arange(start, min(upper, start + _CHUNK), dtype=np.int64)
+        memo: dict = {}
+        for k, access in enumerate(accesses):
+            shift = _shift(access, lin, lins, memo)
+            if shift is None or shift % width or shifts[k] not in (None, shift):
+                return False
+            shifts[k] = shift
+    return True
 
 
 def _vectorizable(loop: tile.ForOp, width: int) -> bool:
     if loop.iter_args or not tile.depends_on_thread(loop.lb) or loop.upper % width:
         return False
-    memo: dict = {}
+    accesses: list[tile.LoadOp | tile.StoreOp] = []
     for op in loop.body.block.ops:
         if isinstance(op, tile.YieldOp):
             continue
         if isinstance(op, tile.LoadOp | tile.StoreOp):
-            if not _contiguous(op, loop.induction_var, loop.upper, width, memo):
-                return False
+            accesses.append(op)
         elif op.dialect_name() not in ("arith", "math") or op.regions:
             return False
         elif _index_becomes_data(op):
             return False  # e.g. arange: each element needs its own index, not the first one
-    return True
+    return _contiguous(accesses, loop.induction_var, loop.upper, width)
 
 
 def _index_becomes_data(op: Operation) -> bool:
