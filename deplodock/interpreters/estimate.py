@@ -23,7 +23,7 @@ from xdsl.ir import Operation, Region
 from xdsl.traits import SymbolTable
 
 from deplodock.dialects import kernel, loop, tile
-from deplodock.dialects.queries import constant_index
+from deplodock.dialects.queries import constant_index, symbol_name
 
 #: Seconds per executed op of the tile and kernel interpreters on this project's 2-core
 #: development machine (numpy on 32-256 lanes): 0.9-2.8e-5 over GEMMs, norms, softmax,
@@ -80,13 +80,13 @@ def _launched(op: Operation, module: ModuleOp) -> Operation | None:
     return SymbolTable.lookup_symbol(module, op.callee)
 
 
-def _kernel_executions(func: Operation, module: ModuleOp, launches: list) -> int:
+def _kernel_executions(func: Operation, module: ModuleOp, launches: list[tuple[int, str]]) -> int:
     per_block = sum(_executions(r, module, launches) for r in func.regions)
     return per_block * (func.grid_size if isinstance(func, kernel.FuncOp) else 1)
 
 
 def _describe(func: Operation) -> str:
-    name = f"@{func.sym_name.data}"  # type: ignore[attr-defined]
+    name = f"@{symbol_name(func)}"
     if isinstance(func, kernel.FuncOp):
         return f"{name}: {func.grid_size} blocks of {func.block_size} threads"
     grids = [op.count for op in func.walk() if isinstance(op, tile.GridOp)]

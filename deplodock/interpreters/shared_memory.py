@@ -30,6 +30,8 @@ import numpy as np
 from xdsl.ir import Operation, SSAValue
 from xdsl.utils.exceptions import InterpretationError
 
+from deplodock.dialects.common import KernelOpBase
+from deplodock.dialects.queries import symbol_name
 from deplodock.interpreters.simt import buffer_name
 
 NO_THREAD = -1
@@ -48,9 +50,9 @@ class UninitializedReadError(InterpretationError):
 def shared_buffer_name(value: SSAValue, alloc: Operation, block_id: int) -> str:
     """How reports name a block's shared array: `%red (@rms_like, block 2)`."""
     kernel = alloc.parent_op()
-    while kernel is not None and not hasattr(kernel, "sym_name"):
+    while kernel is not None and not isinstance(kernel, KernelOpBase):
         kernel = kernel.parent_op()
-    where = f"@{kernel.sym_name.data}, " if kernel is not None else ""  # type: ignore[attr-defined]
+    where = f"@{symbol_name(kernel)}, " if kernel is not None else ""
     return f"{buffer_name(value)} ({where}block {block_id})"
 
 
@@ -72,6 +74,10 @@ class SharedBuffer:
         self.pending_thread = np.full(data.shape, NO_THREAD, dtype=np.int64)
 
     # -- helpers ---------------------------------------------------------------------------
+
+    def _element(self, flat_index: int) -> list[int]:
+        """The coordinates of row-major element `flat_index`, for reports."""
+        return [int(k) for k in np.unravel_index(int(flat_index), self.data.shape)]
 
     def _flat(self, indices: Sequence[np.ndarray], count: int, op_name: str) -> np.ndarray:
         """Row-major element numbers of the accessed elements (bounds-checked)."""
@@ -108,7 +114,7 @@ class SharedBuffer:
         verb, what = access.split(" ... ")
         other = int(others[i])
         who = "several threads" if other == MANY_THREADS else f"thread {other}"
-        element = [int(k) for k in np.unravel_index(int(flat[i]), self.data.shape)]
+        element = self._element(flat[i])
         raise RaceError(
             f"race on shared buffer {self.name}: thread {int(lanes[i])} {verb} element "
             f"{element} {what} by {who} in the same barrier epoch ({op_name})"
@@ -121,7 +127,7 @@ class SharedBuffer:
         if not never_written.any():
             return
         i = int(np.argmax(never_written))
-        element = [int(k) for k in np.unravel_index(int(flat[i]), self.data.shape)]
+        element = self._element(flat[i])
         raise UninitializedReadError(
             f"uninitialized read of shared buffer {self.name}: thread {int(lanes[i])} reads "
             f"element {element}, which nothing in this block has written ({op_name})"
@@ -134,7 +140,7 @@ class SharedBuffer:
         if not pending.any():
             return
         i = int(np.argmax(pending))
-        element = [int(k) for k in np.unravel_index(int(flat[i]), self.data.shape)]
+        element = self._element(flat[i])
         raise RaceError(
             f"race on shared buffer {self.name}: thread {int(lanes[i])} {verb} element "
             f"{element} while a cp.async of thread {int(issuer[i])} to it is in flight: "

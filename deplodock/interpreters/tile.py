@@ -32,6 +32,7 @@ from xdsl.utils.exceptions import InterpretationError
 
 from deplodock.dialects import tile
 from deplodock.dialects.element_types import numpy_dtype
+from deplodock.dialects.queries import symbol_name
 from deplodock.interpreters.async_copy import (
     AsyncCopies,
     check_vector_alignment,
@@ -116,8 +117,7 @@ class TileFunctions(InterpreterFunctions):
     @impl(tile.GridOp)
     def run_grid(self, interpreter: Interpreter, op: tile.GridOp, args: PythonValues):
         data = interpreter.get_data(TileFunctions, "block", dict)
-        kernel = op.parent_op()
-        name = kernel.sym_name.data if isinstance(kernel, tile.KernelOp) else "tile.grid"
+        name = symbol_name(op.parent_op())  # a tile.grid sits in its tile.kernel
         for block in range(op.count):
             data["id"] = block
             _epochs(interpreter)["epoch"] = 0
