@@ -29,6 +29,7 @@ LAYERS: dict[str, int] = {
     "api": 5,
     "stamp": 5,
     "torch_backend": 5,
+    "explorer": 5,
     "cli": 6,
     "fuzz": 6,
     "__main__": 6,
@@ -37,7 +38,7 @@ LAYERS: dict[str, int] = {
 
 #: Packages of one layer that may import each other (they are one component).
 GROUPS: tuple[frozenset[str], ...] = (
-    frozenset({"driver", "api", "stamp", "torch_backend"}),
+    frozenset({"driver", "api", "stamp", "torch_backend", "explorer"}),
     frozenset({"cli", "__main__", "__init__"}),
 )
 

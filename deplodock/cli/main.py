@@ -21,13 +21,14 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from deplodock.cli.diffs import PassDiffs
 from deplodock.cli.errors import run_command
 from deplodock.cli.progress import block_progress_bar, phase_progress_bar
+from deplodock.passes.diffs import PassDiffs
 from deplodock.passes.pipelines import STAGES
 
 if TYPE_CHECKING:
     from deplodock.driver import Program
+    from deplodock.explorer import Exploration
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -53,6 +54,14 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="PASS",
         help="print, instead of the program, a unified diff of what each pass changed (or "
         "only PASS), headed by the pass and its options (-v prints them to stderr)",
+    )
+    compile_parser.add_argument(
+        "--html",
+        type=Path,
+        metavar="FILE",
+        help="also write the pipeline explorer to FILE: one self-contained page with every "
+        "stage beside the one before, each pass's diff, and each kernel from its loop nest "
+        "to CUDA with ptxas's report and its modeled time (lowers to cuda whatever --ir says)",
     )
     compile_parser.set_defaults(handler=run_compile)
 
@@ -216,25 +225,26 @@ class OutputError(Exception):
     """`-o FILE` cannot be written."""
 
 
-def check_writable(path: Path) -> None:
-    """Fails early, with the reason, when `path` cannot be created or replaced."""
+def check_writable(path: Path, flag: str = "-o") -> None:
+    """Fails early, with the reason, when `path` (given with `flag`) cannot be created or
+    replaced."""
     directory = path.parent if str(path.parent) else Path(".")
     if path.is_dir():
-        raise OutputError(f"-o {path}: is a directory")
+        raise OutputError(f"{flag} {path}: is a directory")
     if not directory.is_dir():
-        raise OutputError(f"-o {path}: no directory {directory}")
+        raise OutputError(f"{flag} {path}: no directory {directory}")
     if not os.access(directory, os.W_OK):
-        raise OutputError(f"-o {path}: directory {directory} is not writable")
+        raise OutputError(f"{flag} {path}: directory {directory} is not writable")
 
 
-def write_output(path: Path, text: str) -> None:
-    """Writes `-o FILE` atomically: a failed or interrupted run leaves the old file intact."""
+def write_output(path: Path, text: str, flag: str = "-o") -> None:
+    """Writes `flag FILE` atomically: a failed or interrupted run leaves the old file intact."""
     from deplodock.files import write_atomic
 
     try:
         write_atomic(path, text)
     except OSError as error:
-        raise OutputError(f"-o {path}: {error.strerror or error}") from None
+        raise OutputError(f"{flag} {path}: {error.strerror or error}") from None
 
 
 def run_compile(args: argparse.Namespace) -> int:
@@ -242,6 +252,8 @@ def run_compile(args: argparse.Namespace) -> int:
 
     if args.output:
         check_writable(args.output)  # before a compile that may take a while
+    if args.html:
+        check_writable(args.html, "--html")
     diffs = (
         pass_diffs(args.print_pass_diffs, every_pass=args.verbose >= 2)
         if args.print_pass_diffs or args.verbose
@@ -250,11 +262,17 @@ def run_compile(args: argparse.Namespace) -> int:
     phases = compile_phases(args.ir) if is_model(args) else []
     with phase_progress_bar(phases, quiet=args.quiet or not phases) as progress:
         program = load_source(args, cached=True, progress=progress)
-        timings = lower_program(program, args.ir, callback=diffs, progress=progress)
+        if args.html:
+            exploration = write_explorer(args, program, diffs, progress)
+            timings = program.timings
+        else:
+            timings = lower_program(program, args.ir, callback=diffs, progress=progress)
     start = time.perf_counter()
     if args.print_pass_diffs:
         assert diffs is not None
         text = diffs.text
+    elif args.html:
+        text = exploration.stage(args.ir).text
     else:
         text = render(program.module, args.ir)
     if args.ir == "cuda":
@@ -272,6 +290,35 @@ def run_compile(args: argparse.Namespace) -> int:
             sys.stderr.write(diffs.text)
         _report_timings(timings)
     return 0
+
+
+def write_explorer(
+    args: argparse.Namespace,
+    program: Program,
+    diffs: PassDiffs | None,
+    progress: Callable[[str], None] | None = None,
+) -> Exploration:
+    """`compile --html FILE`: lowers `program` to cuda gathering the explorer's data, writes
+    the page, and returns the exploration (its stages give what `--ir` prints)."""
+    from deplodock.explorer import explore, render_page
+
+    if STAGES.index(args.ir) < STAGES.index(program.stage):
+        raise ValueError(f"the program is already at stage '{program.stage}', below '{args.ir}'")
+    source = args.code if args.code is not None else _source_text(args)
+    title = f"-c {args.code}" if args.code is not None else (program.name or args.source)
+    exploration = explore(program, title, source, callback=diffs, progress=progress)
+    write_output(args.html, render_page(exploration), "--html")
+    return exploration
+
+
+def _source_text(args: argparse.Namespace) -> str:
+    """What the explorer shows as the source of a `.mlir` file or a model."""
+    if is_model(args):
+        layers = f" --layers {args.layers}" if args.layers is not None else ""
+        return (
+            f"deplodock compile {args.source}{layers} --seq-len {args.seq_len} --dtype {args.dtype}"
+        )
+    return Path(args.source).read_text(encoding="utf-8")
 
 
 def compile_phases(stage: str) -> list[str]:

@@ -25,12 +25,12 @@ from xdsl.utils.arg_spec import parse_pipeline, parse_spec
 from xdsl.utils.exceptions import VerifyException
 from xdsl.xdsl_opt_main import xDSLOptMain
 
-from deplodock.cli.diffs import PassDiffs
 from deplodock.cli.errors import describe, run_command
 from deplodock.cli.universe import DEPLODOCK_UNIVERSE
 from deplodock.dialects import get_all_dialects
 from deplodock.files import write_atomic
 from deplodock.passes import get_all_passes
+from deplodock.passes.diffs import PassDiffs
 from deplodock.passes.pipelines import STAGES, input_stage, pipeline_spec, stage_of
 
 #: xDSL's own passes that make sense on deplodock IR at any level.
