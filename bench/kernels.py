@@ -120,6 +120,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         prog="python -m bench.kernels", description=(__doc__ or "").split("\n")[0]
     )
     parser.add_argument("--list", action="store_true", help="print the cases and exit")
+    parser.add_argument(
+        "-q",
+        "--quiet",
+        action="store_true",
+        help="no progress bar (it is only drawn when stderr is a terminal anyway)",
+    )
     parser.add_argument("--dtype", choices=DTYPES, default="fp32", help="(default: fp32)")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="results directory")
     add_case_patterns(parser)
@@ -162,16 +168,28 @@ def run_suite(
     runner: Any,
     task: dict[str, Any],
     out: Any = print,
+    quiet: bool = False,
 ) -> list[Row]:
-    """One row per case, in order; `runner(**task, name=..., dtype=...)` returns a row."""
+    """One row per case, in order; `runner(**task, name=..., dtype=...)` returns a row. On a
+    terminal (and not `quiet`) a bar with the running case and an ETA sits under the lines."""
+    from deplodock.cli.progress import count_progress_bar
+
     rows = []
     width = max((len(c.name) for c in cases), default=0)
-    for n, case in enumerate(cases, 1):
-        row = base_row(case, dtype) | runner(name=case.name, dtype=dtype, **task)
-        row.pop("restart", None)
-        row.pop("traceback", None)
-        rows.append(with_speedups(row))
-        out(progress_line(n, len(cases), width, row))
+    with count_progress_bar(len(cases), "bench", quiet) as bar:
+        for n, case in enumerate(cases, 1):
+            if bar is not None:
+                bar.start(case.name)
+            row = base_row(case, dtype) | runner(name=case.name, dtype=dtype, **task)
+            row.pop("restart", None)
+            row.pop("traceback", None)
+            rows.append(with_speedups(row))
+            line = progress_line(n, len(cases), width, row)
+            if bar is not None:
+                bar.write(out, line)
+                bar.advance()
+            else:
+                out(line)
     return rows
 
 
@@ -196,6 +214,7 @@ def run_and_report(
     env: dict[str, Any],
     task: dict[str, Any],
     echo: Any = print,
+    quiet: bool = False,
 ) -> tuple[Path, Path]:
     """Run the cases, write the JSON and the chart under `out_dir`, print the summary."""
     timing = env.get("timing", "latency")
@@ -204,7 +223,7 @@ def run_and_report(
         f"{timing} timing; per case:"
     )
     echo("  median ms of eager, torch.compile, deplodock; speedup vs eager, vs compile; status")
-    rows = run_suite(cases, dtype, runner, task, echo)
+    rows = run_suite(cases, dtype, runner, task, echo, quiet)
     stem = f"kernels-{dtype}-{datetime.datetime.now():%Y%m%d-%H%M%S}"
     json_path = write_json(out_dir / f"{stem}.json", results_document(rows, env))
     title = f"deplodock speedup per case, {dtype}, {env['device']}"
@@ -237,7 +256,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"bench.kernels: error: {error}", file=sys.stderr)
             return 1
         run_modeled_suite(
-            cases, args.dtype, args.model.lower(), args.out, jobs=args.jobs, merge=args.merge
+            cases,
+            args.dtype,
+            args.model.lower(),
+            args.out,
+            jobs=args.jobs,
+            merge=args.merge,
+            quiet=args.quiet,
         )
         return 0
     from deplodock.backend.device import cuda_unavailable_reason
@@ -254,7 +279,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"bench.kernels: error: {env.get('reason')}", file=sys.stderr)
         return 1
     with IsolatedRunner(CASE_FUNCTION, timeout=args.timeout) as runner:
-        run_and_report(cases, args.dtype, args.out, runner, env, task)
+        run_and_report(cases, args.dtype, args.out, runner, env, task, quiet=args.quiet)
     return 0
 
 

@@ -294,6 +294,12 @@ def draw_roofline(rows: Sequence[dict], path: Path, title: str, device_key: str)
     return path
 
 
+def _modeled_detail(row: dict[str, Any]) -> str:
+    if row["status"] == "ok":
+        return f"{row['modeled_us']:10.1f} us {row['sol_pct']:6.2f}% SOL  {row['limiter']}"
+    return f"{row['status']}: {row['reason']}"
+
+
 def run_modeled_suite(
     cases: Sequence[Case],
     dtype: str,
@@ -302,17 +308,25 @@ def run_modeled_suite(
     echo: Callable[[str], object] = print,
     jobs: int = 1,
     merge: bool = False,
+    quiet: bool = False,
 ) -> Path:
+    from deplodock.cli.progress import count_progress_bar
+
     gemm_rows = published_linear_rows()
     rows = []
     echo(f"{len(cases)} cases, {dtype}, MODELED on {device_key} (no GPU involved)")
-    for n, (case, row) in enumerate(_modeled_rows(cases, dtype, device_key, gemm_rows, jobs), 1):
-        rows.append(row)
-        if row["status"] == "ok":
-            detail = f"{row['modeled_us']:10.1f} us {row['sol_pct']:6.2f}% SOL  {row['limiter']}"
-        else:
-            detail = f"{row['status']}: {row['reason']}"
-        echo(f"[{n:>2}/{len(cases)}] {case.name:<40} {detail}")
+    with count_progress_bar(len(cases), f"model {device_key}", quiet) as bar:
+        modeled = _modeled_rows(cases, dtype, device_key, gemm_rows, jobs)
+        for n, (case, row) in enumerate(modeled, 1):
+            rows.append(row)
+            line = f"[{n:>2}/{len(cases)}] {case.name:<40} {_modeled_detail(row)}"
+            if bar is None:
+                echo(line)
+                continue
+            bar.write(echo, line)
+            bar.advance()
+            if n < len(cases):
+                bar.start(cases[n].name)
     stem = out_dir / f"kernels-modeled-{device_key}-{dtype}"
     if merge and stem.with_suffix(".json").exists():
         rows = _merged(json.loads(stem.with_suffix(".json").read_text())["rows"], rows)

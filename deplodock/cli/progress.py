@@ -3,7 +3,9 @@
 - a model compile: one bar over its phases (`model`, `torch`, `segment`, the stages,
   `stitch`), labelled with the current one, with an ETA from typical phase durations;
 - a tile- or kernel-level CPU run: one bar per kernel launch over its blocks (the
-  interpreters report each finished block, `interpreters.common.BlockProgress`).
+  interpreters report each finished block, `interpreters.common.BlockProgress`);
+- a bench suite (`python -m bench.kernels`): one bar over its cases, labelled with the case
+  running, its per-case lines printed above it.
 
 When stderr is not a terminal (a pipe, a log, CI), or with `--quiet`, nothing is shown, so
 output stays clean.
@@ -119,6 +121,56 @@ def phase_progress_bar(
         yield None
         return
     bar = PhaseBar(phases, stream)
+    try:
+        yield bar
+    finally:
+        bar.close()
+
+
+class CountBar:
+    """One tqdm bar over a known number of items (the cases of a bench suite), labelled
+    with the item now running; lines printed meanwhile go above the bar (`write`)."""
+
+    def __init__(self, total: int, label: str, stream: Any) -> None:
+        from tqdm import tqdm  # only on a terminal
+
+        self.label = label
+        self.stream = stream
+        self.bar = tqdm(
+            total=total,
+            file=stream,
+            leave=False,
+            dynamic_ncols=True,
+            unit="case",
+            bar_format="{desc} {n_fmt}/{total_fmt}|{bar}| {elapsed}<{remaining}",
+        )
+
+    def start(self, item: str) -> None:
+        self.bar.set_description_str(f"{self.label}: {item}")
+
+    def advance(self) -> None:
+        self.bar.update(1)
+
+    def write(self, emit: Callable[[str], object], line: str) -> None:
+        """`emit(line)` with the bar cleared first and redrawn after, so they don't mix."""
+        with self.bar.external_write_mode(file=self.stream):
+            emit(line)
+
+    def close(self) -> None:
+        self.bar.close()
+
+
+@contextmanager
+def count_progress_bar(
+    total: int, label: str, quiet: bool = False, stream: Any = None
+) -> Iterator[CountBar | None]:
+    """Yields a `CountBar` on `stream` (stderr) if it is a terminal and not `quiet`, else
+    None; the bar is removed when the work ends, however it ends."""
+    stream = sys.stderr if stream is None else stream
+    if quiet or not (hasattr(stream, "isatty") and stream.isatty()):
+        yield None
+        return
+    bar = CountBar(total, label, stream)
     try:
         yield bar
     finally:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import io
 import json
 import math
+import sys
 from pathlib import Path
 
 import pytest
@@ -117,3 +119,29 @@ def test_progress_line_of_a_failed_case() -> None:
     line = progress_line(3, 84, 30, with_speedups(r))
     assert line.startswith("[ 3/84] softmax/qwen2.5-7b/s32")
     assert line.endswith("compile_error: NvccError: x")
+
+
+def test_on_a_terminal_a_bar_names_the_running_case_and_the_lines_still_come(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    terminal = Terminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    cases = find_cases(["rmsnorm/tinyllama"])
+    running: list[str] = []
+
+    def runner(name: str, dtype: str, **task) -> dict:
+        running.append(terminal.getvalue())
+        return {"status": "ok", "eager_ms": 1.0, "compile_ms": 0.5, "deplodock_ms": 0.5}
+
+    lines: list[str] = []
+    run_suite(cases, "fp32", runner, {}, lines.append)
+    assert len(lines) == len(cases)
+    assert f"bench: {cases[-1].name}" in running[-1]  # the bar labels the case running now
+    assert f"{len(cases) - 1}/{len(cases)}" in running[-1]
+    quiet_before = terminal.getvalue()
+    run_suite(cases, "fp32", runner, {}, lines.append, quiet=True)
+    assert terminal.getvalue() == quiet_before  # --quiet: no bar at all
