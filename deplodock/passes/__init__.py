@@ -27,6 +27,7 @@ DEPLODOCK_PASSES: dict[str, tuple[str, str]] = {
     "tile-multibuffer": ("tile.multibuffer", "TileMultibufferPass"),
     "tile-pipeline": ("tile.pipeline", "TilePipelinePass"),
     "tile-async-copy": ("tile.async_copy", "TileAsyncCopyPass"),
+    "tile-register-prefetch": ("tile.register_prefetch", "TileRegisterPrefetchPass"),
     "tile-grid-stride": ("tile.grid_stride", "TileGridStridePass"),
     "tile-vectorize": ("tile.vectorize", "TileVectorizePass"),
     "tile-rows": ("tile.rows", "TileRowsPass"),

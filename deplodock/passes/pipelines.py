@@ -37,6 +37,7 @@ STAGE_PASSES: dict[str, tuple[str, ...]] = {
         "tile-multibuffer",
         "tile-pipeline",
         "tile-async-copy",
+        "tile-register-prefetch",
         "tile-rows",
         "tile-rows-to-blocks",
         "tile-loops-to-threads",
