@@ -23,10 +23,13 @@ from tests.passes.test_tile_stage_prologue import (
     program_at_tile,
 )
 
+#: The 2 x 2 (and 2 x 1) register tiles of these small shapes are below the default
+#: heuristic's 16 cells, so the tests ask for the prefetch with `min_cells=1`.
+PREFETCH = ",tile-register-prefetch{min_cells=1}"
 PREFETCHED = {
-    "depth2": PIPELINES["async-depth2"] + ",tile-register-prefetch",
-    "split-k-depth3": PIPELINES["split-k"] + ",tile-register-prefetch",
-    "threads128": PIPELINES["async-depth2"].replace("fn=2}", "fn=1}") + ",tile-register-prefetch",
+    "depth2": PIPELINES["async-depth2"] + PREFETCH,
+    "split-k-depth3": PIPELINES["split-k"] + PREFETCH,
+    "threads128": PIPELINES["async-depth2"].replace("fn=2}", "fn=1}") + PREFETCH,
 }
 
 
@@ -57,6 +60,21 @@ def test_loads_before_the_fmas_arithmetic_and_stores_after() -> None:
     ]
     assert not any(isinstance(op, tile.LoadVectorOp | tile.LoadOp) for op in stores.walk())
     assert not any(isinstance(op, math.ExpOp) for op in body[:ki])
+
+
+@pytest.mark.parametrize(("fm", "fn", "on"), [(2, 2, 0), (4, 4, 1)])
+def test_the_default_prefetches_for_16_cells_or_more(fm: int, fn: int, on: int) -> None:
+    pipeline = (
+        f"tile-block{{bm=32 bn=32}},tile-thread{{fm={fm} fn={fn}}},tile-chunk-k{{bk=8}},"
+        "tile-stage,tile-vectorize,tile-pad-shared,tile-multibuffer{depth=2},tile-pipeline,"
+        "tile-async-copy,tile-register-prefetch"
+    )
+    kernel = contraction(program_at_tile(40, pipeline))
+    assert schedule.read_knob(kernel, "register_prefetch", -1) == on
+    moved = any(
+        isinstance(op, tile.IfOp) and "register_prefetch" in op.attributes for op in kernel.walk()
+    )
+    assert moved == bool(on)
 
 
 def test_off_leaves_the_copy_as_it_was() -> None:

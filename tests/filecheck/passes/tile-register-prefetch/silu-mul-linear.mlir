@@ -1,4 +1,5 @@
-// RUN: deplodock-opt %s -p tile-register-prefetch | filecheck %s
+// RUN: deplodock-opt %s -p 'tile-register-prefetch{min_cells=1}' | filecheck %s
+// RUN: deplodock-opt %s -p tile-register-prefetch | filecheck %s --check-prefix=SMALL
 // RUN: deplodock-opt %s -p 'tile-register-prefetch{enable=false}' | filecheck %s --check-prefix=OFF
 
 // `silu(x0) * x1` feeding a linear, pipelined (tile-pipeline, tile-async-copy): the weight
@@ -32,6 +33,11 @@
 // CHECK:            tile.store_vector %x0_x1_v_4, {{.*}}, %x0_x1_a_s[%slot_next, %row_2, %col4_2]
 // CHECK-NEXT:     }
 // CHECK-NEXT:   } {register_prefetch = 1 : i64}
+
+// By default only threads with 16 or more accumulators prefetch: this one has 2 x 2, so it
+// keeps its copy (a small register tile runs at high occupancy, which hides the stall).
+// SMALL:      register_prefetch = 0
+// SMALL-NOT:  %ko_load
 
 // Off: the kernel is left as it was; the knob records the decision.
 // OFF:      register_prefetch = 0
