@@ -451,11 +451,11 @@ namespace deplodock_simt {
 
 // ---- memcheck -------------------------------------------------------------------------
 // `cpu_runner.run_kernel(..., memcheck=True)` builds the kernel with DEPLODOCK_MEMCHECK and
-// with its source rewritten (`cpu_runner.memcheck_source`, the CPU build only: nvcc never
-// sees it): every pointer parameter becomes a `GlobalArg<T>` and every `__shared__` array a
-// `SharedArray<T, N>`. Their subscripts check bounds on both sides, byte-exactly: an index
-// below 0, or at or past the size, even inside the padding of the buffer's last 16-byte
-// granule. A `SharedArray` also remembers which of its elements a thread of the current block
+// with its source rewritten (`instrument` in backend/memcheck.py; the CPU build only: nvcc
+// never sees it): every pointer parameter becomes a `GlobalArg<T>` and every `__shared__`
+// array a `SharedArray<T, N>`. Their subscripts check bounds on both sides, exactly: an
+// index below 0, or at or past the size, even inside the padding of the buffer's last
+// 16-byte granule. A `SharedArray` also remembers which of its elements a thread of the current block
 // wrote (plain stores, vector stores, atomics and landed cp.async copies), so reading one that
 // nothing in this block wrote is reported too: on a GPU it holds the previous block's
 // leftovers. A subscript yields a reference proxy that reads, writes or gives its address
@@ -463,9 +463,10 @@ namespace deplodock_simt {
 // whole span of a vector access or a cp.async. Checks are bounds checks, not page faults, so
 // the buffers keep their 16-byte alignment (vector accesses need it) and still catch
 // overflows inside the last granule and underflows.
-// The run happens in a forked process (the parent reads the record): a failed check, or a
-// fault on the guard page after every global buffer (a backstop for memory the rewrite does
-// not reach), fills the shared `Fault` record and ends the process with status 3.
+// The run happens in a forked process (the parent reads the record): a failed check fills
+// the shared `Fault` record (see `report_access` for which failure it keeps) and the launch
+// ends the process with status 3; so does a fault on the guard page after every global
+// buffer, a backstop for memory the checks do not reach.
 enum FaultKind : int64_t {
   kGuardPage = 0,            // a hardware fault (an address past a buffer's guard page)
   kGlobalBounds = 1,         // a global buffer's subscript out of range
@@ -983,7 +984,8 @@ DD_DEVICE void dd_store_vector(T* p, const dd_vec<T, N>& value) {
 // when the copy lands (dd_cp_async_wait), as it does on a GPU.
 #if defined(DEPLODOCK_MEMCHECK) && !defined(__CUDACC__)
 template <int Bytes, class T, class S>
-DD_CHECK void dd_cp_async_checked(const deplodock_simt::SharedPtr<T>& dst, const S& src, bool pred) {
+DD_CHECK void dd_cp_async_checked(const deplodock_simt::SharedPtr<T>& dst, const S& src,
+                                  bool pred) {
   using deplodock_simt::span_elements;
   const long long count = span_elements<T>(Bytes);
   dst.check(count);

@@ -45,8 +45,8 @@ from deplodock.interpreters.cuda import OutOfBoundsError, uninitialized_shared_r
 
 class MemcheckSourceError(ValueError):
     """The kernel source has a construct memcheck cannot instrument (it checks the CUDA C
-    as the printer emits it: buffers as pointer parameters, `__shared__` arrays of a
-    constant size, one declaration per line)."""
+    as the printer emits it: buffers as pointer parameters of a one-line kernel head,
+    `__shared__` arrays of a literal size, one declaration per line)."""
 
 
 #: `__shared__ __align__(16) float s[1024];`, as the printer declares a shared array.
@@ -74,7 +74,7 @@ def _instrument_line(line: str, number: int) -> str:
     if "__shared__" in line:
         shared = _SHARED.match(line)
         if shared is None:
-            raise _cannot(line, number, "a __shared__ array of constant size")
+            raise _cannot(line, number, "__shared__ [__align__(A)] T name[N]; with a literal N")
         kind = f"deplodock_simt::SharedArray<{shared['type']}, {shared['size']}>"
         return f'{shared["lead"]}{kind} {shared["name"]}{{"{shared["name"]}"}};'
     if re.search(r"\b__global__\b", line):

@@ -193,7 +193,7 @@ def test_instrument_rewrites_buffers_line_for_line() -> None:
     with pytest.raises(
         MemcheckSourceError,
         match=r"^memcheck cannot instrument kernel\.cu:2: extern __shared__ float d\[\]; "
-        r"\(expected a __shared__ array of constant size\)(?:\n|$)",
+        r"\(expected __shared__ \[__align__\(A\)\] T name\[N\]; with a literal N\)$",
     ):
         instrument('extern "C" __global__ void k(float* y) {\n  extern __shared__ float d[];\n}')
 
