@@ -7,12 +7,14 @@ The planted bugs are one-line edits of the printed C; each test checks the exact
 
 from __future__ import annotations
 
+import subprocess
+
 import numpy as np
 import pytest
 from xdsl.dialects.builtin import StringAttr
 from xdsl.utils.exceptions import InterpretationError
 
-from deplodock.backend.cpu_runner import run_kernel, run_on_cpu
+from deplodock.backend.cpu_runner import HEADER_PATH, run_kernel, run_on_cpu
 from deplodock.backend.memcheck import MemcheckSourceError, instrument
 from deplodock.cli.main import main
 from deplodock.dialects import cuda
@@ -221,3 +223,17 @@ def test_memcheck_is_for_the_cuda_level(capsys: pytest.CaptureFixture[str]) -> N
         "deplodock: error: --memcheck goes with --ir cuda (the interpreters always check)"
     )
     assert main(["run", "-c", "torch.relu(torch.randn(4))", "--ir", "cuda", "--memcheck"]) == 0
+
+
+def test_the_gpu_side_of_the_header_ignores_memcheck() -> None:
+    # what nvcc sees of cpu_simt.h is the same with DEPLODOCK_MEMCHECK defined or not
+    def device_view(*defines: str) -> str:
+        command = ["g++", "-E", "-P", "-x", "c++", "-D__CUDACC__", "-D__CUDA_ARCH__=900"]
+        out = subprocess.run(
+            [*command, *defines, str(HEADER_PATH)], capture_output=True, text=True, check=True
+        )
+        return out.stdout
+
+    plain = device_view()
+    assert "dd_cp_async" in plain and "SharedArray" not in plain
+    assert device_view("-DDEPLODOCK_MEMCHECK") == plain
