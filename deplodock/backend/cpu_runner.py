@@ -5,7 +5,8 @@ the very source that nvcc would compile runs with one fiber per CUDA thread (see
 header), so a printer bug shows up as a numerical mismatch on any machine. The source is
 CUDA C as nvcc takes it (its `#include <cuda_fp16.h>` and the like resolve to empty stubs,
 as the emulation header defines what they declare); the caller names the kernels, which it
-knows from the IR.
+knows from the IR. A memcheck run (`run_kernel(..., memcheck=True)`) builds an instrumented
+variant that checks every access, in a forked process (`backend/memcheck.py`).
 Compiled shared objects are cached by content (source, header, compiler, flags) under
 `$XDG_CACHE_HOME/deplodock/cpu-simt`, so a test suite compiles each kernel once. The C++
 compiler is `g++`, or `$DEPLODOCK_CXX` (read when a kernel is compiled).

@@ -455,14 +455,14 @@ namespace deplodock_simt {
 // never sees it): every pointer parameter becomes a `GlobalArg<T>` and every `__shared__`
 // array a `SharedArray<T, N>`. Their subscripts check bounds on both sides, exactly: an
 // index below 0, or at or past the size, even inside the padding of the buffer's last
-// 16-byte granule. A `SharedArray` also remembers which of its elements a thread of the current block
-// wrote (plain stores, vector stores, atomics and landed cp.async copies), so reading one that
-// nothing in this block wrote is reported too: on a GPU it holds the previous block's
-// leftovers. A subscript yields a reference proxy that reads, writes or gives its address
-// (`&a[i]`) to the device primitives, whose checked overloads (end of this header) check the
-// whole span of a vector access or a cp.async. Checks are bounds checks, not page faults, so
-// the buffers keep their 16-byte alignment (vector accesses need it) and still catch
-// overflows inside the last granule and underflows.
+// 16-byte granule. A `SharedArray` also remembers which of its elements a thread of the
+// current block wrote (plain stores, vector stores, atomics and landed cp.async copies), so
+// reading one that nothing in this block wrote is reported too: on a GPU it holds the
+// previous block's leftovers. A subscript yields a reference proxy that reads, writes or
+// gives its address (`&a[i]`) to the device primitives, whose checked overloads (end of this
+// header) check the whole span of a vector access or a cp.async. Checks are bounds checks,
+// not page faults, so the buffers keep their 16-byte alignment (vector accesses need it) and
+// still catch overflows inside the last granule and underflows.
 // The run happens in a forked process (the parent reads the record): a failed check fills
 // the shared `Fault` record (see `report_access` for which failure it keeps) and the launch
 // ends the process with status 3; so does a fault on the guard page after every global
