@@ -259,6 +259,13 @@ inline void make_context(Context& c, char* stack, size_t size, void (*entry)(voi
 
 inline constexpr size_t kFiberStack = 64 * 1024;
 
+#ifdef DEPLODOCK_MEMCHECK
+struct SharedTrack;  // the bookkeeping of one checked __shared__ array (memcheck, below)
+// Counts the blocks a worker has started: a checked __shared__ array whose record is from an
+// earlier count forgets what was written (each block starts with nothing initialized).
+inline thread_local uint64_t block_serial = 0;
+#endif
+
 struct Fiber {
   Context ctx;
   Worker* worker = nullptr;
@@ -272,6 +279,10 @@ struct Fiber {
     unsigned char data[16];
     int bytes;
     int group;  // the commit count when issued: committed once commits > group
+#ifdef DEPLODOCK_MEMCHECK
+    SharedTrack* track = nullptr;  // a checked __shared__ destination: landing writes
+    long long first = 0, count = 0;  // its elements [first, first + count)
+#endif
   };
   std::vector<AsyncCopy> async_copies;
   int async_commits = 0;
@@ -288,6 +299,9 @@ struct Worker {
   std::vector<Fiber> fibers;
   std::vector<Warp> warps;
   bool first_block = true;
+#ifdef DEPLODOCK_MEMCHECK
+  bool abandoned = false;  // a check failed in the current block: it is not resumed
+#endif
 };
 
 inline thread_local Fiber* current = nullptr;
@@ -326,6 +340,9 @@ inline bool all_live(const Fiber* begin, const Fiber* end, State s) {
 // Run one block on worker `w` (its fibers already exist).
 inline void run_block(Worker& w) {
   const int n = (int)w.fibers.size();
+#ifdef DEPLODOCK_MEMCHECK
+  block_serial += 1;
+#endif
   for (Fiber& f : w.fibers) {
     f.state = State::Run;
     f.shfl_phase = 0;
@@ -338,6 +355,9 @@ inline void run_block(Worker& w) {
       current = &f;
       threadIdx = {(unsigned)f.tid, 0u, 0u};
       switch_context(w.ctx, f.ctx);
+#ifdef DEPLODOCK_MEMCHECK
+      if (w.abandoned) return;
+#endif
     }
     bool released = false;
     for (int base = 0; base < n; base += 32) {
@@ -429,17 +449,302 @@ inline int atomicAdd(int* p, int v) {
 
 namespace deplodock_simt {
 
+// ---- memcheck -------------------------------------------------------------------------
+// `cpu_runner.run_kernel(..., memcheck=True)` builds the kernel with DEPLODOCK_MEMCHECK and
+// with its source rewritten (`instrument` in backend/memcheck.py; the CPU build only: nvcc
+// never sees it): every pointer parameter becomes a `GlobalArg<T>` and every `__shared__`
+// array a `SharedArray<T, N>`. Their subscripts check bounds on both sides, exactly: an
+// index below 0, or at or past the size, even inside the padding of the buffer's last
+// 16-byte granule. A `SharedArray` also remembers which of its elements a thread of the
+// current block wrote (plain stores, vector stores, atomics and landed cp.async copies), so
+// reading one that nothing in this block wrote is reported too: on a GPU it holds the
+// previous block's leftovers. A subscript yields a reference proxy that reads, writes or
+// gives its address (`&a[i]`) to the device primitives, whose checked overloads (end of this
+// header) check the whole span of a vector access or a cp.async. Checks are bounds checks,
+// not page faults, so the buffers keep their 16-byte alignment (vector accesses need it) and
+// still catch overflows inside the last granule and underflows.
+// The run happens in a forked process (the parent reads the record): a failed check fills
+// the shared `Fault` record (see `report_access` for which failure it keeps) and the launch
+// ends the process with status 3; so does a fault on the guard page after every global
+// buffer, a backstop for memory the checks do not reach.
+enum FaultKind : int64_t {
+  kGuardPage = 0,            // a hardware fault (an address past a buffer's guard page)
+  kGlobalBounds = 1,         // a global buffer's subscript out of range
+  kSharedBounds = 2,         // a __shared__ array's subscript out of range
+  kSharedUninitialized = 3,  // a read of a __shared__ element not written in this block
+};
+
+struct Fault {  // read by backend/memcheck.py: keep the layout in step
+  int64_t filled;  // 1 once a failure is recorded
+  uint64_t address;
+  int64_t block;
+  int64_t thread;
+  uint64_t pc;  // the faulting instruction (x86-64) or the failed check's call, for the line
+  int64_t kind;
+  int64_t argument;  // a global buffer: the kernel parameter's index
+  int64_t element;   // the element touched (for a span, the first bad one)
+  int64_t size;      // the buffer's elements
+  char name[64];     // a __shared__ array: its C name
+};
+inline Fault* fault_record = nullptr;
+inline std::atomic_flag fault_lock = ATOMIC_FLAG_INIT;  // a spin lock: signal handlers take it
+// Elements of each launch argument (memcheck builds check global subscripts against them).
+inline const int64_t* argument_sizes = nullptr;
+inline int64_t argument_count = 0;
+
+// A hardware fault: recorded at once (other workers may be mid-record: the lock waits for
+// them), then the process ends. Async-signal-safe.
+inline void on_fault(int, siginfo_t* info, void* context) {
+  while (fault_lock.test_and_set(std::memory_order_acquire)) {
+  }
+  if (Fault* r = fault_record) {
+    r->filled = 1;
+    r->kind = kGuardPage;
+    r->address = (uint64_t)info->si_addr;
+    r->block = blockIdx.x;
+    r->thread = current != nullptr ? current->tid : -1;
+#if defined(__x86_64__) && defined(REG_RIP)
+    r->pc = (uint64_t) static_cast<ucontext_t*>(context)->uc_mcontext.gregs[REG_RIP];
+#else
+    (void)context;
+#endif
+  }
+  _exit(3);
+}
+
+#ifdef DEPLODOCK_MEMCHECK
+#define DD_CHECK inline __attribute__((always_inline))
+
+// The lowest block in which a check failed: workers start no block above it.
+inline std::atomic<int64_t> failed_block{INT64_MAX};
+
+// A failed check. Not inlined, so its return address lies in the kernel's code (the checks
+// themselves are always inlined): minus one it is the call, whose line addr2line tells.
+// Reports are deterministic whatever the workers' timing: within a block the fibers run in a
+// fixed order and the block is abandoned at its first failure; across blocks the record
+// keeps the lowest block's failure, and no block above it is started.
+[[noreturn, gnu::noinline]] inline void report_access(int64_t kind, int64_t argument,
+                                                      const char* name, int64_t element,
+                                                      int64_t size) {
+  const uint64_t pc = (uint64_t)__builtin_extract_return_addr(__builtin_return_address(0));
+  Fault* r = fault_record;
+  if (r == nullptr) {  // a memcheck build run without deplodock_simt_memcheck
+    std::fprintf(stderr, "cpu_simt: memcheck: bad access to element %lld of %s\n",
+                 (long long)element, name != nullptr ? name : "a global buffer");
+    std::abort();
+  }
+  const int64_t block = blockIdx.x;
+  while (fault_lock.test_and_set(std::memory_order_acquire)) {
+  }
+  if (!r->filled || block < r->block) {
+    r->filled = 1;
+    r->kind = kind;
+    r->address = 0;
+    r->block = block;
+    r->thread = current->tid;
+    r->pc = pc - 1;
+    r->argument = argument;
+    r->element = element;
+    r->size = size;
+    std::snprintf(r->name, sizeof r->name, "%s", name != nullptr ? name : "");
+  }
+  int64_t lowest = failed_block.load();
+  while (block < lowest && !failed_block.compare_exchange_weak(lowest, block)) {
+  }
+  fault_lock.clear(std::memory_order_release);
+  Fiber* f = current;  // abandon the block: back to the worker, never to resume
+  f->worker->abandoned = true;
+  f->state = State::Done;
+  switch_context(f->ctx, f->worker->ctx);
+  __builtin_unreachable();
+}
+
+// The first element of [index, index + count) outside [0, size).
+DD_CHECK long long first_outside(long long index, long long size) {
+  return index < 0 ? index : std::max(index, size);
+}
+
+// Elements of T a span of `bytes` covers (a 4-byte cp.async into bf16 covers two).
+template <class T>
+constexpr long long span_elements(long long bytes) {
+  return (bytes + (long long)sizeof(T) - 1) / (long long)sizeof(T);
+}
+
+// -- global buffers: a kernel parameter `T* x` becomes `GlobalArg<T> x` --
+template <class T>
+struct GlobalPtr {  // `&x[i]`: for the device primitives, which check the whole span
+  using Element = std::remove_cv_t<T>;
+  T* base;
+  long long index, size;
+  int argument;
+  DD_CHECK void check(long long count) const {
+    if (index < 0 || index + count > size)
+      report_access(kGlobalBounds, argument, nullptr, first_outside(index, size), size);
+  }
+  T* address() const { return base + index; }
+};
+
+template <class T>
+struct GlobalRef {  // `x[i]`, already bounds-checked
+  using Value = std::remove_cv_t<T>;
+  T* base;
+  long long index, size;
+  int argument;
+  DD_CHECK operator Value() const { return base[index]; }
+  template <class V>
+  DD_CHECK GlobalRef& operator=(const V& value) {
+    base[index] = value;
+    return *this;
+  }
+  DD_CHECK GlobalRef& operator=(const GlobalRef& other) { return *this = (Value)other; }
+  DD_CHECK GlobalPtr<T> operator&() const { return {base, index, size, argument}; }
+};
+
+template <class T>
+struct GlobalArg {
+  T* base;
+  long long size;
+  int argument;
+  // The launch's argument `argument` (a device pointer) with its size from the runner.
+  static GlobalArg bind(void* pointer, size_t argument) {
+    if ((int64_t)argument >= argument_count) {
+      std::fprintf(stderr, "cpu_simt: memcheck build launched without buffer sizes\n");
+      std::abort();
+    }
+    return {static_cast<T*>(pointer), (long long)argument_sizes[argument], (int)argument};
+  }
+  DD_CHECK GlobalRef<T> operator[](long long i) const {
+    if (i < 0 || i >= size) report_access(kGlobalBounds, argument, nullptr, i, size);
+    return {base, i, size, argument};
+  }
+};
+
+template <class Q>
+inline constexpr bool is_global_arg = false;
+template <class T>
+inline constexpr bool is_global_arg<GlobalArg<T>> = true;
+
+// -- __shared__ arrays: `__shared__ T s[N]` becomes `__shared__ SharedArray<T, N> s{"s"}` --
+struct SharedTrack {
+  const char* name;
+  long long size;
+  uint64_t* written;  // one bit per element: written in block `serial`
+  uint64_t serial;
+};
+
+// Forget the previous block's writes when a new block uses the array.
+inline void refresh(SharedTrack& t) {
+  if (t.serial == block_serial) return;
+  std::memset(t.written, 0, sizeof(uint64_t) * (size_t)((t.size + 63) / 64));
+  t.serial = block_serial;
+}
+
+DD_CHECK void check_shared_bounds(const SharedTrack& t, long long index, long long count) {
+  if (index < 0 || index + count > t.size)
+    report_access(kSharedBounds, -1, t.name, first_outside(index, t.size), t.size);
+}
+
+DD_CHECK void check_shared_written(SharedTrack& t, long long index, long long count) {
+  refresh(t);
+  for (long long e = index; e < index + count; ++e)
+    if (((t.written[e >> 6] >> (e & 63)) & 1u) == 0)
+      report_access(kSharedUninitialized, -1, t.name, e, t.size);
+}
+
+DD_CHECK void mark_shared_written(SharedTrack& t, long long index, long long count) {
+  refresh(t);
+  for (long long e = index; e < index + count; ++e) t.written[e >> 6] |= uint64_t(1) << (e & 63);
+}
+
+template <class T>
+struct SharedPtr {  // `&s[i]`: for the device primitives, which check the whole span
+  using Element = std::remove_cv_t<T>;
+  T* data;
+  SharedTrack* track;
+  long long index;
+  DD_CHECK void check(long long count) const { check_shared_bounds(*track, index, count); }
+  T* address() const { return data + index; }
+};
+
+template <class T>
+struct SharedRef {  // `s[i]`, already bounds-checked
+  T* data;
+  SharedTrack* track;
+  long long index;
+  DD_CHECK operator T() const {
+    check_shared_written(*track, index, 1);
+    return data[index];
+  }
+  template <class V>
+  DD_CHECK SharedRef& operator=(const V& value) {
+    data[index] = value;
+    mark_shared_written(*track, index, 1);
+    return *this;
+  }
+  DD_CHECK SharedRef& operator=(const SharedRef& other) { return *this = (T)other; }
+  DD_CHECK SharedPtr<T> operator&() const { return {data, track, index}; }
+};
+
+template <class T, long long N>
+struct SharedArray {
+  alignas(16) T data[N];
+  uint64_t written[(N + 63) / 64];
+  SharedTrack track;
+  explicit SharedArray(const char* name) : track{name, N, written, ~uint64_t(0)} {}
+  DD_CHECK SharedRef<T> operator[](long long i) {
+    check_shared_bounds(track, i, 1);
+    return {data, &track, i};
+  }
+};
+
+// The span checks of the device primitives: bounds for both kinds; a read of a shared span
+// must find it written, a write marks it (a cp.async's mark waits for the copy to land).
+template <class T>
+DD_CHECK T* checked_read(const GlobalPtr<T>& p, long long count) {
+  p.check(count);
+  return p.address();
+}
+template <class T>
+DD_CHECK T* checked_write(const GlobalPtr<T>& p, long long count) {
+  p.check(count);
+  return p.address();
+}
+template <class T>
+DD_CHECK T* checked_read(const SharedPtr<T>& p, long long count) {
+  p.check(count);
+  check_shared_written(*p.track, p.index, count);
+  return p.address();
+}
+template <class T>
+DD_CHECK T* checked_write(const SharedPtr<T>& p, long long count) {
+  p.check(count);
+  mark_shared_written(*p.track, p.index, count);
+  return p.address();
+}
+template <class P>
+inline constexpr bool is_checked_pointer = false;
+template <class T>
+inline constexpr bool is_checked_pointer<GlobalPtr<T>> = true;
+template <class T>
+inline constexpr bool is_checked_pointer<SharedPtr<T>> = true;
+#endif  // DEPLODOCK_MEMCHECK
+
 // Call f with the launch arguments: args[i] is a device pointer for a pointer parameter and
 // points at the value for a scalar parameter.
 template <class... P, size_t... I>
 inline void call_kernel(void (*f)(P...), void** args, std::index_sequence<I...>) {
-  auto arg = [&]<class Q>(void* a) -> Q {
+  auto arg = [&]<class Q>(void* a, size_t i) -> Q {
+    (void)i;
     if constexpr (std::is_pointer_v<Q>)
       return static_cast<Q>(a);
+#ifdef DEPLODOCK_MEMCHECK
+    else if constexpr (is_global_arg<Q>)
+      return Q::bind(a, i);  // a checked buffer parameter (memcheck's rewrite)
+#endif
     else
       return *static_cast<std::remove_cv_t<Q>*>(a);
   };
-  f(arg.template operator()<P>(args[I])...);
+  f(arg.template operator()<P>(args[I], I)...);
 }
 
 template <class... P>
@@ -490,6 +795,9 @@ inline void* worker_main(void* raw) {
   blockDim = {(unsigned)a->block, 1u, 1u};
   gridDim = {(unsigned)a->grid, 1u, 1u};
   for (int b = a->id; b < a->grid && !a->failed; b += a->workers) {
+#ifdef DEPLODOCK_MEMCHECK
+    if (w.abandoned || b > failed_block.load()) break;  // only a lower block can still fail
+#endif
     blockIdx = {(unsigned)b, 0u, 0u};
     run_block(w);
   }
@@ -524,41 +832,20 @@ inline int launch(void (*fn)(P...), void** args, int grid, int block, int worker
     pthread_join(ids[i], nullptr);
     if (wargs[i].failed) status = 2;
   }
-  return status;
-}
-
-// ---- memcheck: accesses past the end of a global buffer ----------------------------------
-// `cpu_runner.run_kernel(..., memcheck=True)` places every buffer right before a page that
-// can be neither read nor written, runs the launch in a forked process and installs this
-// handler there first: an access past a buffer's end faults, and the handler records the
-// address, the block and the thread, then ends the process (status 3) for the parent to
-// report. Reading the thread-locals here is safe: the faulting worker owns them.
-struct Fault {
-  uint64_t address;
-  int64_t block;
-  int64_t thread;
-  uint64_t pc;  // the faulting instruction (x86-64), for the source line
-};
-inline Fault* fault_record = nullptr;
-
-inline void on_fault(int, siginfo_t* info, void* context) {
-  if (fault_record != nullptr) {
-    fault_record->address = (uint64_t)info->si_addr;
-    fault_record->block = blockIdx.x;
-    fault_record->thread = current != nullptr ? current->tid : -1;
-#if defined(__x86_64__) && defined(REG_RIP)
-    fault_record->pc = (uint64_t) static_cast<ucontext_t*>(context)->uc_mcontext.gregs[REG_RIP];
-#else
-    (void)context;
+#ifdef DEPLODOCK_MEMCHECK
+  if (fault_record != nullptr && fault_record->filled) _exit(3);  // for the runner to report
 #endif
-  }
-  _exit(3);
+  return status;
 }
 
 }  // namespace deplodock_simt
 
-extern "C" int deplodock_simt_memcheck(void* record) {
+// Memcheck runs call this first, in the forked process: failures fill `record` (a
+// `Fault`); `sizes` holds the elements of each of the `count` launch arguments.
+extern "C" int deplodock_simt_memcheck(void* record, const int64_t* sizes, int64_t count) {
   deplodock_simt::fault_record = static_cast<deplodock_simt::Fault*>(record);
+  deplodock_simt::argument_sizes = sizes;
+  deplodock_simt::argument_count = count;
   struct sigaction action {};
   action.sa_sigaction = &deplodock_simt::on_fault;
   action.sa_flags = SA_SIGINFO;
@@ -640,9 +927,13 @@ DD_DEVICE void dd_cp_async_wait() {
   auto& copies = f->async_copies;
   size_t kept = 0;
   for (size_t i = 0; i < copies.size(); ++i) {
-    if (copies[i].group < limit)
+    if (copies[i].group < limit) {
       std::memcpy(copies[i].dst, copies[i].data, copies[i].bytes);
-    else
+#ifdef DEPLODOCK_MEMCHECK
+      if (copies[i].track != nullptr)  // landed: a write of its destination
+        deplodock_simt::mark_shared_written(*copies[i].track, copies[i].first, copies[i].count);
+#endif
+    } else
       copies[kept++] = copies[i];
   }
   copies.resize(kept);
@@ -685,3 +976,56 @@ DD_DEVICE void dd_store_vector(T* p, const dd_vec<T, N>& value) {
 #endif
   *reinterpret_cast<dd_vec<T, N>*>(p) = value;
 }
+
+// ---- memcheck: checked device primitives ----------------------------------------------
+// Overloads for memcheck's `&x[i]` (a GlobalPtr or SharedPtr, see "memcheck" above): each
+// checks the whole span it touches, then runs the primitive on the plain address. A cp.async
+// checks its source only when its predicate reads it; its destination counts as written
+// when the copy lands (dd_cp_async_wait), as it does on a GPU.
+#if defined(DEPLODOCK_MEMCHECK) && !defined(__CUDACC__)
+template <int Bytes, class T, class S>
+DD_CHECK void dd_cp_async_checked(const deplodock_simt::SharedPtr<T>& dst, const S& src,
+                                  bool pred) {
+  using deplodock_simt::span_elements;
+  const long long count = span_elements<T>(Bytes);
+  dst.check(count);
+  const void* from = src.address();
+  if (pred) from = deplodock_simt::checked_read(src, span_elements<typename S::Element>(Bytes));
+  dd_cp_async<Bytes>(dst.address(), from, pred);
+  deplodock_simt::Fiber::AsyncCopy& copy = deplodock_simt::current->async_copies.back();
+  copy.track = dst.track;
+  copy.first = dst.index;
+  copy.count = count;
+}
+template <class T, class S>
+DD_CHECK void dd_cp_async_4(const deplodock_simt::SharedPtr<T>& dst, const S& src, bool pred) {
+  dd_cp_async_checked<4>(dst, src, pred);
+}
+template <class T, class S>
+DD_CHECK void dd_cp_async_8(const deplodock_simt::SharedPtr<T>& dst, const S& src, bool pred) {
+  dd_cp_async_checked<8>(dst, src, pred);
+}
+template <class T, class S>
+DD_CHECK void dd_cp_async_16(const deplodock_simt::SharedPtr<T>& dst, const S& src, bool pred) {
+  dd_cp_async_checked<16>(dst, src, pred);
+}
+
+template <class T, int N, class P>
+  requires deplodock_simt::is_checked_pointer<P>
+DD_CHECK dd_vec<T, N> dd_load_vector(const P& p) {
+  return dd_load_vector<T, N>(deplodock_simt::checked_read(p, N));
+}
+
+template <class T, int N, class P>
+  requires deplodock_simt::is_checked_pointer<P>
+DD_CHECK void dd_store_vector(const P& p, const dd_vec<T, N>& value) {
+  dd_store_vector<T, N>(deplodock_simt::checked_write(p, N), value);
+}
+
+template <class P, class V>
+  requires deplodock_simt::is_checked_pointer<P>
+DD_CHECK auto atomicAdd(const P& p, V value) {  // reads the element, then writes it
+  deplodock_simt::checked_read(p, 1);
+  return atomicAdd(deplodock_simt::checked_write(p, 1), value);
+}
+#endif  // DEPLODOCK_MEMCHECK && !__CUDACC__

@@ -85,9 +85,10 @@ def build_parser() -> argparse.ArgumentParser:
     run_parser.add_argument(
         "--memcheck",
         action="store_true",
-        help="with --ir cuda: run the emitted C with every buffer before an inaccessible page, "
-        "so an access past a buffer's end is an error naming kernel, buffer, element, thread "
-        "and block (the interpreters of the other levels always check)",
+        help="with --ir cuda: run the emitted C with checked buffers, so an index outside a "
+        "global or __shared__ buffer, or a read of a shared element the block never wrote, is "
+        "an error naming kernel, buffer, element, thread, block and source line (the "
+        "interpreters of the other levels always check)",
     )
     gpu = run_parser.add_argument_group("cuda (--device cuda)")
     gpu.add_argument(

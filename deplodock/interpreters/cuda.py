@@ -27,6 +27,7 @@ from xdsl.utils.exceptions import InterpretationError
 from deplodock.dialects import cuda
 from deplodock.dialects.element_types import numpy_dtype
 from deplodock.interpreters.common import alloc_impl, lookup_kernel
+from deplodock.interpreters.shared_memory import UninitializedReadError
 
 #: Runs kernel `name` of CUDA C `source` over `grid` blocks of `block` threads on the given
 #: C-contiguous buffers, in place: `(source, name, buffers, grid, block) -> None`.
@@ -34,31 +35,52 @@ KernelRunner = Callable[[str, str, Sequence[np.ndarray], int, int], None]
 
 
 class OutOfBoundsError(InterpretationError):
-    """A kernel's C touched memory past the end of argument `argument` (a memcheck run of
-    `backend.cpu_runner.run_kernel`), at source `line` when known; `cuda.launch` names the
-    buffer."""
+    """A kernel's C touched an element outside a buffer (a memcheck run of
+    `backend.cpu_runner.run_kernel`), at source `line` when known: argument `argument` of the
+    launch, which `cuda.launch` names, or (`argument` None) the `__shared__` array `shared`.
+    `element` is negative for an underflow."""
 
     def __init__(
         self,
         kernel: str,
-        argument: int,
+        argument: int | None,
         element: int,
         size: int,
         thread: int,
         block: int,
         line: str | None = None,
+        shared: str | None = None,
     ):
         self.kernel, self.argument, self.element, self.size = kernel, argument, element, size
-        self.thread, self.block, self.line = thread, block, line
-        super().__init__(self.describe(f"argument {argument}"))
+        self.thread, self.block, self.line, self.shared = thread, block, line, shared
+        buffer = f"argument {argument}" if shared is None else f"shared array {shared}"
+        super().__init__(self.describe(buffer))
 
     def describe(self, buffer: str) -> str:
         where = f" ({self.line})" if self.line else ""
+        side = (
+            f"before the first of its {self.size} elements"
+            if self.element < 0
+            else f"past its {self.size} elements"
+        )
         return (
             f"out-of-bounds access in kernel {self.kernel}: thread {self.thread} of block "
-            f"{self.block} touches {buffer} at element {self.element}, past its "
-            f"{self.size} elements{where}"
+            f"{self.block} touches {buffer} at element {self.element}, {side}{where}"
         )
+
+
+def uninitialized_shared_read(
+    kernel: str, shared: str, element: int, thread: int, block: int, line: str | None
+) -> UninitializedReadError:
+    """The report of a memcheck run (`backend.cpu_runner.run_kernel`) whose C read element
+    `element` of the `__shared__` array `shared` before any thread of the block wrote it,
+    in the words of the kernel interpreter's `UninitializedReadError`."""
+    where = f" ({line})" if line else ""
+    return UninitializedReadError(
+        f"uninitialized read in kernel {kernel}: thread {thread} of block {block} reads "
+        f"shared array {shared} at element {element}, which nothing in this block has "
+        f"written{where}"
+    )
 
 
 def _to_bf16_bits(a: np.ndarray) -> np.ndarray:
@@ -117,6 +139,8 @@ class CudaFunctions(InterpreterFunctions):
                 block=kernel.block.value.data,
             )
         except OutOfBoundsError as error:
+            if error.argument is None:  # a __shared__ array: named already
+                raise
             buffer = op.args[error.argument]
             name = f"%{buffer.name_hint}" if buffer.name_hint else f"argument {error.argument}"
             raise InterpretationError(error.describe(name)) from None
