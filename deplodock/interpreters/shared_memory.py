@@ -3,7 +3,9 @@
 The interpreter runs all threads of a block in lock-step, so a missing `__syncthreads()`
 would go unnoticed: every store lands before the next load whatever the order. To catch it,
 each element of a `__shared__` array remembers which thread last wrote it, and in which
-barrier epoch (the number of `kernel.barrier`s the block has passed). Accesses of different
+barrier epoch (the number of `kernel.barrier`s the block has passed). When the kernel
+interpreter runs a batch of blocks at once, each block has its own copy of the array (a
+leading block dimension) and its own epoch, so reports still name one block. Accesses of different
 threads to one element in the same epoch are unordered on a GPU, so:
 
 - a read of an element written by another thread in the current epoch (read after write),
@@ -37,6 +39,10 @@ from deplodock.interpreters.simt import buffer_name
 NO_THREAD = -1
 MANY_THREADS = -2
 
+#: The barrier epoch of an access: one for all lanes, or one per accessing lane (a batch of
+#: blocks counts barriers per block).
+Epoch = int | np.ndarray
+
 
 class RaceError(InterpretationError):
     """Two threads of a block touch one shared element with no barrier between them."""
@@ -57,46 +63,68 @@ def shared_buffer_name(value: SSAValue, alloc: Operation, block_id: int) -> str:
 
 
 class SharedBuffer:
-    """A `__shared__` array of one block plus per-element writer and reader records.
+    """The `__shared__` array of each block of a batch plus per-element writer and reader
+    records.
+
+    `name` names the array of a lone block; a sequence names one block each, and the
+    buffer then holds a copy of `data` per block, stacked along a leading block dimension
+    (`data` and the records have shape `(blocks, *shape)`, flat element numbers count over
+    all of it), so the blocks of a batch never see each other's elements.
 
     `store` and `load` take the accesses of the active lanes of one op: `indices` is one
-    integer array per dimension (one entry per active lane), `lanes` the thread ids of those
-    lanes, `epoch` the current barrier epoch.
+    integer array per dimension (one entry per active lane), `lanes` the thread ids (within
+    their block) of those lanes, `epoch` the barrier epoch of each lane's block (or one
+    epoch for all), `blocks` each lane's block position in the batch (default: block 0).
     """
 
-    def __init__(self, name: str, data: np.ndarray):
-        self.name = name
-        self.data = data
-        self.writer_thread = np.full(data.shape, NO_THREAD, dtype=np.int64)
-        self.writer_epoch = np.full(data.shape, -1, dtype=np.int64)
-        self.reader_thread = np.full(data.shape, NO_THREAD, dtype=np.int64)
-        self.reader_epoch = np.full(data.shape, -1, dtype=np.int64)
-        self.pending_thread = np.full(data.shape, NO_THREAD, dtype=np.int64)
+    def __init__(self, name: str | Sequence[str], data: np.ndarray):
+        self.names = [name] if isinstance(name, str) else list(name)
+        self.shape: tuple[int, ...] = data.shape
+        self.data = np.repeat(data[np.newaxis], len(self.names), axis=0)
+        full = self.data.shape
+        self.writer_thread = np.full(full, NO_THREAD, dtype=np.int64)
+        self.writer_epoch = np.full(full, -1, dtype=np.int64)
+        self.reader_thread = np.full(full, NO_THREAD, dtype=np.int64)
+        self.reader_epoch = np.full(full, -1, dtype=np.int64)
+        self.pending_thread = np.full(full, NO_THREAD, dtype=np.int64)
+
+    @property
+    def name(self) -> str:
+        """The name of the first block's array (the only one of a lone block)."""
+        return self.names[0]
 
     # -- helpers ---------------------------------------------------------------------------
 
-    def _element(self, flat_index: int) -> list[int]:
-        """The coordinates of row-major element `flat_index`, for reports."""
-        return [int(k) for k in np.unravel_index(int(flat_index), self.data.shape)]
+    def _element(self, flat_index: int) -> tuple[str, list[int]]:
+        """The array name and in-block coordinates of element `flat_index`, for reports."""
+        block, *element = np.unravel_index(int(flat_index), self.data.shape)
+        return self.names[int(block)], [int(k) for k in element]
 
-    def _flat(self, indices: Sequence[np.ndarray], count: int, op_name: str) -> np.ndarray:
-        """Row-major element numbers of the accessed elements (bounds-checked)."""
-        if len(indices) != self.data.ndim:
+    def flat(
+        self,
+        indices: Sequence[np.ndarray],
+        count: int,
+        op_name: str,
+        blocks: np.ndarray | None = None,
+    ) -> np.ndarray:
+        """Element numbers of the accessed elements (bounds-checked): `indices` within the
+        block, `blocks` the accessing lanes' block positions (default: block 0)."""
+        if len(indices) != len(self.shape):
             raise InterpretationError(
-                f"{op_name}: {len(indices)} indices for the rank-{self.data.ndim} shared "
+                f"{op_name}: {len(indices)} indices for the rank-{len(self.shape)} shared "
                 f"buffer {self.name}"
             )
+        rows = np.zeros(count, dtype=np.int64) if blocks is None else blocks
         columns = [np.broadcast_to(np.asarray(i, dtype=np.int64), (count,)) for i in indices]
-        for dim, (column, size) in enumerate(zip(columns, self.data.shape, strict=True)):
-            if ((column < 0) | (column >= size)).any():
-                bad = int(column[(column < 0) | (column >= size)][0])
+        for dim, (column, size) in enumerate(zip(columns, self.shape, strict=True)):
+            outside = (column < 0) | (column >= size)
+            if outside.any():
+                k = int(np.argmax(outside))
                 raise InterpretationError(
-                    f"{op_name}: index {bad} out of bounds for dimension {dim} (size {size}) "
-                    f"of shared buffer {self.name}"
+                    f"{op_name}: index {int(column[k])} out of bounds for dimension {dim} "
+                    f"(size {size}) of shared buffer {self.names[int(rows[k])]}"
                 )
-        if self.data.ndim == 0:
-            return np.zeros(count, dtype=np.int64)
-        return np.ravel_multi_index(tuple(columns), self.data.shape).astype(np.int64)
+        return np.ravel_multi_index((rows, *columns), self.data.shape).astype(np.int64)
 
     def _check(
         self,
@@ -114,9 +142,9 @@ class SharedBuffer:
         verb, what = access.split(" ... ")
         other = int(others[i])
         who = "several threads" if other == MANY_THREADS else f"thread {other}"
-        element = self._element(flat[i])
+        name, element = self._element(flat[i])
         raise RaceError(
-            f"race on shared buffer {self.name}: thread {int(lanes[i])} {verb} element "
+            f"race on shared buffer {name}: thread {int(lanes[i])} {verb} element "
             f"{element} {what} by {who} in the same barrier epoch ({op_name})"
         )
 
@@ -127,9 +155,9 @@ class SharedBuffer:
         if not never_written.any():
             return
         i = int(np.argmax(never_written))
-        element = self._element(flat[i])
+        name, element = self._element(flat[i])
         raise UninitializedReadError(
-            f"uninitialized read of shared buffer {self.name}: thread {int(lanes[i])} reads "
+            f"uninitialized read of shared buffer {name}: thread {int(lanes[i])} reads "
             f"element {element}, which nothing in this block has written ({op_name})"
         )
 
@@ -140,9 +168,9 @@ class SharedBuffer:
         if not pending.any():
             return
         i = int(np.argmax(pending))
-        element = self._element(flat[i])
+        name, element = self._element(flat[i])
         raise RaceError(
-            f"race on shared buffer {self.name}: thread {int(lanes[i])} {verb} element "
+            f"race on shared buffer {name}: thread {int(lanes[i])} {verb} element "
             f"{element} while a cp.async of thread {int(issuer[i])} to it is in flight: "
             f"cp.async not yet waited for ({op_name})"
         )
@@ -150,11 +178,16 @@ class SharedBuffer:
     # -- accesses --------------------------------------------------------------------------
 
     def load(
-        self, indices: Sequence[np.ndarray], lanes: np.ndarray, epoch: int, op_name: str
+        self,
+        indices: Sequence[np.ndarray],
+        lanes: np.ndarray,
+        epoch: Epoch,
+        op_name: str,
+        blocks: np.ndarray | None = None,
     ) -> np.ndarray:
         """The values at `indices` for each lane; raises `RaceError` on a read after write."""
         lanes = np.asarray(lanes, dtype=np.int64)
-        flat = self._flat(indices, lanes.size, op_name)
+        flat = self.flat(indices, lanes.size, op_name, blocks)
         self._check_pending(flat, lanes, "reads", op_name)
         writer = self.writer_thread.flat[flat]
         self._check_initialized(writer == NO_THREAD, lanes, flat, op_name)
@@ -163,11 +196,12 @@ class SharedBuffer:
         self._record_readers(flat, lanes, epoch)
         return self.data.flat[flat]
 
-    def _record_readers(self, flat: np.ndarray, lanes: np.ndarray, epoch: int) -> None:
+    def _record_readers(self, flat: np.ndarray, lanes: np.ndarray, epoch: Epoch) -> None:
         """Remember who read each element in this epoch (one thread, or `MANY_THREADS`)."""
         if flat.size == 0:
             return
         elements, first, counts = np.unique(flat, return_index=True, return_counts=True)
+        epoch = np.broadcast_to(np.asarray(epoch, dtype=np.int64), flat.shape)[first]
         readers = np.where(counts > 1, MANY_THREADS, lanes[first])
         previous = self.reader_thread.flat[elements]
         seen_now = self.reader_epoch.flat[elements] == epoch
@@ -180,12 +214,13 @@ class SharedBuffer:
         indices: Sequence[np.ndarray],
         values: np.ndarray,
         lanes: np.ndarray,
-        epoch: int,
+        epoch: Epoch,
         op_name: str = "kernel.store",
+        blocks: np.ndarray | None = None,
     ) -> None:
         """Writes `values` at `indices`; raises `RaceError` on a write after write or read."""
         lanes = np.asarray(lanes, dtype=np.int64)
-        flat = self._flat(indices, lanes.size, op_name)
+        flat = self.flat(indices, lanes.size, op_name, blocks)
         if flat.size == 0:
             return
         self._check_pending(flat, lanes, "writes", op_name)
@@ -194,7 +229,7 @@ class SharedBuffer:
         self.writer_thread.flat[flat] = lanes
         self.writer_epoch.flat[flat] = epoch
 
-    def _check_write(self, flat: np.ndarray, lanes: np.ndarray, epoch: int, op_name: str):
+    def _check_write(self, flat: np.ndarray, lanes: np.ndarray, epoch: Epoch, op_name: str):
         """Write after write (in this access or this epoch) or after read: `RaceError`."""
         order = np.argsort(flat, kind="stable")
         twice = np.zeros(lanes.size, dtype=bool)
@@ -211,7 +246,7 @@ class SharedBuffer:
 
     # -- asynchronous copies ---------------------------------------------------------------
 
-    def issue_copy(self, flat: np.ndarray, lanes: np.ndarray, epoch: int, op_name: str) -> None:
+    def issue_copy(self, flat: np.ndarray, lanes: np.ndarray, epoch: Epoch, op_name: str) -> None:
         """Marks elements `flat` (one per entry, `lanes` the issuing threads) as the target
         of a copy in flight. The copy may land at once, so it is checked as a write now:
         against other threads' accesses in this epoch and against copies already in flight."""
@@ -224,7 +259,7 @@ class SharedBuffer:
         self.pending_thread.flat[flat] = lanes
 
     def land_copy(
-        self, flat: np.ndarray, values: np.ndarray, lanes: np.ndarray, epoch: int
+        self, flat: np.ndarray, values: np.ndarray, lanes: np.ndarray, epoch: Epoch
     ) -> None:
         """The copy to `flat` lands: a write of the issuing threads `lanes` in `epoch`."""
         self.data.flat[flat] = values

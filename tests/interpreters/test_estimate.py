@@ -55,12 +55,23 @@ def test_estimates_grow_with_the_work() -> None:
         assert 3 * small < large < 5 * small  # 4x the blocks, the same work per block
 
 
-@pytest.mark.parametrize("stage", ["tile", "kernel"])
-def test_every_finished_block_is_reported_in_order(stage: str) -> None:
+@pytest.mark.parametrize(
+    ("stage", "batch", "reports"),
+    [
+        ("tile", None, [1, 2, 3, 4, 5, 6]),
+        ("kernel", 1, [1, 2, 3, 4, 5, 6]),
+        ("kernel", 4, [4, 6]),  # after each batch of blocks, the last one short
+    ],
+)
+def test_every_finished_block_is_reported_in_order(
+    stage: str, batch: int | None, reports: list[int]
+) -> None:
     program = program_from_expression("nn.RMSNorm(64)(torch.randn(1, 6, 64))")
     lower_program(program, stage)
     heard: list[tuple[str, int, int]] = []
     x = np.random.default_rng(0).standard_normal((1, 6, 64)).astype(np.float32)
     weight = np.ones(64, dtype=np.float32)
-    run_module(program.module, [x, weight], progress=lambda *a: heard.append(a))
-    assert heard == [("rms_norm_kernel", i, 6) for i in range(1, 7)]
+    run_module(
+        program.module, [x, weight], progress=lambda *a: heard.append(a), blocks_per_batch=batch
+    )
+    assert heard == [("rms_norm_kernel", i, 6) for i in reports]
