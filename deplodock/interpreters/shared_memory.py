@@ -81,12 +81,17 @@ class SharedBuffer:
         self.names = [name] if isinstance(name, str) else list(name)
         self.shape: tuple[int, ...] = data.shape
         self.data = np.repeat(data[np.newaxis], len(self.names), axis=0)
-        full = self.data.shape
-        self.writer_thread = np.full(full, NO_THREAD, dtype=np.int64)
-        self.writer_epoch = np.full(full, -1, dtype=np.int64)
-        self.reader_thread = np.full(full, NO_THREAD, dtype=np.int64)
-        self.reader_epoch = np.full(full, -1, dtype=np.int64)
-        self.pending_thread = np.full(full, NO_THREAD, dtype=np.int64)
+        # Flat (1-d) views and records: numpy indexes a 1-d array with an index array
+        # several times faster than through `.flat`.
+        self._values = self.data.reshape(-1)
+        size = self._values.size
+        self.writer_thread = np.full(size, NO_THREAD, dtype=np.int64)
+        self.writer_epoch = np.full(size, -1, dtype=np.int64)
+        self.reader_thread = np.full(size, NO_THREAD, dtype=np.int64)
+        self.reader_epoch = np.full(size, -1, dtype=np.int64)
+        self.pending_thread = np.full(size, NO_THREAD, dtype=np.int64)
+        self._pending = 0  # elements with a copy in flight: none, the common case, is free
+        self._strides = _row_major_strides(self.data.shape)
 
     @property
     def name(self) -> str:
@@ -114,17 +119,32 @@ class SharedBuffer:
                 f"{op_name}: {len(indices)} indices for the rank-{len(self.shape)} shared "
                 f"buffer {self.name}"
             )
-        rows = np.zeros(count, dtype=np.int64) if blocks is None else blocks
-        columns = [np.broadcast_to(np.asarray(i, dtype=np.int64), (count,)) for i in indices]
-        for dim, (column, size) in enumerate(zip(columns, self.shape, strict=True)):
-            outside = (column < 0) | (column >= size)
-            if outside.any():
-                k = int(np.argmax(outside))
-                raise InterpretationError(
-                    f"{op_name}: index {int(column[k])} out of bounds for dimension {dim} "
-                    f"(size {size}) of shared buffer {self.names[int(rows[k])]}"
-                )
-        return np.ravel_multi_index((rows, *columns), self.data.shape).astype(np.int64)
+        flat = np.zeros(count, dtype=np.int64)
+        if blocks is not None and self._strides[0]:
+            flat += blocks * self._strides[0]
+        for dim, (index, size) in enumerate(zip(indices, self.shape, strict=True)):
+            column = np.asarray(index, dtype=np.int64)
+            if column.size and (column.min() < 0 or column.max() >= size):
+                self._out_of_bounds(column, count, dim, op_name, blocks)
+            flat += column * self._strides[dim + 1]
+        return flat
+
+    def _out_of_bounds(
+        self,
+        column: np.ndarray,
+        count: int,
+        dim: int,
+        op_name: str,
+        blocks: np.ndarray | None,
+    ) -> None:
+        """Raises the report of the first access out of bounds in dimension `dim`."""
+        column = np.broadcast_to(column, (count,))
+        k = int(np.argmax((column < 0) | (column >= self.shape[dim])))
+        block = 0 if blocks is None else int(blocks[k])
+        raise InterpretationError(
+            f"{op_name}: index {int(column[k])} out of bounds for dimension {dim} "
+            f"(size {self.shape[dim]}) of shared buffer {self.names[block]}"
+        )
 
     def _check(
         self,
@@ -163,7 +183,9 @@ class SharedBuffer:
 
     def _check_pending(self, flat: np.ndarray, lanes: np.ndarray, verb: str, op_name: str):
         """Raises `RaceError` when an accessed element has a copy in flight."""
-        issuer = self.pending_thread.flat[flat]
+        if not self._pending:
+            return
+        issuer = self.pending_thread[flat]
         pending = issuer != NO_THREAD
         if not pending.any():
             return
@@ -189,25 +211,31 @@ class SharedBuffer:
         lanes = np.asarray(lanes, dtype=np.int64)
         flat = self.flat(indices, lanes.size, op_name, blocks)
         self._check_pending(flat, lanes, "reads", op_name)
-        writer = self.writer_thread.flat[flat]
+        writer = self.writer_thread[flat]
         self._check_initialized(writer == NO_THREAD, lanes, flat, op_name)
-        racy = (self.writer_epoch.flat[flat] == epoch) & (writer != lanes) & (writer >= 0)
+        racy = (writer != lanes) & (self.writer_epoch[flat] == epoch)
         self._check(racy, lanes, flat, writer, "reads ... written", op_name)
         self._record_readers(flat, lanes, epoch)
-        return self.data.flat[flat]
+        return self._values[flat]
 
     def _record_readers(self, flat: np.ndarray, lanes: np.ndarray, epoch: Epoch) -> None:
-        """Remember who read each element in this epoch (one thread, or `MANY_THREADS`)."""
+        """Remember who read each element in this epoch (one thread, or `MANY_THREADS`).
+
+        No sort: the lanes are scattered to their elements, and an entry that does not
+        read its own lane back shares its element with another lane, so that element is
+        marked `MANY_THREADS` (for every entry: scattering is per element)."""
         if flat.size == 0:
             return
-        elements, first, counts = np.unique(flat, return_index=True, return_counts=True)
-        epoch = np.broadcast_to(np.asarray(epoch, dtype=np.int64), flat.shape)[first]
-        readers = np.where(counts > 1, MANY_THREADS, lanes[first])
-        previous = self.reader_thread.flat[elements]
-        seen_now = self.reader_epoch.flat[elements] == epoch
+        previous = self.reader_thread[flat]
+        seen_now = self.reader_epoch[flat] == epoch
+        self.reader_thread[flat] = lanes
+        shared = self.reader_thread[flat] != lanes
+        if shared.any():
+            self.reader_thread[flat[shared]] = MANY_THREADS
+        readers = self.reader_thread[flat]
         readers = np.where(seen_now & (previous != readers), MANY_THREADS, readers)
-        self.reader_thread.flat[elements] = readers
-        self.reader_epoch.flat[elements] = epoch
+        self.reader_thread[flat] = readers
+        self.reader_epoch[flat] = epoch
 
     def store(
         self,
@@ -225,24 +253,35 @@ class SharedBuffer:
             return
         self._check_pending(flat, lanes, "writes", op_name)
         self._check_write(flat, lanes, epoch, op_name)
-        self.data.flat[flat] = np.broadcast_to(values, (lanes.size,))
-        self.writer_thread.flat[flat] = lanes
-        self.writer_epoch.flat[flat] = epoch
+        self._values[flat] = np.broadcast_to(values, (lanes.size,))
+        self.writer_thread[flat] = lanes
+        self.writer_epoch[flat] = epoch
 
     def _check_write(self, flat: np.ndarray, lanes: np.ndarray, epoch: Epoch, op_name: str):
         """Write after write (in this access or this epoch) or after read: `RaceError`."""
+        self._check_distinct(flat, lanes, op_name)
+        writer = self.writer_thread[flat]
+        racy = (writer != lanes) & (writer >= 0) & (self.writer_epoch[flat] == epoch)
+        self._check(racy, lanes, flat, writer, "writes ... written", op_name)
+        reader = self.reader_thread[flat]
+        racy = (reader != lanes) & (reader != NO_THREAD) & (self.reader_epoch[flat] == epoch)
+        self._check(racy, lanes, flat, reader, "writes ... read", op_name)
+
+    def _check_distinct(self, flat: np.ndarray, lanes: np.ndarray, op_name: str) -> None:
+        """Two entries of one access writing one element: `RaceError` naming the first
+        duplicate (in lane order) and the entry before it. Detected without a sort (each
+        entry scatters its position and must read it back); the report sorts."""
+        scratch = np.empty(self._values.size, dtype=np.int64)
+        positions = np.arange(flat.size, dtype=np.int64)
+        scratch[flat] = positions
+        if (scratch[flat] == positions).all():
+            return
         order = np.argsort(flat, kind="stable")
         twice = np.zeros(lanes.size, dtype=bool)
         twice[order[1:]] = flat[order[1:]] == flat[order[:-1]]
         first_writer = np.empty_like(lanes)
         first_writer[order[1:]] = lanes[order[:-1]]
         self._check(twice, lanes, flat, first_writer, "writes ... also written", op_name)
-        writer = self.writer_thread.flat[flat]
-        racy = (self.writer_epoch.flat[flat] == epoch) & (writer != lanes) & (writer >= 0)
-        self._check(racy, lanes, flat, writer, "writes ... written", op_name)
-        reader = self.reader_thread.flat[flat]
-        racy = (self.reader_epoch.flat[flat] == epoch) & (reader != lanes) & (reader != NO_THREAD)
-        self._check(racy, lanes, flat, reader, "writes ... read", op_name)
 
     # -- asynchronous copies ---------------------------------------------------------------
 
@@ -256,13 +295,23 @@ class SharedBuffer:
             return
         self._check_pending(flat, lanes, "copies to", op_name)
         self._check_write(flat, lanes, epoch, op_name)
-        self.pending_thread.flat[flat] = lanes
+        self.pending_thread[flat] = lanes
+        self._pending += flat.size
 
     def land_copy(
         self, flat: np.ndarray, values: np.ndarray, lanes: np.ndarray, epoch: Epoch
     ) -> None:
         """The copy to `flat` lands: a write of the issuing threads `lanes` in `epoch`."""
-        self.data.flat[flat] = values
-        self.writer_thread.flat[flat] = lanes
-        self.writer_epoch.flat[flat] = epoch
-        self.pending_thread.flat[flat] = NO_THREAD
+        self._values[flat] = values
+        self.writer_thread[flat] = lanes
+        self.writer_epoch[flat] = epoch
+        self.pending_thread[flat] = NO_THREAD
+        self._pending -= flat.size
+
+
+def _row_major_strides(shape: tuple[int, ...]) -> list[int]:
+    """Element strides of a C-ordered array of `shape`."""
+    strides = [1] * len(shape)
+    for dim in range(len(shape) - 2, -1, -1):
+        strides[dim] = strides[dim + 1] * shape[dim + 1]
+    return strides
