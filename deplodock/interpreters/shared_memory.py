@@ -221,20 +221,19 @@ class SharedBuffer:
     def _record_readers(self, flat: np.ndarray, lanes: np.ndarray, epoch: Epoch) -> None:
         """Remember who read each element in this epoch (one thread, or `MANY_THREADS`).
 
-        No sort: the lanes are scattered to their elements, and an entry that does not
-        read its own lane back shares its element with another lane, so that element is
-        marked `MANY_THREADS` (for every entry: scattering is per element)."""
+        No sort: each entry scatters what its element's record becomes if its lane were
+        the only new reader (its lane, or `MANY_THREADS` when another thread read the
+        element earlier in this epoch); an entry that reads back something else shares its
+        element with another lane, which makes the element `MANY_THREADS`."""
         if flat.size == 0:
             return
-        previous = self.reader_thread[flat]
         seen_now = self.reader_epoch[flat] == epoch
-        self.reader_thread[flat] = lanes
-        shared = self.reader_thread[flat] != lanes
+        alone = ~seen_now | (self.reader_thread[flat] == lanes)
+        candidate = np.where(alone, lanes, MANY_THREADS)
+        self.reader_thread[flat] = candidate
+        shared = self.reader_thread[flat] != candidate
         if shared.any():
             self.reader_thread[flat[shared]] = MANY_THREADS
-        readers = self.reader_thread[flat]
-        readers = np.where(seen_now & (previous != readers), MANY_THREADS, readers)
-        self.reader_thread[flat] = readers
         self.reader_epoch[flat] = epoch
 
     def store(

@@ -20,7 +20,7 @@ from deplodock.dialects import kernel, make_context
 from deplodock.driver import lower_program, program_from_expression
 from deplodock.interpreters import run_module
 from deplodock.interpreters.kernel import BlockState
-from deplodock.interpreters.shared_memory import RaceError, UninitializedReadError
+from deplodock.interpreters.shared_memory import RaceError, SharedBuffer, UninitializedReadError
 from deplodock.interpreters.simt import LockstepState
 from deplodock.passes.convert_tile_to_kernel import ConvertTileToKernelPass
 from tests.helpers import parse, random_inputs, rel_err
@@ -319,3 +319,20 @@ def test_shuffles_stay_in_their_block() -> None:
     out = assert_batch_independent(module, [x])
     swapped = x.reshape(10, 32, 2)[:, :, ::-1].reshape(10, 64)
     np.testing.assert_array_equal(out[1], swapped[1, ::-1])
+
+
+def test_a_batched_shared_buffer_keeps_blocks_and_their_epochs_apart() -> None:
+    buf = SharedBuffer(["%s (block 4)", "%s (block 5)"], np.zeros(4, dtype=np.float32))
+    one = np.array([1, 1])
+    # thread 0 of each block writes element 1, in one access: two elements, no race
+    buf.store([one], np.array([1.0, 2.0]), np.array([0, 0]), 0, "kernel.store", np.array([0, 1]))
+    with pytest.raises(
+        RaceError,
+        match=r"%s \(block 5\): thread 3 reads element \[1\] written by thread 0 in the same",
+    ):
+        buf.load([one[:1]], np.array([3]), np.array([0]), "kernel.load", np.array([1]))
+    # block 5 passed a barrier (epoch 1), block 4 did not: only block 4 still races
+    got = buf.load([one], np.array([3, 3]), np.array([1, 1]), "kernel.load", np.array([1, 1]))
+    assert got.tolist() == [2.0, 2.0]
+    with pytest.raises(RaceError, match=r"%s \(block 4\): thread 3 reads"):
+        buf.load([one], np.array([2, 3]), np.array([1, 0]), "kernel.load", np.array([1, 0]))
