@@ -155,25 +155,38 @@ class LockstepState:
     def flat_indices(
         self, buf: np.ndarray, indices: Sequence[Any], name: str, op: Operation | None
     ) -> np.ndarray:
-        """Row-major offsets per lane; inactive lanes get 0, active ones are bounds-checked."""
+        """Row-major offsets per lane; inactive lanes get 0, active ones are bounds-checked.
+
+        Indices are checked with min/max over all lanes first (one pass, no temporaries);
+        only an index outside that range somewhere, often an inactive lane's, is checked
+        lane by lane."""
         if len(indices) != buf.ndim:
             raise InterpretationError(
                 f"{describe(name, op)}: {len(indices)} indices for a rank-{buf.ndim} buffer"
             )
         mask = self.current_mask
-        lanes = [self.lanes(i).astype(np.int64) for i in indices]
-        for dim, (index, size) in enumerate(zip(lanes, buf.shape, strict=True)):
-            bad = mask & ((index < 0) | (index >= size))
-            if bad.any():
-                lane = int(np.argmax(bad))
-                raise InterpretationError(
-                    f"{describe(name, op)}: index {int(index[lane])} out of bounds for "
-                    f"dimension {dim} of size {size} ({self.describe_lane(lane)})"
-                )
-        if not lanes:
-            return np.zeros(self.num_lanes, dtype=np.int64)
-        flat = np.ravel_multi_index(tuple(np.where(mask, index, 0) for index in lanes), buf.shape)
-        return np.asarray(flat, dtype=np.int64)
+        flat = np.zeros(self.num_lanes, dtype=np.int64)
+        strides = np.cumprod((1, *buf.shape[:0:-1]))[::-1]  # row-major element strides
+        for dim, (index, size) in enumerate(zip(indices, buf.shape, strict=True)):
+            index = np.asarray(index)
+            if index.min() < 0 or index.max() >= size:
+                index = self._checked(self.lanes(index), size, dim, name, op)
+            flat += index.astype(np.int64, copy=False) * int(strides[dim])
+        return flat if mask.all() else np.where(mask, flat, 0)
+
+    def _checked(
+        self, index: np.ndarray, size: int, dim: int, name: str, op: Operation | None
+    ) -> np.ndarray:
+        """`index` with inactive lanes' entries zeroed; an active lane out of bounds raises."""
+        mask = self.current_mask
+        bad = mask & ((index < 0) | (index >= size))
+        if bad.any():
+            lane = int(np.argmax(bad))
+            raise InterpretationError(
+                f"{describe(name, op)}: index {int(index[lane])} out of bounds for "
+                f"dimension {dim} of size {size} ({self.describe_lane(lane)})"
+            )
+        return np.where(mask, index, 0)
 
     def gather(
         self,
