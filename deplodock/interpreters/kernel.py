@@ -12,6 +12,10 @@ The blocks of a batch run concurrently, as on a GPU; results do not depend on `B
 as blocks do not communicate through global memory except by atomics (ours never do), and
 two lanes of a batch storing different values to one global element is reported. Global
 buffers are the launch's numpy arrays, read and written with masked gathers and scatters.
+An atomic add lands in lane order within one op, so float sums match block-after-block
+exactly when each block adds to an element at most once (split-K slices do); a block that
+adds to one element in several ops interleaves with the others of its batch, and the last
+bits may differ, as they do between runs on a GPU.
 
 Everything else is per block. Shared arrays are `SharedBuffer`s with a copy per block of
 the batch that record, for each element, the writing thread and barrier epoch; each block
