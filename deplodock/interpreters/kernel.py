@@ -62,9 +62,10 @@ from deplodock.interpreters.shared_memory import Epoch, SharedBuffer, shared_buf
 from deplodock.interpreters.simt import LockstepState, buffer_name
 from deplodock.interpreters.values import empty_buffer
 
-#: Lanes a batch of blocks aims at: enough that numpy, not Python dispatch, dominates an
-#: op (~1 us per lane-op vs ~25 us per op dispatched), few enough that the per-lane arrays
-#: and the batch's shared arrays with their race records stay in cache-friendly megabytes.
+#: Lanes a batch of blocks aims at: enough that numpy's work (a few ns per lane) outweighs
+#: the ~25 us of Python dispatch per op, few enough that the per-lane arrays and the shared
+#: arrays with their race records stay in cache. A 1024^2 GEMM (128 blocks of 128 threads)
+#: on the 2-core development machine: 31 s at 2K lanes, 18 s at 4K, 13 s at 8K, 15 s at 16K.
 TARGET_LANES = 8192
 
 
@@ -135,6 +136,8 @@ def run_kernel(
     name, grid = func.sym_name.data, func.grid_size
     batch = blocks_per_batch or blocks_per_batch_of(interpreter)
     batch = batch or default_blocks_per_batch(func.block_size)
+    if batch < 1:
+        raise ValueError(f"blocks per batch must be at least 1, got {batch}")
     for first in range(0, grid, batch):
         count = min(batch, grid - first)
         state = BlockState(LockstepState(func.block_size, first_block=first, num_blocks=count))
