@@ -336,3 +336,73 @@ def test_a_batched_shared_buffer_keeps_blocks_and_their_epochs_apart() -> None:
     assert got.tolist() == [2.0, 2.0]
     with pytest.raises(RaceError, match=r"%s \(block 4\): thread 3 reads"):
         buf.load([one], np.array([2, 3]), np.array([1, 0]), "kernel.load", np.array([1, 0]))
+
+
+ASYNC = """
+builtin.module {
+  kernel.func @blk(%x: memref<4x64xf32>, %y: memref<4x64xf32>) grid 4 block 32 {
+    %t = kernel.thread_id : index
+    %b = kernel.block_id : index
+    %c0 = arith.constant 0 : index
+    %c1 = arith.constant 1 : index
+    %c2 = arith.constant 2 : index
+    %s = kernel.shared_alloc : memref<64xf32, 3 : i64>
+    %i = arith.muli %t, %c2 : index
+    %is2 = arith.cmpi eq, %b, %c2 : index
+    %lb = arith.select %is2, LB2, %c0 : index
+    %off = arith.select %is2, OFF2, %c0 : index
+    %j = arith.addi %i, %off : index
+    kernel.cp_async %s[%i], %x[%b, %i], 8 : memref<64xf32, 3 : i64>, memref<4x64xf32>
+    kernel.cp_async_commit
+    kernel.for %k = %lb to 1 step 1 {
+      kernel.cp_async_wait 0
+      kernel.barrier
+      %u, %v = kernel.load_vector %s[%i] width 2 : memref<64xf32, 3 : i64>
+      %w, %z = kernel.load_vector %x[%b, %j] width 2 : memref<4x64xf32>
+      %a = arith.addf %u, %w : f32
+      %c = arith.addf %v, %z : f32
+      kernel.store_vector %a, %c, %y[%b, %i] : memref<4x64xf32>
+    }
+    kernel.return
+  }
+  func.func @forward(%x: memref<4x64xf32>) -> memref<4x64xf32> {
+    %y = kernel.alloc : memref<4x64xf32>
+    kernel.launch @blk(%x, %y) : (memref<4x64xf32>, memref<4x64xf32>) -> ()
+    func.return %y : memref<4x64xf32>
+  }
+}
+"""
+
+
+def async_kernel(skip_wait_in_block_2: bool = False, misaligned_in_block_2: bool = False) -> str:
+    lb2 = "%c1" if skip_wait_in_block_2 else "%c0"
+    off2 = "%c1" if misaligned_in_block_2 else "%c0"
+    return ASYNC.replace("LB2", lb2).replace("OFF2", off2)
+
+
+def test_copies_and_vector_accesses_in_batches() -> None:
+    x = np.random.default_rng(4).standard_normal((4, 64)).astype(np.float32)
+    out = assert_batch_independent(parse(async_kernel()), [x])
+    np.testing.assert_array_equal(out, 2 * x)
+
+
+@pytest.mark.parametrize("batch", [1, 4])
+def test_a_copy_block_2_never_waits_for_names_block_2(batch: int) -> None:
+    x = np.ones((4, 64), dtype=np.float32)
+    with pytest.raises(
+        InterpretationError,
+        match=r"kernel.func @blk block 2: thread 0 ends with a cp.async to shared buffer "
+        r"%s \(@blk, block 2\) not yet waited for \(missing cp.async wait\)",
+    ):
+        run_batched(parse(async_kernel(skip_wait_in_block_2=True)), [x], batch)
+
+
+@pytest.mark.parametrize("batch", [1, 4])
+def test_a_misaligned_vector_load_in_block_2_names_thread_and_block(batch: int) -> None:
+    x = np.ones((4, 64), dtype=np.float32)
+    with pytest.raises(
+        InterpretationError,
+        match=r"kernel.load_vector: misaligned access to buffer %x: innermost index 1 is not "
+        r"a multiple of 2 \(thread 0, block 2\)",
+    ):
+        run_batched(parse(async_kernel(misaligned_in_block_2=True)), [x], batch)
