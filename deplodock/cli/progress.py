@@ -3,7 +3,8 @@
 - a model compile: one bar over its phases (`model`, `torch`, `segment`, the stages,
   `stitch`), labelled with the current one, with an ETA from typical phase durations;
 - a tile- or kernel-level CPU run: one bar per kernel launch over its blocks (the
-  interpreters report each finished block, `interpreters.common.BlockProgress`);
+  interpreters report each finished block, or batch of blocks at the kernel level,
+  `interpreters.common.BlockProgress`);
 - a bench suite (`python -m bench.kernels`): one bar over its cases, labelled with the case
   running, its per-case lines printed above it.
 
@@ -23,7 +24,9 @@ if TYPE_CHECKING:
 
 
 class BlockBars:
-    """One tqdm bar per launch, replaced when the next kernel starts."""
+    """One tqdm bar per launch, replaced when the next launch starts: another kernel, or
+    the count of done blocks starting over (a batch reports several blocks at once, so a
+    new launch of the same kernel need not begin at 1)."""
 
     def __init__(self, stream: Any) -> None:
         self.stream = stream
@@ -31,7 +34,7 @@ class BlockBars:
         self.kernel = ""
 
     def __call__(self, kernel: str, done: int, total: int) -> None:
-        if self.bar is None or kernel != self.kernel or done == 1:
+        if self.bar is None or kernel != self.kernel or done <= self.bar.n:
             self.close()
             from tqdm import tqdm  # only on a terminal
 

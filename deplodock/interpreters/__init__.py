@@ -19,7 +19,11 @@ from xdsl.interpreters.func import FuncFunctions
 from deplodock.dialects.element_types import numpy_dtype
 from deplodock.dialects.queries import forward_function
 from deplodock.interpreters.arith import ArithMathFunctions
-from deplodock.interpreters.common import BlockProgress, set_block_progress
+from deplodock.interpreters.common import (
+    BlockProgress,
+    set_block_progress,
+    set_blocks_per_batch,
+)
 from deplodock.interpreters.cuda import CudaFunctions, KernelRunner
 
 #: (module, class) of each dialect's interpreter functions above the cuda level.
@@ -71,12 +75,15 @@ def run_module(
     function: str = "forward",
     cuda_runner: KernelRunner | None = None,
     progress: BlockProgress | None = None,
+    blocks_per_batch: int | None = None,
 ) -> list[np.ndarray]:
     """Runs `@function` of `module` on `inputs` (in argument order) and returns its results.
 
     A cuda-level module needs `cuda_runner`; `backend.cpu_runner.run_on_cpu` passes the
-    CPU emulation of CUDA C. `progress` hears of every block the tile and kernel
-    interpreters finish.
+    CPU emulation of CUDA C. `progress` hears of every block the tile interpreter and
+    every batch of blocks the kernel interpreter finishes; `blocks_per_batch` sets how many
+    blocks the kernel interpreter runs together (default: its own choice; results do not
+    depend on it).
     """
     func = forward_function(module, function)
     arg_types = func.function_type.inputs.data
@@ -88,5 +95,6 @@ def run_module(
     )
     interpreter = make_interpreter(module, cuda_runner)
     set_block_progress(interpreter, progress)
+    set_blocks_per_batch(interpreter, blocks_per_batch)
     results = interpreter.call_op(function, args)
     return [np.asarray(result) for result in results]

@@ -1,4 +1,5 @@
-"""`@impl`s that several dialects share: alloc, the kernel lookup of launch, terminators.
+"""`@impl`s that several dialects share: alloc, the kernel lookup of launch, terminators;
+and the run settings of the block-running interpreters (progress callback, batch size).
 
 The loop, tile, kernel and cuda dialects each have their own alloc, launch, yield and
 return ops, but one semantics: an alloc is a fresh NaN-poisoned buffer
@@ -30,12 +31,14 @@ from deplodock.interpreters.values import empty_buffer
 
 KernelT = TypeVar("KernelT", bound=Operation)
 
-#: Told after each block a kernel interpreter finishes: (kernel name, blocks done, grid size).
+#: Told after each block (tile) or batch of blocks (kernel) an interpreter finishes:
+#: (kernel name, blocks done, grid size).
 BlockProgress = Callable[[str, int, int], None]
 
 
 class _ProgressData(InterpreterFunctions):
-    """The namespace of the progress callback in the interpreter's data."""
+    """The namespace of the progress callback and the kernel batch size in the
+    interpreter's data."""
 
 
 def set_block_progress(interpreter: Interpreter, progress: BlockProgress | None) -> None:
@@ -48,6 +51,20 @@ def report_block(interpreter: Interpreter, kernel_name: str, done: int, total: i
     progress = interpreter.get_data(_ProgressData, "block_progress", lambda: None)
     if progress is not None:
         progress(kernel_name, done, total)
+
+
+def set_blocks_per_batch(interpreter: Interpreter, blocks: int | None) -> None:
+    """How many blocks the kernel interpreter runs together as one lock-step batch (None:
+    its default, `kernel.default_blocks_per_batch`). Results do not depend on it; tests
+    set 1 and several to check exactly that."""
+    if blocks is not None and blocks < 1:
+        raise ValueError(f"blocks per batch must be at least 1, got {blocks}")
+    interpreter.set_data(_ProgressData, "blocks_per_batch", blocks)
+
+
+def blocks_per_batch_of(interpreter: Interpreter) -> int | None:
+    """The batch size `set_blocks_per_batch` chose, if any."""
+    return interpreter.get_data(_ProgressData, "blocks_per_batch", lambda: None)
 
 
 def _run_alloc(

@@ -1,12 +1,13 @@
 """How long the tile- and kernel-level interpreters will take on a module, before running it.
 
-Those interpreters dispatch one Python call per op they execute: they run all threads of a
-block at once, as numpy arrays, so the thread count barely matters, but every block is a
-separate pass over the kernel body. The time is therefore close to the number of *op
-executions* times a fixed cost per execution: ops inside a loop count once per trip, a
-kernel's body once per block. `run --device cpu` uses this to warn before a run of minutes,
-so that nobody waits in silence. (The tensor and loop interpreters evaluate whole arrays
-and loop nests at once and are not modeled here.)
+Those interpreters dispatch one Python call per op they execute, on all threads of a block
+(tile) or of a batch of blocks (kernel) at once, as numpy arrays. The time is therefore
+close to the number of *op executions* times a fixed cost per execution (ops inside a loop
+count once per trip, a kernel's body once per block, or once per batch of blocks at the
+kernel level), plus, for the kernel interpreter's batches of ~8K lanes, numpy's work per
+lane. `run --device cpu` uses this to warn before a run of minutes, so that nobody waits in
+silence. (The tensor and loop interpreters evaluate whole arrays and loop nests at once and
+are not modeled here.)
 
 ```python
 estimate = estimate_interpretation(module)
@@ -24,24 +25,61 @@ from xdsl.traits import SymbolTable
 
 from deplodock.dialects import kernel, loop, tile
 from deplodock.dialects.queries import constant_index, symbol_name
+from deplodock.interpreters.kernel import default_blocks_per_batch
 
-#: Seconds per executed op of the tile and kernel interpreters on this project's 2-core
-#: development machine (numpy on 32-256 lanes): 0.9-2.8e-5 over GEMMs, norms, softmax,
-#: attention, convolution and scans (measured 2026-11-26), so estimates run high rather
-#: than low.
+#: Seconds of Python dispatch per executed op of the tile and kernel interpreters on this
+#: project's 2-core development machine, numpy work on up to 256 lanes included:
+#: 0.9-2.8e-5 over GEMMs, norms, softmax, attention, convolution and scans (measured
+#: 2026-11-26), so estimates run high rather than low.
 SECONDS_PER_OP = 2.5e-5
+
+#: Seconds of numpy work per lane of an op that the kernel interpreter executes on a batch
+#: of blocks (~8K lanes, `kernel.TARGET_LANES`), on top of `SECONDS_PER_OP`. Measured on
+#: the same machine (2026-11-26), an op on 8K lanes took 30-90 us in all: softmax 2048^2
+#: 30, GEMM 1024^2 40, K=3 GEMM 4096^2 47, RMSNorm 60, causal attention 70, conv2d 79,
+#: GEMM 512^2 87 (shared-memory accesses with their race records cost most per lane).
+#: 6e-9 puts an 8K-lane op at 74 us: within 2x of each, mostly above.
+SECONDS_PER_LANE_OP = 6e-9
+
+
+@dataclass(frozen=True)
+class Work:
+    """Interpreter work: op executions (one Python dispatch each) and, for kernel batches,
+    lane executions (each op of a batch computes on every lane of it)."""
+
+    ops: int = 0
+    lane_ops: int = 0
+
+    def __add__(self, other: Work) -> Work:
+        return Work(self.ops + other.ops, self.lane_ops + other.lane_ops)
+
+    def __mul__(self, times: int) -> Work:
+        return Work(self.ops * times, self.lane_ops * times)
+
+    @property
+    def seconds(self) -> float:
+        return self.ops * SECONDS_PER_OP + self.lane_ops * SECONDS_PER_LANE_OP
 
 
 @dataclass(frozen=True)
 class Estimate:
-    """The op executions of a whole run, their modeled seconds, and the costliest launch."""
+    """The op and lane executions of a whole run, their modeled seconds, and the costliest
+    launch.
+
+    The kernel interpreter runs `B` blocks per batch, so a kernel body of `P` op executions
+    per block costs `P * ceil(G / B)` dispatches and `P * G * T` lane executions (the
+    blocks' threads, whatever the batching): dispatch dominates small grids, lanes large
+    ones. The tile interpreter runs block after block: `P * G` dispatches, its lanes inside
+    `SECONDS_PER_OP`.
+    """
 
     op_executions: int
     heaviest: str
+    lane_executions: int = 0
 
     @property
     def seconds(self) -> float:
-        return self.op_executions * SECONDS_PER_OP
+        return Work(self.op_executions, self.lane_executions).seconds
 
 
 def _trips(op: Operation) -> int:
@@ -57,19 +95,19 @@ def _trips(op: Operation) -> int:
     return 1
 
 
-def _executions(region: Region, module: ModuleOp, launches: list[tuple[int, str]]) -> int:
-    """Op executions of one run of `region`; launches found inside record their cost."""
-    total = 0
+def _executions(region: Region, module: ModuleOp, launches: list[tuple[Work, str]]) -> Work:
+    """The work of one run of `region`; launches found inside record their cost."""
+    total = Work()
     for block in region.blocks:
         for op in block.ops:
-            total += 1
+            total += Work(1)
             callee = _launched(op, module)
             if callee is not None:
                 cost = _kernel_executions(callee, module, launches)
                 launches.append((cost, _describe(callee)))
                 total += cost
             for inner in op.regions:
-                total += _trips(op) * _executions(inner, module, launches)
+                total += _executions(inner, module, launches) * _trips(op)
     return total
 
 
@@ -80,9 +118,15 @@ def _launched(op: Operation, module: ModuleOp) -> Operation | None:
     return SymbolTable.lookup_symbol(module, op.callee)
 
 
-def _kernel_executions(func: Operation, module: ModuleOp, launches: list[tuple[int, str]]) -> int:
-    per_block = sum(_executions(r, module, launches) for r in func.regions)
-    return per_block * (func.grid_size if isinstance(func, kernel.FuncOp) else 1)
+def _kernel_executions(func: Operation, module: ModuleOp, launches: list[tuple[Work, str]]) -> Work:
+    per_block = Work()
+    for region in func.regions:
+        per_block += _executions(region, module, launches)
+    if not isinstance(func, kernel.FuncOp):
+        return per_block
+    grid, threads = func.grid_size, func.block_size
+    batches = -(-grid // default_blocks_per_batch(threads))
+    return Work(per_block.ops * batches, per_block.ops * grid * threads)
 
 
 def _describe(func: Operation) -> str:
@@ -94,11 +138,13 @@ def _describe(func: Operation) -> str:
 
 
 def estimate_interpretation(module: ModuleOp, function: str = "forward") -> Estimate:
-    """The op executions of running `@function` of `module` in the interpreters."""
+    """The op and lane executions of running `@function` of `module` in the interpreters."""
     func = SymbolTable.lookup_symbol(module, function)
     if func is None:
         return Estimate(0, "")
-    launches: list[tuple[int, str]] = []
-    total = sum(_executions(r, module, launches) for r in func.regions)
-    heaviest = max(launches, default=(0, ""))[1]
-    return Estimate(total, heaviest)
+    launches: list[tuple[Work, str]] = []
+    total = Work()
+    for region in func.regions:
+        total += _executions(region, module, launches)
+    heaviest = max(launches, default=(Work(), ""), key=lambda launch: launch[0].seconds)[1]
+    return Estimate(total.ops, heaviest, total.lane_ops)

@@ -1,14 +1,20 @@
 """Lock-step SIMT machinery shared by the `tile` and `kernel` interpreters.
 
-The threads of one block run together: a per-thread value is a numpy array of shape `(T,)`
-(lane `i` = thread `i`), a uniform value may stay a scalar and broadcasts. Divergent control
-flow (a per-thread loop bound, `kernel.if`) runs under an *active-lane mask*: every op still
+The threads of a block run together: a per-thread value is a numpy array with one entry per
+*lane*, a uniform value may stay a scalar and broadcasts. Divergent control flow (a
+per-thread loop bound, `kernel.if`) runs under an *active-lane mask*: every op still
 computes on all lanes, but only active lanes may touch memory or update loop-carried values.
 
-`LockstepState` is that per-block state; the interpreters keep one per running block:
+A state may hold a *batch* of `B` consecutive blocks of `T` threads each, as `B * T` lanes
+(lane `l` is thread `l % T` of block `first_block + l // T`): the Python cost of
+interpreting an op is then paid once per batch instead of once per block, which is what
+makes grids of tens of thousands of blocks interpretable. Everything that is per block on a
+GPU stays per block here: `combine` reduces within a block, `accumulate(once=True)` adds
+once per block, and error messages name the thread *within its block* and the block
+(`describe_lane`). With `B == 1` this is plainly one block, lane `i` = thread `i`.
 
 ```python
-state = LockstepState(num_threads=256, block_id=b)
+state = LockstepState(num_threads=256, first_block=b)          # or num_blocks=B
 with state.masked(t < n):                 # push_mask / pop_mask
     v = state.gather(buf, (i, j), name="x", op=op)         # inactive lanes read a safe index
     state.scatter(out, (i, j), v * 2, name="y", op=op)     # inactive lanes write nothing
@@ -53,20 +59,53 @@ def describe(name: str, op: Operation | None) -> str:
 
 @dataclass
 class LockstepState:
-    """The threads of one block, run in lock-step.
+    """The threads of `num_blocks` consecutive blocks, run in lock-step.
 
-    `num_threads` lanes, `thread_ids = arange(num_threads)`, and a stack of active-lane
-    masks whose top (`current_mask`) is the conjunction of all pushed masks.
+    `num_lanes = num_blocks * num_threads` lanes; `thread_ids` is each lane's thread index
+    within its block, `lane_blocks` its block's position in the batch (0 for a lone block)
+    and `lane_ids` its lane number (what per-lane records such as cp.async groups index).
+    A stack of active-lane masks whose top (`current_mask`) is the conjunction of all
+    pushed masks.
     """
 
     num_threads: int
-    block_id: int = 0
+    first_block: int = 0
+    num_blocks: int = 1
+    num_lanes: int = field(init=False)
     thread_ids: np.ndarray = field(init=False)
+    lane_blocks: np.ndarray = field(init=False)
+    lane_ids: np.ndarray = field(init=False)
     _masks: list[np.ndarray] = field(init=False)
 
     def __post_init__(self) -> None:
-        self.thread_ids = np.arange(self.num_threads, dtype=np.int64)
-        self._masks = [np.ones(self.num_threads, dtype=bool)]
+        if self.num_blocks < 1:
+            raise InterpretationError(f"a lock-step batch needs a block, got {self.num_blocks}")
+        self.num_lanes = self.num_threads * self.num_blocks
+        self.thread_ids = np.tile(np.arange(self.num_threads, dtype=np.int64), self.num_blocks)
+        self.lane_blocks = np.repeat(np.arange(self.num_blocks, dtype=np.int64), self.num_threads)
+        self.lane_ids = np.arange(self.num_lanes, dtype=np.int64)
+        self._masks = [np.ones(self.num_lanes, dtype=bool)]
+
+    # -- blocks -----------------------------------------------------------------------------
+
+    @property
+    def block_ids(self) -> int | np.ndarray:
+        """`blockIdx.x` of every lane: the uniform scalar for a lone block, else per lane."""
+        if self.num_blocks == 1:
+            return self.first_block
+        return self.first_block + self.lane_blocks
+
+    def block_of(self, lane: int) -> int:
+        """The grid-wide block id of `lane`."""
+        return self.first_block + lane // self.num_threads
+
+    def describe_lane(self, lane: int) -> str:
+        """`thread 5, block 3`: how error messages name a lane (thread within its block)."""
+        return f"thread {lane % self.num_threads}, block {self.block_of(lane)}"
+
+    def per_block(self, lanes: np.ndarray) -> np.ndarray:
+        """A per-lane array viewed as `(num_blocks, num_threads)`: one row per block."""
+        return lanes.reshape(self.num_blocks, self.num_threads)
 
     # -- masks ------------------------------------------------------------------------------
 
@@ -98,11 +137,11 @@ class LockstepState:
     # -- values -----------------------------------------------------------------------------
 
     def lanes(self, value: Any) -> np.ndarray:
-        """`value` as a `(T,)` array (a uniform scalar is broadcast to every lane)."""
+        """`value` as a `(num_lanes,)` array (a uniform scalar is broadcast to every lane)."""
         array = np.asarray(value)
-        if array.shape == (self.num_threads,):
+        if array.shape == (self.num_lanes,):
             return array
-        return np.broadcast_to(array, (self.num_threads,)).copy()
+        return np.broadcast_to(array, (self.num_lanes,)).copy()
 
     def select(self, new: Any, old: Any) -> np.ndarray:
         """`new` on the active lanes, `old` elsewhere (how masked updates merge)."""
@@ -116,25 +155,38 @@ class LockstepState:
     def flat_indices(
         self, buf: np.ndarray, indices: Sequence[Any], name: str, op: Operation | None
     ) -> np.ndarray:
-        """Row-major offsets per lane; inactive lanes get 0, active ones are bounds-checked."""
+        """Row-major offsets per lane; inactive lanes get 0, active ones are bounds-checked.
+
+        Indices are checked with min/max over all lanes first (one pass, no temporaries);
+        only an index outside that range somewhere, often an inactive lane's, is checked
+        lane by lane."""
         if len(indices) != buf.ndim:
             raise InterpretationError(
                 f"{describe(name, op)}: {len(indices)} indices for a rank-{buf.ndim} buffer"
             )
         mask = self.current_mask
-        lanes = [self.lanes(i).astype(np.int64) for i in indices]
-        for dim, (index, size) in enumerate(zip(lanes, buf.shape, strict=True)):
-            bad = mask & ((index < 0) | (index >= size))
-            if bad.any():
-                lane = int(np.argmax(bad))
-                raise InterpretationError(
-                    f"{describe(name, op)}: index {int(index[lane])} out of bounds for "
-                    f"dimension {dim} of size {size} (thread {lane}, block {self.block_id})"
-                )
-        if not lanes:
-            return np.zeros(self.num_threads, dtype=np.int64)
-        flat = np.ravel_multi_index(tuple(np.where(mask, index, 0) for index in lanes), buf.shape)
-        return np.asarray(flat, dtype=np.int64)
+        flat = np.zeros(self.num_lanes, dtype=np.int64)
+        strides = np.cumprod((1, *buf.shape[:0:-1]))[::-1]  # row-major element strides
+        for dim, (index, size) in enumerate(zip(indices, buf.shape, strict=True)):
+            index = np.asarray(index)
+            if index.min() < 0 or index.max() >= size:
+                index = self._checked(self.lanes(index), size, dim, name, op)
+            flat += index.astype(np.int64, copy=False) * int(strides[dim])
+        return flat if mask.all() else np.where(mask, flat, 0)
+
+    def _checked(
+        self, index: np.ndarray, size: int, dim: int, name: str, op: Operation | None
+    ) -> np.ndarray:
+        """`index` with inactive lanes' entries zeroed; an active lane out of bounds raises."""
+        mask = self.current_mask
+        bad = mask & ((index < 0) | (index >= size))
+        if bad.any():
+            lane = int(np.argmax(bad))
+            raise InterpretationError(
+                f"{describe(name, op)}: index {int(index[lane])} out of bounds for "
+                f"dimension {dim} of size {size} ({self.describe_lane(lane)})"
+            )
+        return np.where(mask, index, 0)
 
     def gather(
         self,
@@ -182,22 +234,28 @@ class LockstepState:
         once: bool = False,
     ) -> None:
         """Each active lane adds `values[lane]` to `buf[indices[lane]]` (an atomic add:
-        lanes adding to one element all land); `once`: only the first active lane adds (a
-        block-uniform add, which every thread runs alike)."""
+        lanes adding to one element all land, in lane order); `once`: only the first active
+        lane of each block adds (a block-uniform add, which every thread runs alike)."""
         flat = self.flat_indices(buf, indices, name, op)
-        mask = self.current_mask
-        if once:
-            mask = np.zeros_like(mask)
-            if self.current_mask.any():
-                mask[int(np.argmax(self.current_mask))] = True
+        mask = self._first_active_per_block() if once else self.current_mask
         if not mask.any():
             return
         data = self.lanes(values)[mask].astype(buf.dtype, copy=False)
         np.add.at(buf.reshape(-1), flat[mask], data)
 
+    def _first_active_per_block(self) -> np.ndarray:
+        """A mask with only the first active lane of each block set."""
+        rows = self.per_block(self.current_mask)
+        first = np.zeros_like(rows)
+        blocks = np.flatnonzero(rows.any(axis=1))
+        first[blocks, np.argmax(rows[blocks], axis=1)] = True
+        return first.reshape(-1)
+
     def _check_conflicts(
         self, targets: np.ndarray, data: np.ndarray, name: str, op: Operation | None
     ) -> None:
+        """Two lanes storing different values to one element in one store: a race (blocks
+        of a batch included, which run concurrently on a GPU)."""
         order = np.argsort(targets, kind="stable")
         sorted_targets, sorted_data = targets[order], data[order]
         same = sorted_targets[1:] == sorted_targets[:-1]
@@ -210,10 +268,19 @@ class LockstepState:
         differ = ~equal
         if differ.any():
             k = int(np.flatnonzero(same)[np.argmax(differ)])
-            lanes = self.thread_ids[self.current_mask][order]
+            lanes = self.lane_ids[self.current_mask][order]
+            first, second = int(lanes[k]), int(lanes[k + 1])
+            threads = self.thread_ids[[first, second]]
+            if self.block_of(first) == self.block_of(second):
+                who = f"threads {threads[0]} and {threads[1]}"
+                where = f"block {self.block_of(first)}"
+            else:
+                who = f"thread {threads[0]} (block {self.block_of(first)}) and thread "
+                who += f"{threads[1]} (block {self.block_of(second)})"
+                where = "blocks run concurrently"
             raise InterpretationError(
-                f"{describe(name, op)}: threads {int(lanes[k])} and {int(lanes[k + 1])} write "
-                f"different values to element {int(sorted_targets[k])} (block {self.block_id})"
+                f"{describe(name, op)}: {who} write different values to element "
+                f"{int(sorted_targets[k])} ({where})"
             )
 
     # -- control flow -----------------------------------------------------------------------
@@ -244,11 +311,13 @@ class LockstepState:
         return carried
 
     def combine(self, kind: ReduceKind | str, values: Any, width: int | None = None) -> np.ndarray:
-        """All-reduce of `values` over the active lanes; every lane gets the result.
+        """All-reduce of `values` over the active lanes of each block; every lane gets its
+        block's result.
 
         With `width`, the lanes form aligned groups of `width` consecutive threads and each
         lane gets the reduction over the active lanes of its own group (a group with no
-        active lane gets the kind's identity, which nobody reads).
+        active lane gets the kind's identity, which nobody reads). Groups never straddle
+        blocks: `width` divides the block.
         """
         reduce_kind = ReduceKind(kind)
         lanes = self.lanes(values)
@@ -256,9 +325,7 @@ class LockstepState:
         if not mask.any():
             raise InterpretationError("combine: no active thread")
         if width is None or width >= self.num_threads:
-            data = lanes[mask]
-            result = reduce_kind.numpy_ufunc.reduce(data, dtype=data.dtype)
-            return np.full(self.num_threads, result, dtype=data.dtype)
+            return self._block_combine(reduce_kind, lanes)
         if width <= 0 or self.num_threads % width:
             raise InterpretationError(
                 f"combine: width {width} does not divide the {self.num_threads} threads"
@@ -270,6 +337,20 @@ class LockstepState:
         groups = groups.reshape(-1, width)
         totals = reduce_kind.numpy_ufunc.reduce(groups, axis=1, dtype=lanes.dtype)
         return np.repeat(totals, width).astype(lanes.dtype, copy=False)
+
+    def _block_combine(self, kind: ReduceKind, lanes: np.ndarray) -> np.ndarray:
+        """The whole-block all-reduce. Each block reduces exactly the values a lone block
+        would (its active lanes, in order), so a float sum rounds the same whatever the
+        batch; a block with no active lane gets zeros, which nobody reads."""
+        ufunc = kind.numpy_ufunc
+        rows, active = self.per_block(lanes), self.per_block(self.current_mask)
+        if active.all():
+            totals = ufunc.reduce(rows, axis=1, dtype=lanes.dtype)
+        else:
+            totals = np.zeros(self.num_blocks, dtype=lanes.dtype)
+            for block in np.flatnonzero(active.any(axis=1)):
+                totals[block] = ufunc.reduce(rows[block][active[block]], dtype=lanes.dtype)
+        return np.repeat(totals, self.num_threads).astype(lanes.dtype, copy=False)
 
 
 def _extreme(dtype: np.dtype, kind: ReduceKind) -> Any:

@@ -86,13 +86,13 @@ def _scalar_indices(indices: PythonValues, op: Operation) -> tuple[int, ...]:
 def _copies(interpreter: Interpreter, state: LockstepState) -> AsyncCopies:
     """The copies in flight of the running `tile.threads` (one record per execution)."""
     table: dict[int, AsyncCopies] = interpreter.get_data(TileFunctions, "async", dict)
-    return table.setdefault(id(state), AsyncCopies(state.num_threads))
+    return table.setdefault(id(state), AsyncCopies(state))
 
 
 def _finish_copies(interpreter: Interpreter, state: LockstepState) -> None:
     table: dict[int, AsyncCopies] = interpreter.get_data(TileFunctions, "async", dict)
     if (copies := table.pop(id(state), None)) is not None:
-        copies.finish(f"tile.threads of block {state.block_id}")
+        copies.finish(lambda block: f"tile.threads of block {block}")
 
 
 @register_impls
@@ -142,7 +142,7 @@ class TileFunctions(InterpreterFunctions):
         """A fresh shared array for this block (NaN-filled, like an uninitialized one), named
         with its kernel and block for the race and uninitialized-read reports."""
         state = _require_state(interpreter, op)
-        name = shared_buffer_name(op.result, op, state.block_id)
+        name = shared_buffer_name(op.result, op, state.first_block)
         return (SharedBuffer(name, empty_buffer(op.result.type)),)
 
     @impl(tile.BarrierOp)
@@ -150,7 +150,7 @@ class TileFunctions(InterpreterFunctions):
         state = _require_state(interpreter, op)
         if not state.current_mask.all():
             raise InterpretationError(
-                f"tile.barrier: reached by only some threads of block {state.block_id}"
+                f"tile.barrier: reached by only some threads of block {state.first_block}"
             )
         _epochs(interpreter)["epoch"] = _epochs(interpreter).get("epoch", 0) + 1
         return ()
@@ -170,7 +170,7 @@ class TileFunctions(InterpreterFunctions):
     @impl(tile.ThreadsOp)
     def run_threads(self, interpreter: Interpreter, op: tile.ThreadsOp, args: PythonValues):
         block = interpreter.get_data(TileFunctions, "block", dict).get("id", 0)
-        state = LockstepState(op.count, block_id=block)
+        state = LockstepState(op.count, first_block=block)
         stack = _lockstep_stack(interpreter)
         stack.append(state)
         try:

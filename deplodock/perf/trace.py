@@ -368,7 +368,7 @@ class TraceFunctions(KernelFunctions):
         state, trace = _state(interpreter), _trace_of(interpreter)
         width = byte_size(op.memref.type.element_type)
         if isinstance(buf, SharedBuffer):
-            flat = state.lanes.flat_indices(buf.data, indices, buf.name, op)
+            flat = state.lanes.flat_indices(buf.data[0], indices, buf.name, op)
             trace.record_shared(op, flat, state.lanes.current_mask, width)
             return (load_shared(state, op, buf, indices),)
         flat = _flat(state.lanes, buf, indices, op)
@@ -381,7 +381,7 @@ class TraceFunctions(KernelFunctions):
         state, trace = _state(interpreter), _trace_of(interpreter)
         width = byte_size(op.memref.type.element_type)
         if isinstance(buf, SharedBuffer):
-            flat = state.lanes.flat_indices(buf.data, indices, buf.name, op)
+            flat = state.lanes.flat_indices(buf.data[0], indices, buf.name, op)
             trace.record_shared(op, flat, state.lanes.current_mask, width)
             store_shared(state, op, buf, indices, value)
             return ()
@@ -409,7 +409,7 @@ class TraceFunctions(KernelFunctions):
         state, trace = _state(interpreter), _trace_of(interpreter)
         nbytes = byte_size(op.memref.type.element_type) * op.width
         if isinstance(buf, SharedBuffer):
-            flat = state.lanes.flat_indices(buf.data, indices, buf.name, op) // op.width
+            flat = state.lanes.flat_indices(buf.data[0], indices, buf.name, op) // op.width
             trace.record_shared(op, flat, state.lanes.current_mask, nbytes)
             return load_vector(state, op, args)
         flat = _flat(state.lanes, buf, indices, op) // op.width
@@ -425,7 +425,7 @@ class TraceFunctions(KernelFunctions):
         state, trace = _state(interpreter), _trace_of(interpreter)
         nbytes = byte_size(op.memref.type.element_type) * op.width
         if isinstance(buf, SharedBuffer):
-            flat = state.lanes.flat_indices(buf.data, indices, buf.name, op) // op.width
+            flat = state.lanes.flat_indices(buf.data[0], indices, buf.name, op) // op.width
             trace.record_shared(op, flat, state.lanes.current_mask, nbytes)
             store_vector(state, op, args)
             return ()
@@ -450,7 +450,7 @@ class TraceFunctions(KernelFunctions):
         if not reading.any():  # every lane zero-fills: the LDGSTS is issued all the same
             assert trace.block is not None
             trace.block.instructions["ldgsts"] += len(trace.active_warps(mask))
-        dst_flat = lanes.flat_indices(dst.data, dst_indices, dst.name, op) // count
+        dst_flat = lanes.flat_indices(dst.data[0], dst_indices, dst.name, op) // count
         trace.record_shared(op, dst_flat, mask, op.num_bytes, instruction="")
         names = (dst.name, buffer_name(op.src))
         issue_copy(lanes, state.copies, op, args, state.epoch, names, read=False)
@@ -574,7 +574,7 @@ def trace_kernel(
         for block_id in ids:
             trace.block = BlockCounters(block_id)
             trace.region_runs[fn] += threads // WARP_SIZE
-            state = BlockState(LockstepState(threads, block_id=block_id))
+            state = BlockState(LockstepState(threads, first_block=block_id))
             stack.append(state)
             try:
                 interpreter.run_ssacfg_region(

@@ -67,6 +67,23 @@ def test_the_bar_draws_on_a_terminal_only() -> None:
         assert progress is None
 
 
+def test_a_second_launch_of_a_kernel_reported_by_batches_gets_a_fresh_bar() -> None:
+    """The kernel interpreter reports batches (64, 128 of 128 blocks): a launch of the same
+    kernel again starts over below the count, not at block 1."""
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    with block_progress_bar(stream=Terminal()) as bars:
+        assert bars is not None
+        for done in (64, 128):
+            bars("rms_norm_kernel", done, 128)
+        first = bars.bar  # type: ignore[attr-defined]
+        bars("rms_norm_kernel", 64, 128)
+        assert bars.bar is not first and bars.bar.n == 64  # type: ignore[attr-defined]
+
+
 @pytest.mark.parametrize("stage", ["tensor", "cuda"])
 def test_a_model_compile_tells_its_phases_in_the_order_the_bar_counts(
     stage: str, tmp_path: Path
