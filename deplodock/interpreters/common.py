@@ -55,7 +55,7 @@ def report_block(interpreter: Interpreter, kernel_name: str, done: int, total: i
 
 def set_blocks_per_batch(interpreter: Interpreter, blocks: int | None) -> None:
     """How many blocks the kernel interpreter runs together as one lock-step batch (None:
-    its default, `kernel.default_blocks_per_batch`). Results do not depend on it; tests
+    its default, `blocks.default_blocks_per_batch`). Results do not depend on it; tests
     set 1 and several to check exactly that."""
     if blocks is not None and blocks < 1:
         raise ValueError(f"blocks per batch must be at least 1, got {blocks}")

@@ -1,10 +1,9 @@
 """How long the tile- and kernel-level interpreters will take on a module, before running it.
 
-Those interpreters dispatch one Python call per op they execute, on all threads of a block
-(tile) or of a batch of blocks (kernel) at once, as numpy arrays. The time is therefore
-close to the number of *op executions* times a fixed cost per execution (ops inside a loop
-count once per trip, a kernel's body once per block, or once per batch of blocks at the
-kernel level), plus, for the kernel interpreter's batches of ~8K lanes, numpy's work per
+Those interpreters dispatch one Python call per op they execute, on all threads of a batch
+of blocks at once, as numpy arrays. The time is therefore close to the number of *op
+executions* times a fixed cost per execution (ops inside a loop count once per trip, a
+kernel's body once per batch of blocks), plus, for batches of ~8K lanes, numpy's work per
 lane. `run --device cpu` uses this to warn before a run of minutes, so that nobody waits in
 silence. (The tensor and loop interpreters evaluate whole arrays and loop nests at once and
 are not modeled here.)
@@ -25,7 +24,7 @@ from xdsl.traits import SymbolTable
 
 from deplodock.dialects import kernel, loop, tile
 from deplodock.dialects.queries import constant_index, symbol_name
-from deplodock.interpreters.kernel import default_blocks_per_batch
+from deplodock.interpreters.blocks import default_blocks_per_batch
 
 #: Seconds of Python dispatch per executed op of the tile and kernel interpreters on this
 #: project's 2-core development machine, numpy work on up to 256 lanes included:
@@ -34,7 +33,7 @@ from deplodock.interpreters.kernel import default_blocks_per_batch
 SECONDS_PER_OP = 2.5e-5
 
 #: Seconds of numpy work per lane of an op that the kernel interpreter executes on a batch
-#: of blocks (~8K lanes, `kernel.TARGET_LANES`), on top of `SECONDS_PER_OP`. Measured on
+#: of blocks (~8K lanes, `blocks.TARGET_LANES`), on top of `SECONDS_PER_OP`. Measured on
 #: the same machine (2026-11-26), an op on 8K lanes took 30-90 us in all: softmax 2048^2
 #: 30, GEMM 1024^2 40, K=3 GEMM 4096^2 47, RMSNorm 60, causal attention 70, conv2d 79,
 #: GEMM 512^2 87 (shared-memory accesses with their race records cost most per lane).
@@ -66,11 +65,10 @@ class Estimate:
     """The op and lane executions of a whole run, their modeled seconds, and the costliest
     launch.
 
-    The kernel interpreter runs `B` blocks per batch, so a kernel body of `P` op executions
-    per block costs `P * ceil(G / B)` dispatches and `P * G * T` lane executions (the
-    blocks' threads, whatever the batching): dispatch dominates small grids, lanes large
-    ones. The tile interpreter runs block after block: `P * G` dispatches, its lanes inside
-    `SECONDS_PER_OP`.
+    Both interpreters run `B` blocks per batch, so a kernel body (`kernel.func`, or a
+    `tile.grid`) of `P` op executions per block costs `P * ceil(G / B)` dispatches and
+    `P * G * T` lane executions (the blocks' threads, whatever the batching): dispatch
+    dominates small grids, lanes large ones.
     """
 
     op_executions: int
@@ -90,8 +88,6 @@ def _trips(op: Operation) -> int:
         start = constant_index(op.lb)
         span = op.upper - (start if start is not None else 0)  # per-thread starts: the most
         return max(0, -(-span // op.step_value))
-    if isinstance(op, tile.GridOp):
-        return op.count
     return 1
 
 
@@ -101,6 +97,9 @@ def _executions(region: Region, module: ModuleOp, launches: list[tuple[Work, str
     for block in region.blocks:
         for op in block.ops:
             total += Work(1)
+            if isinstance(op, tile.GridOp):
+                total += _grid_executions(op, module, launches)
+                continue
             callee = _launched(op, module)
             if callee is not None:
                 cost = _kernel_executions(callee, module, launches)
@@ -127,6 +126,16 @@ def _kernel_executions(func: Operation, module: ModuleOp, launches: list[tuple[W
     grid, threads = func.grid_size, func.block_size
     batches = -(-grid // default_blocks_per_batch(threads))
     return Work(per_block.ops * batches, per_block.ops * grid * threads)
+
+
+def _grid_executions(grid: tile.GridOp, module: ModuleOp, launches: list[tuple[Work, str]]) -> Work:
+    """A `tile.grid`'s blocks, run in batches as `tile.py` runs them (see `Estimate`)."""
+    per_block = Work()
+    for region in grid.regions:
+        per_block += _executions(region, module, launches)
+    threads = max((op.count for op in grid.walk() if isinstance(op, tile.ThreadsOp)), default=1)
+    batches = -(-grid.count // default_blocks_per_batch(threads))
+    return Work(per_block.ops * batches, per_block.ops * grid.count * threads)
 
 
 def _describe(func: Operation) -> str:

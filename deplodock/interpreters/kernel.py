@@ -29,10 +29,8 @@ lands it) and vector accesses are aligned scalar accesses: see `async_copy.py`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
 from xdsl.interpreter import (
     Interpreter,
     InterpreterFunctions,
@@ -44,12 +42,16 @@ from xdsl.ir import Operation
 from xdsl.utils.exceptions import InterpretationError
 
 from deplodock.dialects import kernel
-from deplodock.dialects.element_types import numpy_dtype
 from deplodock.interpreters.async_copy import (
-    AsyncCopies,
-    check_vector_alignment,
     issue_copy,
-    shifted,
+)
+from deplodock.interpreters.blocks import (
+    BlockState,
+    default_blocks_per_batch,
+    load_shared,
+    load_vector,
+    store_shared,
+    store_vector,
 )
 from deplodock.interpreters.common import (
     alloc_impl,
@@ -58,61 +60,9 @@ from deplodock.interpreters.common import (
     report_block,
     terminator_impl,
 )
-from deplodock.interpreters.shared_memory import Epoch, SharedBuffer, shared_buffer_name
+from deplodock.interpreters.shared_memory import SharedBuffer, shared_buffer_name
 from deplodock.interpreters.simt import LockstepState, buffer_name
 from deplodock.interpreters.values import empty_buffer
-
-#: Lanes a batch of blocks aims at: enough that numpy's work (a few ns per lane) outweighs
-#: the ~25 us of Python dispatch per op, few enough that the per-lane arrays and the shared
-#: arrays with their race records stay in cache. A 1024^2 GEMM (128 blocks of 128 threads)
-#: on the 2-core development machine: 31 s at 2K lanes, 18 s at 4K, 13 s at 8K, 15 s at 16K.
-TARGET_LANES = 8192
-
-
-def default_blocks_per_batch(block_size: int) -> int:
-    """How many blocks of `block_size` threads `run_kernel` runs together by default."""
-    return max(1, TARGET_LANES // block_size)
-
-
-@dataclass
-class BlockState:
-    """The running batch of blocks: their lock-step lanes, a barrier epoch per block, their
-    shared arrays and their copies in flight."""
-
-    lanes: LockstepState
-    epochs: np.ndarray = field(init=False)
-    shared: list[SharedBuffer] = field(default_factory=list)
-    copies: AsyncCopies = field(init=False)
-
-    def __post_init__(self) -> None:
-        self.epochs = np.zeros(self.lanes.num_blocks, dtype=np.int64)
-        self.copies = AsyncCopies(self.lanes)
-
-    @property
-    def epoch(self) -> Epoch:
-        """The barrier epoch of every lane's block: an int for a lone block, else per lane."""
-        if self.lanes.num_blocks == 1:
-            return int(self.epochs[0])
-        return self.epochs[self.lanes.lane_blocks]
-
-    def active_epochs(self) -> Epoch:
-        """The epoch of each active lane (what a shared access of the active lanes uses)."""
-        epoch = self.epoch
-        return epoch if isinstance(epoch, int) else epoch[self.lanes.current_mask]
-
-    def barrier(self) -> None:
-        """`__syncthreads()` for every block whose threads all reached it; the blocks of the
-        batch that skipped it (a block-uniform branch) stay in their epoch. A block only
-        partly here is an error, as on a GPU (a hang or undefined behavior)."""
-        rows = self.lanes.per_block(self.lanes.current_mask)
-        reached = rows.all(axis=1)
-        partly = rows.any(axis=1) & ~reached
-        if partly.any():
-            block = self.lanes.first_block + int(np.argmax(partly))
-            raise InterpretationError(
-                f"kernel.barrier: reached by only some threads of block {block}"
-            )
-        self.epochs += reached
 
 
 def _block(interpreter: Interpreter, op: Operation) -> BlockState:
@@ -149,93 +99,6 @@ def run_kernel(
         finally:
             stack.pop()
         report_block(interpreter, name, first + count, grid)
-
-
-def _active_indices(state: BlockState, indices: PythonValues) -> list[np.ndarray]:
-    """Each index operand restricted to the active lanes."""
-    mask = state.lanes.current_mask
-    return [state.lanes.lanes(i).astype(np.int64)[mask] for i in indices]
-
-
-def load_shared(
-    state: BlockState, op: kernel.LoadOp, buf: SharedBuffer, indices: PythonValues
-) -> np.ndarray:
-    """The active lanes read their block's `buf` (race-checked); inactive lanes get 0."""
-    lanes, mask = state.lanes, state.lanes.current_mask
-    values = buf.load(
-        _active_indices(state, indices),
-        lanes.thread_ids[mask],
-        state.active_epochs(),
-        op.name,
-        lanes.lane_blocks[mask],
-    )
-    result = np.zeros(lanes.num_lanes, dtype=numpy_dtype(op.res.type))
-    result[mask] = values
-    return result
-
-
-def store_shared(
-    state: BlockState, op: Operation, buf: SharedBuffer, indices: PythonValues, value: Any
-) -> None:
-    """The active lanes write `value` to their block's `buf` (race-checked)."""
-    lanes, mask = state.lanes, state.lanes.current_mask
-    buf.store(
-        _active_indices(state, indices),
-        lanes.lanes(value)[mask],
-        lanes.thread_ids[mask],
-        state.active_epochs(),
-        op.name,
-        lanes.lane_blocks[mask],
-    )
-
-
-def load_vector(state: BlockState, op: kernel.LoadVectorOp, args: PythonValues) -> PythonValues:
-    """`width` aligned consecutive elements per active lane (shared: race-checked)."""
-    buf, *indices = args
-    name = buffer_name(op.memref)
-    check_vector_alignment(state.lanes, indices, op.width, name, op)
-    if isinstance(buf, SharedBuffer):
-        return _load_shared_vector(state, op, buf, indices)
-    return tuple(
-        state.lanes.gather(buf, shifted(indices, k), name=name, op=op) for k in range(op.width)
-    )
-
-
-def _load_shared_vector(
-    state: BlockState, op: kernel.LoadVectorOp, buf: SharedBuffer, indices: PythonValues
-) -> PythonValues:
-    """All `width` elements of every active lane in one race-checked shared read."""
-    lanes, mask, width = state.lanes, state.lanes.current_mask, op.width
-    per_element = [_active_indices(state, shifted(indices, k)) for k in range(width)]
-    columns = [np.concatenate(parts) for parts in zip(*per_element, strict=True)]
-    epochs = state.active_epochs()
-    got = buf.load(
-        columns,
-        np.tile(lanes.thread_ids[mask], width),
-        epochs if isinstance(epochs, int) else np.tile(epochs, width),
-        op.name,
-        np.tile(lanes.lane_blocks[mask], width),
-    ).reshape(width, -1)
-    results = []
-    for k in range(width):
-        value = np.zeros(lanes.num_lanes, dtype=numpy_dtype(op.res[k].type))
-        value[mask] = got[k]
-        results.append(value)
-    return tuple(results)
-
-
-def store_vector(state: BlockState, op: kernel.StoreVectorOp, args: PythonValues) -> None:
-    """The active lanes write `width` aligned consecutive elements (shared: race-checked)."""
-    width = op.width
-    values, buf, indices = args[:width], args[width], args[width + 1 :]
-    name = buffer_name(op.memref)
-    check_vector_alignment(state.lanes, indices, width, name, op)
-    for k, value in enumerate(values):
-        at = shifted(indices, k)
-        if isinstance(buf, SharedBuffer):
-            store_shared(state, op, buf, at, value)
-        else:
-            state.lanes.scatter(buf, at, value, name=name, op=op)
 
 
 @register_impls

@@ -43,14 +43,14 @@ from deplodock.dialects.hardware import WARP_SIZE, is_shared
 from deplodock.dialects.queries import enclosing_module
 from deplodock.interpreters import make_interpreter
 from deplodock.interpreters.async_copy import issue_copy
-from deplodock.interpreters.kernel import (
+from deplodock.interpreters.blocks import (
     BlockState,
-    KernelFunctions,
     load_shared,
     load_vector,
     store_shared,
     store_vector,
 )
+from deplodock.interpreters.kernel import KernelFunctions
 from deplodock.interpreters.shared_memory import SharedBuffer
 from deplodock.interpreters.simt import LockstepState, buffer_name
 from deplodock.perf import memory

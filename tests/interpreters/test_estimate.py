@@ -8,12 +8,12 @@ import pytest
 
 from deplodock.driver import lower_program, program_from_expression
 from deplodock.interpreters import run_module
+from deplodock.interpreters.blocks import default_blocks_per_batch
 from deplodock.interpreters.estimate import (
     SECONDS_PER_LANE_OP,
     SECONDS_PER_OP,
     estimate_interpretation,
 )
-from deplodock.interpreters.kernel import default_blocks_per_batch
 from tests.helpers import parse
 
 KERNEL = """
@@ -76,7 +76,8 @@ def test_estimates_grow_with_the_work() -> None:
 @pytest.mark.parametrize(
     ("stage", "batch", "reports"),
     [
-        ("tile", None, [1, 2, 3, 4, 5, 6]),
+        ("tile", None, [6]),  # one batch holds all six blocks
+        ("tile", 4, [4, 6]),
         ("kernel", 1, [1, 2, 3, 4, 5, 6]),
         ("kernel", 4, [4, 6]),  # after each batch of blocks, the last one short
     ],

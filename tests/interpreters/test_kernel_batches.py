@@ -19,7 +19,7 @@ from xdsl.utils.exceptions import InterpretationError
 from deplodock.dialects import kernel, make_context
 from deplodock.driver import lower_program, program_from_expression
 from deplodock.interpreters import run_module
-from deplodock.interpreters.kernel import BlockState
+from deplodock.interpreters.blocks import BlockState
 from deplodock.interpreters.shared_memory import RaceError, SharedBuffer, UninitializedReadError
 from deplodock.interpreters.simt import LockstepState
 from deplodock.passes.convert_tile_to_kernel import ConvertTileToKernelPass
