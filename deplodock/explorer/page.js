@@ -90,7 +90,7 @@ function renderOverview(panel) {
 }
 
 function kernelTable() {
-  if (!DATA.kernels.length) return el("p", { class: "empty", text: "No kernels: the program was not lowered to CUDA." });
+  if (!DATA.kernels.length) return el("p", { class: "empty", text: "No kernels: the program launches none (or was not lowered to CUDA)." });
   const rows = DATA.kernels.map((k) => {
     const m = k.model || {};
     const p = k.ptxas || {};
@@ -199,7 +199,7 @@ function renderPasses(panel) {
 
 function renderKernels(panel, name, level) {
   if (!DATA.kernels.length) {
-    panel.replaceChildren(el("p", { class: "empty", text: "No kernels: the program was not lowered to CUDA." }));
+    panel.replaceChildren(el("p", { class: "empty", text: "No kernels: the program launches none (or was not lowered to CUDA)." }));
     return;
   }
   const kernel = DATA.kernels.find((k) => k.name === name) || DATA.kernels[0];
