@@ -46,6 +46,7 @@ STAGE_PASSES: dict[str, tuple[str, ...]] = {
         "tile-row-on-chip",
         "tile-unroll",
         "tile-hoist-invariant",
+        "tile-cse",
     ),
     "kernel": ("convert-tile-to-kernel", "kernel-drop-barriers"),
     "cuda": ("convert-kernel-to-cuda",),
