@@ -178,18 +178,12 @@ def run_suite(
     width = max((len(c.name) for c in cases), default=0)
     with count_progress_bar(len(cases), "bench", quiet) as bar:
         for n, case in enumerate(cases, 1):
-            if bar is not None:
-                bar.start(case.name)
+            bar.start(case.name)
             row = base_row(case, dtype) | runner(name=case.name, dtype=dtype, **task)
             row.pop("restart", None)
             row.pop("traceback", None)
             rows.append(with_speedups(row))
-            line = progress_line(n, len(cases), width, row)
-            if bar is not None:
-                bar.write(out, line)
-                bar.advance()
-            else:
-                out(line)
+            bar.finish(out, progress_line(n, len(cases), width, row))
     return rows
 
 

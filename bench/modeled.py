@@ -319,12 +319,7 @@ def run_modeled_suite(
         modeled = _modeled_rows(cases, dtype, device_key, gemm_rows, jobs)
         for n, (case, row) in enumerate(modeled, 1):
             rows.append(row)
-            line = f"[{n:>2}/{len(cases)}] {case.name:<40} {_modeled_detail(row)}"
-            if bar is None:
-                echo(line)
-                continue
-            bar.write(echo, line)
-            bar.advance()
+            bar.finish(echo, f"[{n:>2}/{len(cases)}] {case.name:<40} {_modeled_detail(row)}")
             if n < len(cases):
                 bar.start(cases[n].name)
     stem = out_dir / f"kernels-modeled-{device_key}-{dtype}"

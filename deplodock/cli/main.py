@@ -301,10 +301,10 @@ def write_explorer(
 ) -> Exploration:
     """`compile --html FILE`: lowers `program` to cuda gathering the explorer's data, writes
     the page, and returns the exploration (its stages give what `--ir` prints)."""
+    from deplodock.driver import check_lowerable
     from deplodock.explorer import explore, render_page
 
-    if STAGES.index(args.ir) < STAGES.index(program.stage):
-        raise ValueError(f"the program is already at stage '{program.stage}', below '{args.ir}'")
+    check_lowerable(program, args.ir)  # explore lowers to cuda: --ir must still be reachable
     source = args.code if args.code is not None else _source_text(args)
     title = f"-c {args.code}" if args.code is not None else (program.name or args.source)
     exploration = explore(program, title, source, callback=diffs, progress=progress)

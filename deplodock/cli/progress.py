@@ -60,7 +60,7 @@ def block_progress_bar(quiet: bool = False, stream: Any = None) -> Iterator[Bloc
     """Yields a `BlockProgress` drawing bars on `stream` (stderr) if it is a terminal and
     not `quiet`, else None; the bar is removed when the run ends, however it ends."""
     stream = sys.stderr if stream is None else stream
-    if quiet or not (hasattr(stream, "isatty") and stream.isatty()):
+    if not draws(stream, quiet):
         yield None
         return
     bars = BlockBars(stream)
@@ -120,7 +120,7 @@ def phase_progress_bar(
     """Yields a phase callback drawing a bar on `stream` (stderr) if it is a terminal and
     not `quiet`, else None; the bar is removed when the compile ends, however it ends."""
     stream = sys.stderr if stream is None else stream
-    if quiet or not (hasattr(stream, "isatty") and stream.isatty()):
+    if not draws(stream, quiet):
         yield None
         return
     bar = PhaseBar(phases, stream)
@@ -132,7 +132,7 @@ def phase_progress_bar(
 
 class CountBar:
     """One tqdm bar over a known number of items (the cases of a bench suite), labelled
-    with the item now running; lines printed meanwhile go above the bar (`write`)."""
+    with the item now running; each item's line is printed above the bar (`finish`)."""
 
     def __init__(self, total: int, label: str, stream: Any) -> None:
         from tqdm import tqdm  # only on a terminal
@@ -151,30 +151,44 @@ class CountBar:
     def start(self, item: str) -> None:
         self.bar.set_description_str(f"{self.label}: {item}")
 
-    def advance(self) -> None:
-        self.bar.update(1)
-
-    def write(self, emit: Callable[[str], object], line: str) -> None:
-        """`emit(line)` with the bar cleared first and redrawn after, so they don't mix."""
+    def finish(self, emit: Callable[[str], object], line: str) -> None:
+        """`emit(line)` for an item done (the bar cleared first and redrawn after, so they
+        don't mix), and one more item counted."""
         with self.bar.external_write_mode(file=self.stream):
             emit(line)
+        self.bar.update(1)
 
     def close(self) -> None:
         self.bar.close()
 
 
+class PlainCount:
+    """`CountBar`'s stand-in where no bar is drawn: each item's line, and nothing else."""
+
+    def start(self, item: str) -> None:
+        pass
+
+    def finish(self, emit: Callable[[str], object], line: str) -> None:
+        emit(line)
+
+
 @contextmanager
 def count_progress_bar(
     total: int, label: str, quiet: bool = False, stream: Any = None
-) -> Iterator[CountBar | None]:
-    """Yields a `CountBar` on `stream` (stderr) if it is a terminal and not `quiet`, else
-    None; the bar is removed when the work ends, however it ends."""
+) -> Iterator[CountBar | PlainCount]:
+    """Yields a `CountBar` on `stream` (stderr) if it is a terminal and not `quiet`, else a
+    `PlainCount`; the bar is removed when the work ends, however it ends."""
     stream = sys.stderr if stream is None else stream
-    if quiet or not (hasattr(stream, "isatty") and stream.isatty()):
-        yield None
+    if not draws(stream, quiet):
+        yield PlainCount()
         return
     bar = CountBar(total, label, stream)
     try:
         yield bar
     finally:
         bar.close()
+
+
+def draws(stream: Any, quiet: bool) -> bool:
+    """Whether a bar is drawn on `stream`: a terminal, and no `--quiet`."""
+    return not quiet and hasattr(stream, "isatty") and stream.isatty()

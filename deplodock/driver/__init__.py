@@ -261,6 +261,12 @@ def lower_stage(
     lower(module, stage, ctx, start=STAGES[max(0, STAGES.index(stage) - 1)], callback=callback)
 
 
+def check_lowerable(program: Program, stage: str) -> None:
+    """Fails, in one line, when `program` is already below `stage` (IR is never raised)."""
+    if STAGES.index(stage) < STAGES.index(program.stage):
+        raise ValueError(f"the program is already at stage '{program.stage}', below '{stage}'")
+
+
 def lower_program(
     program: Program,
     stage: str,
@@ -275,9 +281,8 @@ def lower_program(
     hears each phase start.
     """
     ctx = make_context()
+    check_lowerable(program, stage)
     start_index = STAGES.index(program.stage)
-    if STAGES.index(stage) < start_index:
-        raise ValueError(f"the program is already at stage '{program.stage}', below '{stage}'")
     stages = STAGES[start_index + 1 : STAGES.index(stage) + 1]
     stamped = program.layer_prefix is not None and program.op_paths is not None
     if stamped and program.stage == "torch" and "loop" in stages:

@@ -23,11 +23,12 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from xdsl.dialects.builtin import ModuleOp, StringAttr
+from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Operation
 from xdsl.passes import PassPipelineCallbackType
 from xdsl.printer import Printer
 
+from deplodock.dialects.queries import kernel_symbols, symbol_name
 from deplodock.driver import Program, StageProgress, lower_program, render
 from deplodock.passes.diffs import PassDiffs
 from deplodock.passes.pipelines import STAGES
@@ -155,23 +156,16 @@ def _op_text(op: Operation) -> str:
     return stream.getvalue()
 
 
-def _symbol_ops(module: ModuleOp) -> dict[str, Operation]:
-    """The module's top-level ops that carry a symbol name, kernels among them."""
-    found = {}
-    for op in module.ops:
-        name = op.attributes.get("sym_name") or op.properties.get("sym_name")
-        if isinstance(name, StringAttr) and name.data != "forward":
-            found[name.data] = op
-    return found
-
-
 def _kernels(cuda_module: ModuleOp, modules: dict[str, ModuleOp]) -> list[KernelView]:
     """One view per CUDA kernel, with its ops at the levels above (found by symbol name)."""
     from deplodock.backend.build import kernel_ops
     from deplodock.backend.cost import launch_counts
 
     launches = launch_counts(modules["kernel"]) if "kernel" in modules else {}
-    by_level = {level: _symbol_ops(module) for level, module in modules.items()}
+    by_level = {
+        level: {symbol_name(op): op for op in kernel_symbols(module)}
+        for level, module in modules.items()
+    }
     views = []
     for op in kernel_ops(cuda_module):
         name = op.sym_name.data

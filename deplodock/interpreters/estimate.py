@@ -25,6 +25,7 @@ from xdsl.traits import SymbolTable
 from deplodock.dialects import kernel, loop, tile
 from deplodock.dialects.queries import constant_index, symbol_name
 from deplodock.interpreters.blocks import default_blocks_per_batch
+from deplodock.interpreters.tile import threads_per_block
 
 #: Seconds of Python dispatch per executed op of the tile and kernel interpreters on this
 #: project's 2-core development machine, numpy work on up to 256 lanes included:
@@ -133,7 +134,7 @@ def _grid_executions(grid: tile.GridOp, module: ModuleOp, launches: list[tuple[W
     per_block = Work()
     for region in grid.regions:
         per_block += _executions(region, module, launches)
-    threads = max((op.count for op in grid.walk() if isinstance(op, tile.ThreadsOp)), default=1)
+    threads = threads_per_block(grid)
     batches = -(-grid.count // default_blocks_per_batch(threads))
     return Work(per_block.ops * batches, per_block.ops * grid.count * threads)
 

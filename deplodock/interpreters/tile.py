@@ -98,9 +98,9 @@ def _scalar_indices(indices: PythonValues, op: Operation) -> tuple[int, ...]:
         raise InterpretationError(f"{op.name}: per-thread index outside tile.threads") from error
 
 
-def _threads_per_block(grid: tile.GridOp) -> int:
+def threads_per_block(grid: tile.GridOp) -> int:
     """The threads of the grid's `tile.threads` regions (the most, if several): what a batch
-    of blocks is sized by."""
+    of blocks is sized by (here and in `estimate.py`)."""
     return max((op.count for op in grid.walk() if isinstance(op, tile.ThreadsOp)), default=1)
 
 
@@ -144,7 +144,7 @@ class TileFunctions(InterpreterFunctions):
     def run_grid(self, interpreter: Interpreter, op: tile.GridOp, args: PythonValues):
         name = symbol_name(op.parent_op())  # a tile.grid sits in its tile.kernel
         batch = blocks_per_batch_of(interpreter)
-        batch = batch or default_blocks_per_batch(_threads_per_block(op))
+        batch = batch or default_blocks_per_batch(threads_per_block(op))
         stack = _grid_stack(interpreter)
         for first in range(0, op.count, batch):
             blocks = LockstepState(1, first_block=first, num_blocks=min(batch, op.count - first))
