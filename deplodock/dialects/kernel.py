@@ -46,7 +46,7 @@ from xdsl.traits import (
 from xdsl.utils.exceptions import VerifyException
 
 from deplodock.dialects import common
-from deplodock.dialects.common import async_memory
+from deplodock.dialects.common import async_memory, mma
 from deplodock.dialects.element_types import UnsupportedElementType, buffer_bytes
 from deplodock.dialects.hardware import (
     MAX_STATIC_SHARED_BYTES,
@@ -247,6 +247,15 @@ class ShflXorOp(IRDLOperation):
             )
 
 
+@irdl_op_definition
+class MmaSyncOp(mma.MmaSyncOpBase):
+    """`%d:4 = kernel.mma_sync a(...) b(...) c(...) : bf16`: PTX `mma.sync.aligned.m16n8k16
+    .row.col.f32.bf16.bf16.f32` (or `.f16`), one warp-wide tensor-core MMA (`common/mma.py`)."""
+
+    name = "kernel.mma_sync"
+    traits = traits_def(HasAncestor(FuncOp))
+
+
 # --------------------------------------------------------------------------------------------
 # Per-thread control flow
 
@@ -374,6 +383,7 @@ Kernel = Dialect(
         SharedAllocOp,
         BarrierOp,
         ShflXorOp,
+        MmaSyncOp,
         ForOp,
         YieldOp,
         IfOp,

@@ -65,7 +65,7 @@ from xdsl.traits import (
 from xdsl.utils.exceptions import VerifyException
 
 from deplodock.dialects import common
-from deplodock.dialects.common import async_memory
+from deplodock.dialects.common import async_memory, mma
 from deplodock.dialects.element_types import buffer_bytes, byte_size
 from deplodock.dialects.hardware import (
     MAX_STATIC_SHARED_BYTES,
@@ -584,6 +584,13 @@ class ThreadTileOp(IRDLOperation):
     positions: `blocked` gives thread coordinate `c` the run `c*cells + i`, `interleaved`
     gives it `i*threads[dim] + c` (neighbouring threads then touch neighbouring elements,
     which keeps global stores coalesced and shared reads free of bank conflicts).
+
+    `mma` gives each thread the cells of the m16n8k16 accumulator fragments
+    (`common/mma.py`) of its warp: the warps form a `threads[0]/8 x threads[1]/4` grid, warp
+    `w` at row `w / (threads[1]/4)`, and each owns a `8*cells_m x 4*cells_n` warp tile of
+    `cells_m/2 x cells_n/2` MMA tiles. Lane `l` (group `g = l/4`, `q = l%4`) owns rows
+    `16i + 8h + g` (cell `2i + h`) and columns `8j + 2q + e` (cell `2j + e`) of it, which
+    is where `mma.sync` leaves its C and D registers.
     """
 
     name = "tile.thread_tile"
@@ -596,7 +603,9 @@ class ThreadTileOp(IRDLOperation):
 
     traits = traits_def(Pure(), HasAncestor(ThreadsOp))
 
-    LAYOUTS: ClassVar[tuple[str, ...]] = ("blocked", "interleaved")
+    LAYOUTS: ClassVar[tuple[str, ...]] = ("blocked", "interleaved", "mma")
+    #: Threads of a warp along each axis in the `mma` layout (8 groups x 4 lanes).
+    MMA_WARP_THREADS: ClassVar[tuple[int, int]] = (8, 4)
 
     def print(self, printer: Printer) -> None:
         printer.print_string(" ")
@@ -648,15 +657,41 @@ class ThreadTileOp(IRDLOperation):
     def position(self, thread: int, cell: int) -> int:
         """The block-local position of `cell` for thread `thread` (the op's semantics)."""
         cols = self.thread_grid[1]
+        if self.layout.data == "mma":
+            return self._mma_position(thread, cell)
         coord = thread // cols if self.axis == 0 else thread % cols
         if self.layout.data == "blocked":
             return coord * self.cell_count + cell
         return cell * self.thread_grid[self.axis] + coord
 
+    def mma_warp_grid(self) -> tuple[int, int]:
+        """The `mma` layout's grid of warps (rows, columns)."""
+        rows, cols = self.thread_grid
+        return rows // self.MMA_WARP_THREADS[0], cols // self.MMA_WARP_THREADS[1]
+
+    def _mma_position(self, thread: int, cell: int) -> int:
+        warp, lane = thread // WARP_SIZE, thread % WARP_SIZE
+        warp_cols = self.mma_warp_grid()[1]
+        if self.axis == 0:  # 8 rows per cell pair: the C fragment's rows g and g + 8
+            base = warp // warp_cols * 8 * self.cell_count + lane // 4
+            return base + 16 * (cell // 2) + 8 * (cell % 2)
+        base = warp % warp_cols * 4 * self.cell_count + 2 * (lane % 4)
+        return base + 8 * (cell // 2) + cell % 2
+
     def verify_(self) -> None:
         grid = self.thread_grid
         if len(grid) != 2 or min(grid) <= 0:
             raise VerifyException("tile.thread_tile: threads must be two positive extents")
+        if self.layout.data == "mma" and (
+            grid[0] % self.MMA_WARP_THREADS[0]
+            or grid[1] % self.MMA_WARP_THREADS[1]
+            or self.cell_count % 2
+        ):
+            raise VerifyException(
+                f"tile.thread_tile: the mma layout needs a thread grid of multiples of "
+                f"{self.MMA_WARP_THREADS[0]} x {self.MMA_WARP_THREADS[1]} and an even cell "
+                f"count, got {grid[0]}x{grid[1]} threads and {self.cell_count} cells"
+            )
         if self.axis not in (0, 1):
             raise VerifyException(f"tile.thread_tile: dim must be 0 or 1, got {self.axis}")
         if self.layout.data not in self.LAYOUTS:
@@ -777,6 +812,16 @@ class StoreVectorOp(async_memory.StoreVectorOpBase):
     name = "tile.store_vector"
 
 
+@irdl_op_definition
+class MmaSyncOp(mma.MmaSyncOpBase):
+    """`%d:4 = tile.mma_sync a(...) b(...) c(...) : bf16`: one warp's m16n8k16 tensor-core
+    multiply-accumulate; the 32 threads `[32w, 32w + 32)` of the block form warp `w`
+    (`common/mma.py` has the fragment layout)."""
+
+    name = "tile.mma_sync"
+    traits = traits_def(HasAncestor(ThreadsOp))
+
+
 Tile = Dialect(
     "tile",
     [
@@ -802,6 +847,7 @@ Tile = Dialect(
         AsyncWaitOp,
         LoadVectorOp,
         StoreVectorOp,
+        MmaSyncOp,
     ],
     [],
 )

@@ -61,7 +61,7 @@ from deplodock.interpreters.common import (
     terminator_impl,
 )
 from deplodock.interpreters.shared_memory import SharedBuffer, shared_buffer_name
-from deplodock.interpreters.simt import LockstepState, buffer_name
+from deplodock.interpreters.simt import LockstepState, buffer_name, mma_operands
 from deplodock.interpreters.values import empty_buffer
 
 
@@ -155,6 +155,13 @@ class KernelFunctions(InterpreterFunctions):
         values = state.lanes.lanes(args[0])
         source = state.lanes.lane_ids ^ op.mask.value.data
         return (values[source],)
+
+    @impl(kernel.MmaSyncOp)
+    def run_mma_sync(self, interpreter: Interpreter, op: kernel.MmaSyncOp, args: PythonValues):
+        """The warp's fragments in, D's fragments out (`LockstepState.mma`)."""
+        state = _block(interpreter, op)
+        a, b, c = mma_operands(op, args)
+        return state.lanes.mma(op.SHAPE, a, b, c, op.name)
 
     # -- control flow -----------------------------------------------------------------------
 

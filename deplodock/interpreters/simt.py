@@ -20,6 +20,7 @@ with state.masked(t < n):                 # push_mask / pop_mask
     state.scatter(out, (i, j), v * 2, name="y", op=op)     # inactive lanes write nothing
 results = state.run_loop(lb, ub, step, inits, body)         # a per-lane `for` with iter_args
 total = state.combine("add", partial)                       # all-reduce over active lanes
+d = state.mma(shape, a, b, c)            # a warp-wide tensor-core MMA, fragments per lane
 ```
 
 Memory checks: an out-of-bounds index in an active lane, and two active lanes writing
@@ -39,6 +40,8 @@ import numpy as np
 from xdsl.ir import Operation, SSAValue
 from xdsl.utils.exceptions import InterpretationError
 
+from deplodock.dialects.common.mma import MmaShape, MmaSyncOpBase, warp_mma
+from deplodock.dialects.hardware import WARP_SIZE
 from deplodock.dialects.reduce_kind import ReduceKind
 
 
@@ -338,6 +341,34 @@ class LockstepState:
         totals = reduce_kind.numpy_ufunc.reduce(groups, axis=1, dtype=lanes.dtype)
         return np.repeat(totals, width).astype(lanes.dtype, copy=False)
 
+    def mma(
+        self, shape: MmaShape, a: Sequence[Any], b: Sequence[Any], c: Sequence[Any], what: str
+    ) -> tuple[np.ndarray, ...]:
+        """A warp-wide `mma.sync`: lanes `[32w, 32w + 32)` of each block are warp `w`, and
+        each lane passes its fragment registers (`common/mma.py`). Every lane of a warp that
+        takes part must be active: `mma.sync` in a partly active warp is undefined."""
+        if self.num_threads % WARP_SIZE:
+            raise InterpretationError(
+                f"{what}: a block of {self.num_threads} threads is not whole warps"
+            )
+        active = self.current_mask.reshape(-1, WARP_SIZE)
+        partial = active.any(axis=1) & ~active.all(axis=1)
+        if partial.any():
+            warp = int(np.flatnonzero(partial)[0])
+            lane = warp * WARP_SIZE + int(np.flatnonzero(~active[warp])[0])
+            raise InterpretationError(
+                f"{what}: {self.describe_lane(lane)} is inactive while its warp runs the "
+                "MMA (mma.sync needs every lane of the warp)"
+            )
+
+        def fragments(values: Sequence[Any]) -> np.ndarray:
+            stacked = np.stack([self.lanes(v).astype(np.float32) for v in values], axis=-1)
+            return stacked.reshape(-1, WARP_SIZE, len(values))
+
+        d = warp_mma(shape, fragments(a), fragments(b), fragments(c)).reshape(self.num_lanes, -1)
+        old = [self.lanes(v).astype(np.float32) for v in c]
+        return tuple(self.select(d[:, i], old[i]) for i in range(d.shape[1]))
+
     def _block_combine(self, kind: ReduceKind, lanes: np.ndarray) -> np.ndarray:
         """The whole-block all-reduce. Each block reduces exactly the values a lone block
         would (its active lanes, in order), so a float sum rounds the same whatever the
@@ -351,6 +382,13 @@ class LockstepState:
             for block in np.flatnonzero(active.any(axis=1)):
                 totals[block] = ufunc.reduce(rows[block][active[block]], dtype=lanes.dtype)
         return np.repeat(totals, self.num_threads).astype(lanes.dtype, copy=False)
+
+
+def mma_operands(op: MmaSyncOpBase, args: Sequence[Any]) -> tuple[Sequence[Any], ...]:
+    """An mma op's interpreted operands split into its A, B and C fragments."""
+    a_end = len(op.a)
+    b_end = a_end + len(op.b)
+    return args[:a_end], args[a_end:b_end], args[b_end:]
 
 
 def _extreme(dtype: np.dtype, kind: ReduceKind) -> Any:

@@ -56,7 +56,7 @@ from deplodock.interpreters.common import (
     terminator_impl,
 )
 from deplodock.interpreters.shared_memory import SharedBuffer, shared_buffer_name
-from deplodock.interpreters.simt import LockstepState, buffer_name
+from deplodock.interpreters.simt import LockstepState, buffer_name, mma_operands
 from deplodock.interpreters.values import empty_buffer
 
 
@@ -171,6 +171,13 @@ class TileFunctions(InterpreterFunctions):
     def run_thread_tile(self, interpreter: Interpreter, op: tile.ThreadTileOp, args: PythonValues):
         threads = np.asarray(args[0], dtype=np.int64)
         return tuple(op.position(threads, cell) for cell in range(op.cell_count))  # type: ignore[arg-type]
+
+    @impl(tile.MmaSyncOp)
+    def run_mma_sync(self, interpreter: Interpreter, op: tile.MmaSyncOp, args: PythonValues):
+        """The warp's fragments in, D's fragments out (`LockstepState.mma`)."""
+        state = _require_threads(interpreter, op)
+        a, b, c = mma_operands(op, args)
+        return state.lanes.mma(op.SHAPE, a, b, c, op.name)
 
     @impl(tile.SharedAllocOp)
     def run_shared_alloc(

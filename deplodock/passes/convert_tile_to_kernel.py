@@ -20,9 +20,10 @@ The schedule's structure ops become what they mean: `tile.if`, `tile.barrier` an
 `kernel.shared_alloc` (a swizzled array's accesses first get the XOR of their column,
 `tile.Swizzle`); `tile.block_tile` and `tile.thread_tile` expand into the index
 arithmetic of their definitions (division and remainder by the tile counts, grouped raster,
-blocked or interleaved cells). The asynchronous copies and vector accesses map one to one:
-`tile.copy_async/async_commit/async_wait/load_vector/store_vector` ->
-`kernel.cp_async/cp_async_commit/cp_async_wait/load_vector/store_vector`.
+blocked, interleaved or MMA-fragment cells). The asynchronous copies, vector accesses and
+tensor-core MMAs map one to one:
+`tile.copy_async/async_commit/async_wait/load_vector/store_vector/mma_sync` ->
+`kernel.cp_async/cp_async_commit/cp_async_wait/load_vector/store_vector/mma_sync`.
 
 Host ops `tile.alloc/launch` become `kernel.alloc/launch`. No tile op remains.
 """
@@ -544,6 +545,9 @@ class ThreadTileToArith(RewritePattern):
     def match_and_rewrite(self, op: tile.ThreadTileOp, rewriter: PatternRewriter) -> None:
         math = _IndexMath(rewriter, op)
         rows, cols = op.thread_grid
+        if op.layout.data == "mma":
+            rewriter.replace(op, [], _mma_positions(math, op))
+            return
         if op.axis == 0:
             coord = math.div(op.thread, cols, "tm")
         else:
@@ -558,6 +562,29 @@ class ThreadTileToArith(RewritePattern):
                 position.name_hint = op.results[cell].name_hint
             positions.append(position)
         rewriter.replace(op, [], positions)
+
+
+def _mma_positions(math: _IndexMath, op: tile.ThreadTileOp) -> list[SSAValue]:
+    """The `mma` layout as index arithmetic (`tile.ThreadTileOp._mma_position`)."""
+    warp = math.div(op.thread, WARP_SIZE, "warp")
+    lane = math.rem(op.thread, WARP_SIZE, "lane")
+    warp_cols = op.mma_warp_grid()[1]
+    cells = op.cell_count
+    if op.axis == 0:
+        corner = math.mul(math.div(warp, warp_cols, "wm"), 8 * cells)
+        base = math.add(corner, math.div(lane, 4, "group"), "wrow")
+        steps = [16 * (cell // 2) + 8 * (cell % 2) for cell in range(cells)]
+    else:
+        corner = math.mul(math.rem(warp, warp_cols, "wn"), 4 * cells)
+        base = math.add(corner, math.mul(math.rem(lane, 4, "quad"), 2), "wcol")
+        steps = [8 * (cell // 2) + cell % 2 for cell in range(cells)]
+    positions = []
+    for cell, step in enumerate(steps):
+        position = math.add(base, step)
+        if position.name_hint is None and op.results[cell].name_hint:
+            position.name_hint = op.results[cell].name_hint
+        positions.append(position)
+    return positions
 
 
 class ReturnToKernel(RewritePattern):
@@ -589,6 +616,17 @@ class AsyncWaitToKernel(RewritePattern):
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: tile.AsyncWaitOp, rewriter: PatternRewriter) -> None:
         rewriter.replace(op, kernel.CpAsyncWaitOp(op.groups))
+
+
+class MmaSyncToKernel(RewritePattern):
+    """`tile.mma_sync` -> `kernel.mma_sync`: the warp is the same 32 threads at both levels."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: tile.MmaSyncOp, rewriter: PatternRewriter) -> None:
+        new = kernel.MmaSyncOp(op.a, op.b, op.c)
+        for old_result, new_result in zip(op.d, new.d, strict=True):
+            new_result.name_hint = old_result.name_hint
+        rewriter.replace(op, new)
 
 
 class LoadVectorToKernel(RewritePattern):
@@ -638,6 +676,7 @@ class ConvertTileToKernelPass(ModulePass):
             AsyncCommitToKernel(),
             AsyncWaitToKernel(),
             LoadVectorToKernel(),
+            MmaSyncToKernel(),
             StoreVectorToKernel(),
         )
         _walk(op, StoreToKernel(kernels), AtomicAddToKernel(kernels), CombineToShuffles(kernels))

@@ -1,0 +1,182 @@
+"""Warp-level matrix multiply-accumulate on tensor cores, shared by `tile` and `kernel`.
+
+Syntax (`X` is `tile` or `kernel`):
+
+```
+%d0, %d1, %d2, %d3 = X.mma_sync a(%a0, ..., %a7) b(%b0, %b1, %b2, %b3) c(%c0, ..., %c3) : bf16
+```
+
+One op is one PTX `mma.sync.aligned.m16n8k16.row.col.f32.<t>.<t>.f32` (`t` = bf16 or f16):
+the 32 threads of a warp together compute `D = A x B + C` for a 16x16 A, a 16x8 B and a
+16x8 fp32 C and D. No thread holds a matrix: each holds a *fragment*, 8 elements of A, 4 of
+B, 4 of C and D, at the positions `MMA_M16N8K16` gives (the PTX ISA's "Matrix Fragments for
+mma.m16n8k16 with floating point type"). Every lane of the warp must execute it, with the
+same shape: the verifier cannot see lanes, so the interpreters reject a partly active warp.
+It is not `Pure`, like a shuffle: a warp-collective op must not be merged, moved or
+dropped by the generic rewrites.
+
+The products of two 16-bit floats are exact in fp32; the PTX ISA leaves the order and the
+intermediate precision of the sums open, so the interpreters and the CPU emulation add the
+16 products of a dot product in order, in fp32, and then add C (any order is a legal result,
+and the checks against PyTorch use the bf16 tolerance).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numpy as np
+from xdsl.dialects.builtin import BFloat16Type, Float16Type, Float32Type, f32
+from xdsl.ir import Operation, SSAValue
+from xdsl.irdl import AttrSizedOperandSegments, IRDLOperation, var_operand_def, var_result_def
+from xdsl.parser import Parser, UnresolvedOperand
+from xdsl.printer import Printer
+from xdsl.utils.exceptions import VerifyException
+
+from deplodock.dialects.hardware import WARP_SIZE
+
+
+@dataclass(frozen=True)
+class MmaShape:
+    """An `mma.sync` shape and where each lane's fragment registers sit in the matrices.
+
+    Lane `l` of the warp has group `g = l // 4` and index in its group `q = l % 4`. The
+    `*_position` methods give the (row, column) of register `i` of lane `l`: A is M x K,
+    B is K x N, C and D are M x N.
+    """
+
+    m: int
+    n: int
+    k: int
+    a_registers: int
+    b_registers: int
+    c_registers: int
+
+    @property
+    def name(self) -> str:
+        return f"m{self.m}n{self.n}k{self.k}"
+
+    def a_position(self, lane: int, i: int) -> tuple[int, int]:
+        g, q = lane // 4, lane % 4
+        return g + 8 * ((i // 2) % 2), 2 * q + i % 2 + 8 * (i // 4)
+
+    def b_position(self, lane: int, i: int) -> tuple[int, int]:
+        g, q = lane // 4, lane % 4
+        return 2 * q + i % 2 + 8 * (i // 2), g
+
+    def c_position(self, lane: int, i: int) -> tuple[int, int]:
+        g, q = lane // 4, lane % 4
+        return g + 8 * (i // 2), 2 * q + i % 2
+
+    def positions(self, operand: str) -> tuple[np.ndarray, np.ndarray]:
+        """(rows, cols) of every `(lane, register)` of `operand` ("a", "b" or "c"), each a
+        `(32, registers)` array: what the interpreters gather and scatter by."""
+        registers = {"a": self.a_registers, "b": self.b_registers, "c": self.c_registers}[operand]
+        where = {"a": self.a_position, "b": self.b_position, "c": self.c_position}[operand]
+        rows = np.zeros((WARP_SIZE, registers), dtype=np.int64)
+        cols = np.zeros((WARP_SIZE, registers), dtype=np.int64)
+        for lane in range(WARP_SIZE):
+            for i in range(registers):
+                rows[lane, i], cols[lane, i] = where(lane, i)
+        return rows, cols
+
+
+#: `mma.sync.aligned.m16n8k16.row.col.f32.{bf16,f16}.{bf16,f16}.f32` (compute capability 8.0+).
+MMA_M16N8K16 = MmaShape(m=16, n=8, k=16, a_registers=8, b_registers=4, c_registers=4)
+
+
+def warp_mma(shape: MmaShape, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """`D = A x B + C` for many warps at once, from and to fragments.
+
+    `a`, `b`, `c` are `(warps, 32, registers)` arrays of per-lane values (16-bit inputs
+    carried in float32, as the interpreters do); the result is D's fragments, `(warps, 32,
+    c_registers)` float32. Products are summed over k in order in fp32, then C is added.
+    """
+    warps = a.shape[0]
+    a_rows, a_cols = shape.positions("a")
+    b_rows, b_cols = shape.positions("b")
+    c_rows, c_cols = shape.positions("c")
+    a_matrix = np.zeros((warps, shape.m, shape.k), dtype=np.float32)
+    b_matrix = np.zeros((warps, shape.k, shape.n), dtype=np.float32)
+    c_matrix = np.zeros((warps, shape.m, shape.n), dtype=np.float32)
+    a_matrix[:, a_rows, a_cols] = a
+    b_matrix[:, b_rows, b_cols] = b
+    c_matrix[:, c_rows, c_cols] = c
+    total = np.zeros((warps, shape.m, shape.n), dtype=np.float32)
+    for kk in range(shape.k):  # in order, rounding to fp32 after each add
+        total = total + a_matrix[:, :, kk, None] * b_matrix[:, None, kk, :]
+    d_matrix = (total + c_matrix).astype(np.float32)
+    return d_matrix[:, c_rows, c_cols]
+
+
+class MmaSyncOpBase(IRDLOperation):
+    """`X.mma_sync a(...) b(...) c(...) : T`: one warp-wide m16n8k16 MMA (module docstring)."""
+
+    a = var_operand_def()
+    b = var_operand_def()
+    c = var_operand_def()
+    d = var_result_def()
+
+    irdl_options = (AttrSizedOperandSegments(as_property=True),)
+
+    #: Only one shape exists for now; the op keeps it as a class fact, not an attribute.
+    SHAPE: ClassVar[MmaShape] = MMA_M16N8K16
+
+    def __init__(self, a: Sequence[SSAValue], b: Sequence[SSAValue], c: Sequence[SSAValue]) -> None:
+        super().__init__(operands=[list(a), list(b), list(c)], result_types=[[f32] * len(c)])
+
+    def print(self, printer: Printer) -> None:
+        for key, values in (("a", self.a), ("b", self.b), ("c", self.c)):
+            printer.print_string(f" {key}(")
+            printer.print_list(values, printer.print_ssa_value)
+            printer.print_string(")")
+        printer.print_op_attributes(self.attributes)
+        printer.print_string(" : ")
+        printer.print_attribute(self.a[0].type if self.a else f32)
+
+    @classmethod
+    def parse(cls, parser: Parser) -> MmaSyncOpBase:
+        groups: list[list[UnresolvedOperand]] = []
+        for key in ("a", "b", "c"):
+            parser.parse_keyword(key)
+            groups.append(
+                parser.parse_comma_separated_list(
+                    parser.Delimiter.PAREN, parser.parse_unresolved_operand
+                )
+            )
+        attributes = parser.parse_optional_attr_dict()
+        parser.parse_punctuation(":")
+        element = parser.parse_type()
+        a = parser.resolve_operands(groups[0], [element] * len(groups[0]), parser.pos)
+        b = parser.resolve_operands(groups[1], [element] * len(groups[1]), parser.pos)
+        c = parser.resolve_operands(groups[2], [f32] * len(groups[2]), parser.pos)
+        op = cls(a, b, c)
+        op.attributes |= attributes
+        return op
+
+    def verify_(self) -> None:
+        shape = self.SHAPE
+        counts = (len(self.a), len(self.b), len(self.c), len(self.d))
+        expected = (shape.a_registers, shape.b_registers, shape.c_registers, shape.c_registers)
+        if counts != expected:
+            raise VerifyException(
+                f"{self.name}: {shape.name} takes {expected[0]} A, {expected[1]} B and "
+                f"{expected[2]} C values per lane and gives {expected[3]}, got "
+                f"{counts[0]}, {counts[1]}, {counts[2]} and {counts[3]}"
+            )
+        inputs = {value.type for value in (*self.a, *self.b)}
+        if len(inputs) != 1 or not isinstance(next(iter(inputs)), BFloat16Type | Float16Type):
+            found = ", ".join(sorted(str(t) for t in inputs))
+            raise VerifyException(
+                f"{self.name}: A and B must both be bf16 or both f16, got {found}"
+            )
+        if not all(isinstance(v.type, Float32Type) for v in (*self.c, *self.d)):
+            raise VerifyException(f"{self.name}: C and D must be f32 (fp32 accumulation)")
+
+
+def input_type(op: Operation) -> str:
+    """`bf16` or `f16`: the PTX type name of an mma op's A and B."""
+    assert isinstance(op, MmaSyncOpBase)
+    return "bf16" if isinstance(op.a[0].type, BFloat16Type) else "f16"
