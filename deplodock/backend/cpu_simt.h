@@ -940,7 +940,7 @@ DD_DEVICE void dd_cp_async_wait() {
 #endif
 }
 
-// Vector accesses: N elements of T (8 or 16 bytes) in one `ld/st.v2|v4` (LDG.E.64/.128).
+// Vector accesses: N elements of T (4, 8 or 16 bytes) in one `ld/st.v2|v4` (LDS, .64, .128).
 // The address must be aligned to the vector size (a GPU faults otherwise; the emulation
 // reports it and aborts).
 template <class T, int N>
@@ -961,7 +961,8 @@ inline void check_vector_alignment(const void* p, size_t bytes) {
 
 template <class T, int N>
 DD_DEVICE dd_vec<T, N> dd_load_vector(const T* p) {
-  static_assert(sizeof(T) * N == 8 || sizeof(T) * N == 16, "vector accesses are 8 or 16 bytes");
+  static_assert(sizeof(T) * N == 4 || sizeof(T) * N == 8 || sizeof(T) * N == 16,
+                "vector accesses are 4, 8 or 16 bytes");
 #if !defined(__CUDACC__)
   deplodock_simt::check_vector_alignment(p, sizeof(T) * N);
 #endif
@@ -970,7 +971,8 @@ DD_DEVICE dd_vec<T, N> dd_load_vector(const T* p) {
 
 template <class T, int N>
 DD_DEVICE void dd_store_vector(T* p, const dd_vec<T, N>& value) {
-  static_assert(sizeof(T) * N == 8 || sizeof(T) * N == 16, "vector accesses are 8 or 16 bytes");
+  static_assert(sizeof(T) * N == 4 || sizeof(T) * N == 8 || sizeof(T) * N == 16,
+                "vector accesses are 4, 8 or 16 bytes");
 #if !defined(__CUDACC__)
   deplodock_simt::check_vector_alignment(p, sizeof(T) * N);
 #endif

@@ -30,6 +30,7 @@ DEPLODOCK_PASSES: dict[str, tuple[str, str]] = {
     "tile-register-prefetch": ("tile.register_prefetch", "TileRegisterPrefetchPass"),
     "tile-grid-stride": ("tile.grid_stride", "TileGridStridePass"),
     "tile-vectorize": ("tile.vectorize", "TileVectorizePass"),
+    "tile-mma": ("tile.mma", "TileMmaPass"),
     "tile-rows": ("tile.rows", "TileRowsPass"),
     "tile-rows-to-blocks": ("tile.rows_to_blocks", "TileRowsToBlocksPass"),
     "tile-online-softmax": ("tile.online_softmax", "TileOnlineSoftmaxPass"),

@@ -32,6 +32,7 @@ STAGE_PASSES: dict[str, tuple[str, ...]] = {
         "tile-thread",
         "tile-chunk-k",
         "tile-stage",
+        "tile-mma",
         "tile-vectorize",
         "tile-pad-shared",
         "tile-multibuffer",

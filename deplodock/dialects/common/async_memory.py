@@ -21,7 +21,7 @@ X.store_vector %a, %b, %c, %d, %buf[%i, %j] : memref<64x64xf32>
   until at most `N` of the thread's most recently committed groups are still pending.
   Other threads see the landed data only after a barrier.
 - `load_vector` / `store_vector` move `width` (2 or 4) consecutive elements of the innermost
-  dimension in one 8- or 16-byte access; the innermost index must be a multiple of `width`.
+  dimension in one 4-, 8- or 16-byte access; the innermost index must be a multiple of `width`.
 
 The verifiers reject what the hardware cannot do (sizes in `hardware.py`): a copy size other
 than 4/8/16 bytes or not a whole number of elements, a copy into global memory or from shared
@@ -269,7 +269,7 @@ def _verify_vector(op: Operation, memref: SSAValue, indices: Sequence[SSAValue],
 
 class LoadVectorOpBase(IRDLOperation):
     """`%a, %b, %c, %d = X.load_vector %buf[%i, ...] width 4 : memref<...>`: elements
-    `[..., i + k]` for `k < width`, one result each, in one 8- or 16-byte access."""
+    `[..., i + k]` for `k < width`, one result each, in one 4-, 8- or 16-byte access."""
 
     memref = operand_def(MemRefType)
     indices = var_operand_def(IndexType())
@@ -320,7 +320,7 @@ class LoadVectorOpBase(IRDLOperation):
 
 class StoreVectorOpBase(IRDLOperation):
     """`X.store_vector %a, %b, %c, %d, %buf[%i, ...] : memref<...>`: the values go to
-    `[..., i + k]`, in one 8- or 16-byte access."""
+    `[..., i + k]`, in one 4-, 8- or 16-byte access."""
 
     values = var_operand_def()
     memref = operand_def(MemRefType)

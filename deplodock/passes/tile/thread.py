@@ -22,6 +22,13 @@ product), instead of 2 loads per multiply-add.
 Knobs (`schedule`): `fm`, `fn` (register cells per thread). Default: `bm/16 x bn/16`, at
 most 8 x 8 (128 x 128 -> 256 threads of 8 x 8 cells, 64 x 64 -> 256 of 4 x 4), so a thread
 keeps at most 64 accumulators, well within the 255 registers a thread may use.
+
+Knob `mma` (1 or 0): lay the cells out as the accumulator fragments of `mma.sync` m16n8k16
+(`tile.thread_tile ... mma`), so that `tile-mma` can then hand the inner product to the
+tensor cores. Default on when both operands are bf16 or f16 products summed in fp32 and the
+block has a legal MMA grid: a thread grid of multiples of 8 x 4 with even cell counts
+(`mma_grid`; for 128 x 112 on 256 threads, 32 x 8 threads of 4 x 14 cells, because 7 cells
+cannot pair). The scalar inner product is correct on either layout.
 """
 
 from __future__ import annotations
@@ -30,7 +37,8 @@ import itertools
 from dataclasses import dataclass, field
 
 from xdsl.context import Context
-from xdsl.dialects.builtin import ModuleOp
+from xdsl.dialects import arith
+from xdsl.dialects.builtin import BFloat16Type, Float16Type, Float32Type, ModuleOp
 from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
@@ -70,6 +78,28 @@ def default_cells(bm: int, bn: int, element_bytes: int = 4) -> tuple[int, int]:
     if element_bytes == 4 and (bm, bn) in WIDE_FP32_TILES:
         return 8, 8
     return max(1, min(8, bm // 16)), max(1, min(8, bn // 16))
+
+
+def mma_grid(bm: int, bn: int, threads: int) -> tuple[int, int] | None:
+    """Cells (FM, FN) of an MMA layout of a BM x BN tile on `threads` threads, or None.
+
+    The thread grid must be whole 8 x 4 warps (`tile.ThreadTileOp.MMA_WARP_THREADS`) and
+    each thread's cells whole fragment pairs. Among the legal grids, the one whose thread
+    loads the fewest fragment words per 16-deep K step (4 per A tile of 16 rows, 2 per B
+    tile of 8 columns: `2 FM + FN`), then the squarer one."""
+    rows_per_warp, cols_per_warp = tile.ThreadTileOp.MMA_WARP_THREADS
+    best: tuple[tuple[int, int], tuple[int, int]] | None = None
+    for rows in range(rows_per_warp, threads + 1, rows_per_warp):
+        if threads % rows or (threads // rows) % cols_per_warp:
+            continue
+        cols = threads // rows
+        if bm % rows or bn % cols or (bm // rows) % 2 or (bn // cols) % 2:
+            continue
+        fm, fn = bm // rows, bn // cols
+        rank = (2 * fm + fn, abs(fm - fn))
+        if best is None or rank < best[0]:
+            best = (rank, (fm, fn))
+    return None if best is None else best[1]
 
 
 def legal_cells(bm: int, bn: int) -> list[tuple[int, int]]:
@@ -201,8 +231,9 @@ def _cell_loops(threads: tile.ThreadsOp) -> tuple[tile.ForOp, tile.ForOp] | None
     return loops[0], inner[0]
 
 
-def thread_contraction(kernel: tile.KernelOp, fm: int, fn: int) -> bool:
-    """Maps the tile of a blocked contraction onto threads x register cells."""
+def thread_contraction(kernel: tile.KernelOp, fm: int, fn: int, mma: bool = False) -> bool:
+    """Maps the tile of a blocked contraction onto threads x register cells (as MMA
+    fragments with `mma`)."""
     threads = schedule.threads_of(kernel)
     if threads is None or (loops := _cell_loops(threads)) is None:
         return False
@@ -217,8 +248,9 @@ def thread_contraction(kernel: tile.KernelOp, fm: int, fn: int) -> bool:
     schedule.check_threads(kernel, grid[0] * grid[1], "threads (bm/fm * bn/fn)")
     schedule.set_count(threads, grid[0] * grid[1])
     point = InsertPoint.before(rows)
-    row_tile = tile.ThreadTileOp(threads.iv, 0, grid, fm, "blocked")
-    col_tile = tile.ThreadTileOp(threads.iv, 1, grid, fn, "interleaved")
+    layouts = ("mma", "mma") if mma else ("blocked", "interleaved")
+    row_tile = tile.ThreadTileOp(threads.iv, 0, grid, fm, layouts[0])
+    col_tile = tile.ThreadTileOp(threads.iv, 1, grid, fn, layouts[1])
     Rewriter.insert_op([row_tile, col_tile], point)
     for k, value in enumerate(row_tile.positions):
         value.name_hint = f"mm_{k}"
@@ -250,6 +282,22 @@ def _operand_bytes(kernel: tile.KernelOp) -> int:
     return max(sizes, default=4)
 
 
+def sixteen_bit_product(kernel: tile.KernelOp) -> bool:
+    """Whether the contraction sums, in fp32, products of two bf16 (or two f16) values:
+    what `mma.sync` m16n8k16 computes."""
+    for loop in kernel.walk():
+        if not isinstance(loop, tile.ForOp) or not loop.is_reduce:
+            continue
+        for op in loop.body.block.ops:
+            if isinstance(op, arith.MulfOp) and isinstance(op.result.type, Float32Type):
+                sources = [operand.owner for operand in op.operands]
+                if all(isinstance(s, arith.ExtFOp) for s in sources):
+                    types = {s.input.type for s in sources}  # type: ignore[union-attr]
+                    if len(types) == 1 and isinstance(types.pop(), BFloat16Type | Float16Type):
+                        return True
+    return False
+
+
 def _erase_emptied(rows: tile.ForOp) -> None:
     """The cell loops go, with the originals of every op that was cloned per cell."""
     inside = set(rows.walk())
@@ -268,17 +316,22 @@ class TileThreadPass(Tunable, ModulePass):
     """
 
     name = "tile-thread"
-    knobs = ("fm", "fn")
+    knobs = ("fm", "fn", "mma")
 
     fm: int = 0
     fn: int = 0
+    #: 1: MMA fragment layout, 0: blocked rows and interleaved columns, -1: the heuristic.
+    mma: int = -1
 
     def applies_to(self, kernel: tile.KernelOp) -> bool:
         return has_knob(kernel, "bm") and not has_knob(kernel, "fm")
 
     def candidates(self, kernel: tile.KernelOp) -> list[Choice]:
         bm, bn = schedule.read_knob(kernel, "bm", 0), schedule.read_knob(kernel, "bn", 0)
-        return [{"fm": fm, "fn": fn} for fm, fn in legal_cells(bm, bn)]
+        layouts = (0, 1) if sixteen_bit_product(kernel) else (0,)
+        return [
+            {"fm": fm, "fn": fn, "mma": mma} for fm, fn in legal_cells(bm, bn) for mma in layouts
+        ]
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         for kernel in [k for k in op.ops if isinstance(k, tile.KernelOp)]:
@@ -286,10 +339,23 @@ class TileThreadPass(Tunable, ModulePass):
                 continue
             bm = schedule.read_knob(kernel, "bm", 0)
             bn = schedule.read_knob(kernel, "bn", 0)
-            guess_m, guess_n = default_cells(bm, bn, _operand_bytes(kernel))
-            fm = schedule.read_knob(kernel, "fm", self.fm or guess_m)
-            fn = schedule.read_knob(kernel, "fn", self.fn or guess_n)
-            if thread_contraction(kernel, fm, fn):
+            fm, fn, mma = self._choose(kernel, bm, bn)
+            if thread_contraction(kernel, fm, fn, bool(mma)):
                 schedule.write_knob(kernel, "fm", fm)
                 schedule.write_knob(kernel, "fn", fn)
+                schedule.write_knob(kernel, "mma", mma)
                 schedule.write_knob(kernel, "threads", bm // fm * (bn // fn))
+
+    def _choose(self, kernel: tile.KernelOp, bm: int, bn: int) -> tuple[int, int, int]:
+        """(fm, fn, mma): the kernel's knobs, else the options, else the heuristic."""
+        guess_m, guess_n = default_cells(bm, bn, _operand_bytes(kernel))
+        fm = schedule.read_knob(kernel, "fm", self.fm or guess_m)
+        fn = schedule.read_knob(kernel, "fn", self.fn or guess_n)
+        mma = schedule.read_knob(kernel, "mma", self.mma)
+        if mma == -1:  # the heuristic: MMA cells on the default thread count, if legal
+            cells = None
+            if sixteen_bit_product(kernel) and not (has_knob(kernel, "fm") or self.fm):
+                cells = mma_grid(bm, bn, bm // fm * (bn // fn))
+            mma = int(cells is not None)
+            fm, fn = cells or (fm, fn)
+        return fm, fn, mma

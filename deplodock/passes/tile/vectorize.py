@@ -2,7 +2,8 @@
 
 (On a staged contraction the same pass vectorizes the reads of the shared slabs instead,
 `vectorize_slabs.py`, and widens the copies that compute a fused prologue to 16-byte loads
-and stores: `cp.async` cannot compute, so `tile-async-copy` leaves them synchronous.)
+and stores: `cp.async` cannot compute, so `tile-async-copy` leaves them synchronous. Slabs
+that `tile-mma` reads as fragment pairs keep their reads; the copies are still widened.)
 
 Trigger: a `tile.kernel` scheduled by `tile-grid-stride` (each top-level loop of its threads
 body is `tile.for %lin = %start to N step G*T`, `%start` per thread) whose loop bodies are
@@ -260,8 +261,14 @@ class TileVectorizePass(Tunable, ModulePass):
                 if vectorize_slab_reads(kernel, width):
                     schedule.write_knob(kernel, "vector", _slab_width(kernel))
                     vectorize_prologue_copies(kernel)
+                elif _reads_fragments(kernel):  # `tile-mma` already reads its slabs in pairs
+                    vectorize_prologue_copies(kernel)
                 continue
             vectorize(kernel, self.width)
+
+
+def _reads_fragments(kernel: tile.KernelOp) -> bool:
+    return any(isinstance(op, tile.MmaSyncOp) for op in kernel.walk())
 
 
 def _slab_width(kernel: tile.KernelOp) -> int:

@@ -1,0 +1,322 @@
+"""`tile-mma`: a bf16 or f16 contraction multiplies on the tensor cores (`mma.sync` m16n8k16).
+
+Trigger: a staged contraction whose threads own MMA fragment cells (`tile-thread` with
+`mma = 1`: `tile.thread_tile ... mma`), and whose `ki` loop (one K chunk: from 0, step 1, BK
+a multiple of 16) is exactly FM x FN fp32 accumulators `acc += extf(a_s[.., row cell, .., ki])
+* extf(b_s[.., col cell, .., ki])` over two shared slabs of bf16 (or f16). Anything else in
+the loop (a guard, a fused computation) leaves the kernel on the FMA pipe.
+
+Rewrite: `ki` steps by 16. Per step each thread loads, for each 16-row MMA tile it is part
+of, its 8-element A fragment (the rows of its cells `2i`, `2i+1`; `k = ki + 2q + {0, 1}` and
+`+ 8`, lane `l`, `q = l % 4`), for each 8-column tile its 4-element B fragment (column
+`8j + g` of the warp tile, `g = l / 4`, the same `k`), and issues (FM/2) x (FN/2)
+`tile.mma_sync`, each taking and giving back the four accumulators of cells `(2i|2i+1,
+2j|2j+1)`. A slab whose rows run along K reads each k pair with one 32-bit
+`tile.load_vector ... width 2`; one whose rows run along M or N reads the pair one element
+at a time.
+
+Why: the FMA pipe of an H100 SM does 128 fp32 multiply-adds a clock; its tensor cores do an
+m16n8k16 (2,048 multiply-adds) per clock at the dense bf16 peak. Kept on FMAs, a bf16
+GEMM runs at a fraction of the fp32 peak (each element also pays a conversion); on tensor
+cores the same staged tiles feed several times the math.
+
+    %0 = tile.for %ki = %c0 to 16 iter_args(%acc = ..) {
+      %a = tile.load %a_s[%mm, %ki]
+      %b = tile.load %b_s[%nn, %ki]
+      %p = arith.mulf (extf %a), (extf %b)
+      %s = arith.addf %acc, %p ...
+        ==>
+    %0 = tile.for %ki = %c0 to 16 step 16 iter_args(%acc = ..) {
+      %kq = arith.addi %ki, %quad2
+      %a, %a_1 = tile.load_vector %a_s[%mm, %kq] width 2     (4 pairs per A fragment)
+      %b, %b_1 = tile.load_vector %b_s[%bcol_0, %kq] width 2  (2 pairs per B fragment)
+      %d:4 = tile.mma_sync a(%a, %a_1, ..) b(%b, ..) c(%acc, ..) : bf16
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects import arith
+from xdsl.dialects.builtin import BFloat16Type, Float16Type, MemRefType, ModuleOp
+from xdsl.ir import Operation, SSAValue
+from xdsl.passes import ModulePass
+from xdsl.rewriter import InsertPoint, Rewriter
+
+from deplodock.dialects import tile
+from deplodock.dialects.common.mma import MMA_M16N8K16
+from deplodock.dialects.hardware import WARP_SIZE, is_shared
+from deplodock.passes.constant_pool import ConstantPool
+from deplodock.passes.tile import schedule
+from deplodock.passes.tile.contraction import defined_in, thread_tiles_of
+from deplodock.passes.tile.nests import body_ops, start_of
+
+#: The ops a `ki` loop may hold to be rewritten (besides its terminator).
+_PRODUCT_OPS = (tile.LoadOp, arith.ExtFOp, arith.MulfOp, arith.AddfOp)
+
+
+@dataclass(frozen=True)
+class Product:
+    """One accumulator of the `ki` loop: `acc += a * b` for one row cell and column cell."""
+
+    acc: int
+    row: int
+    col: int
+    a: tile.LoadOp
+    b: tile.LoadOp
+
+
+@dataclass(frozen=True)
+class MmaLoop:
+    """A `ki` loop `tile-mma` can rewrite, with the thread tiles its cells come from."""
+
+    loop: tile.ForOp
+    rows: tile.ThreadTileOp
+    cols: tile.ThreadTileOp
+    products: tuple[Product, ...]
+
+    def product(self, row: int, col: int) -> Product:
+        return next(p for p in self.products if p.row == row and p.col == col)
+
+    def load(self, side: str, cell: int) -> tile.LoadOp:
+        """A load of the A slab at row cell `cell` (side "a") or of B at a column cell."""
+        found = (p for p in self.products if (p.row if side == "a" else p.col) == cell)
+        product = next(found)
+        return product.a if side == "a" else product.b
+
+
+def _is_sixteen_bit_slab(load: tile.LoadOp) -> bool:
+    memref = load.memref.type
+    return (
+        is_shared(memref)
+        and isinstance(memref, MemRefType)
+        and isinstance(memref.element_type, BFloat16Type | Float16Type)
+    )
+
+
+def _cell_of(load: tile.LoadOp, tile_op: tile.ThreadTileOp, loop: tile.ForOp) -> int | None:
+    """The cell of `tile_op` the load reads at, if the load reads one slab element per
+    (cell, ki): exactly one index is a cell position, one is `ki`, the rest loop-invariant."""
+    if not _is_sixteen_bit_slab(load):
+        return None
+    cells = [k for k, index in enumerate(load.indices) if index in tile_op.positions]
+    chunk = [k for k, index in enumerate(load.indices) if index == loop.induction_var]
+    if len(cells) != 1 or len(chunk) != 1:
+        return None
+    others = [index for k, index in enumerate(load.indices) if k not in (*cells, *chunk)]
+    if any(defined_in(index, loop.body.block) for index in others):
+        return None
+    return tile_op.positions.index(load.indices[cells[0]])
+
+
+def _product_of(
+    acc: SSAValue, update: SSAValue, rows: tile.ThreadTileOp, cols: tile.ThreadTileOp
+) -> tuple[int, int, tile.LoadOp, tile.LoadOp] | None:
+    """(row, col, a, b) of `update = acc + extf(a) * extf(b)`, else None."""
+    add = update.owner
+    if not isinstance(add, arith.AddfOp) or acc not in add.operands:
+        return None
+    mul = add.operands[1] if add.operands[0] is acc else add.operands[0]
+    if not isinstance(mul.owner, arith.MulfOp):
+        return None
+    sources = [operand.owner for operand in mul.owner.operands]
+    if not all(isinstance(s, arith.ExtFOp) for s in sources):
+        return None
+    loads = [s.input.owner for s in sources]  # type: ignore[union-attr]
+    if not all(isinstance(load, tile.LoadOp) for load in loads):
+        return None
+    loop = add.parent_op()
+    assert isinstance(loop, tile.ForOp)
+    for a, b in (loads, loads[::-1]):
+        row, col = _cell_of(a, rows, loop), _cell_of(b, cols, loop)
+        if (
+            row is not None
+            and col is not None
+            and a.memref.type.element_type
+            == (  # type: ignore[union-attr]
+                b.memref.type.element_type  # type: ignore[union-attr]
+            )
+        ):
+            return row, col, a, b  # type: ignore[return-value]
+    return None
+
+
+def find_mma_loop(kernel: tile.KernelOp) -> MmaLoop | None:
+    """The kernel's `ki` loop if `tile-mma` applies to it (module docstring), else None."""
+    threads = schedule.threads_of(kernel)
+    if threads is None:
+        return None
+    tiles = thread_tiles_of(threads)
+    if len(tiles) != 2 or any(t.layout.data != "mma" for t in tiles):
+        return None
+    rows, cols = tiles
+    for loop in threads.walk():
+        if isinstance(loop, tile.ForOp) and loop.is_reduce and loop.iter_args:
+            found = _match_loop(loop, rows, cols)
+            if found is not None:
+                return found
+    return None
+
+
+def _match_loop(
+    loop: tile.ForOp, rows: tile.ThreadTileOp, cols: tile.ThreadTileOp
+) -> MmaLoop | None:
+    shape = MMA_M16N8K16
+    if start_of(loop) != 0 or loop.step_value != 1 or loop.upper % shape.k:
+        return None
+    if not all(isinstance(op, _PRODUCT_OPS) for op in body_ops(loop)):
+        return None
+    yielded = loop.body.block.last_op
+    assert isinstance(yielded, tile.YieldOp)
+    products = []
+    for k, (acc, update) in enumerate(zip(loop.iter_args, yielded.arguments, strict=True)):
+        found = _product_of(acc, update, rows, cols)
+        if found is None:
+            return None
+        products.append(Product(k, *found))
+    cells = {(p.row, p.col) for p in products}
+    if len(cells) != len(products) or len(cells) != rows.cell_count * cols.cell_count:
+        return None
+    return MmaLoop(loop, rows, cols, tuple(products))
+
+
+@dataclass
+class _Fragments:
+    """Builds one K step's fragment loads at the end of the new loop's body, from the old
+    loop's loads as templates (same slab, same invariant indices)."""
+
+    build: schedule.IndexBuilder
+    #: The old loop's `ki`: which index of a template is K.
+    chunk: SSAValue
+    #: Each template load's cell index (a `tile.thread_tile` position).
+    cells: dict[tile.LoadOp, int]
+
+    def pair(self, template: tile.LoadOp, k: SSAValue, cell: SSAValue | None) -> list[SSAValue]:
+        """Elements `k`, `k + 1` of the slab `template` reads, at `cell` instead of its cell
+        index when given: one 32-bit vector load when K is the slab's contiguous axis."""
+        indices = list(template.indices)
+        chunk = indices.index(self.chunk)
+        if cell is not None:
+            indices[self.cells[template]] = cell
+        if chunk == len(indices) - 1:
+            indices[chunk] = k
+            vector = tile.LoadVectorOp(template.memref, indices, 2)
+            self.build.add(vector)
+            return list(vector.res)
+        values = []
+        for offset in (0, 1):
+            indices[chunk] = self.build.addi(k, offset)
+            load = tile.LoadOp(template.memref, list(indices))
+            self.build.add(load)
+            values.append(load.res)
+        return values
+
+
+def rewrite(found: MmaLoop, pool: ConstantPool) -> tile.ForOp:
+    """Replaces the `ki` loop by its MMA form (module docstring); returns the new loop."""
+    loop, rows, cols = found.loop, found.rows, found.cols
+    shape = MMA_M16N8K16
+    lane_point = InsertPoint.after(max(rows, cols, key=_position_in_block))
+    lanes = schedule.IndexBuilder(lane_point, pool)
+    lane = lanes.add(arith.RemSIOp(rows.thread, pool.index(WARP_SIZE)), "lane")
+    group = lanes.add(arith.DivSIOp(lane, pool.index(4)), "group")
+    quad_pair = lanes.muli(lanes.add(arith.RemSIOp(lane, pool.index(4)), "quad"), 2, "quad2")
+    b_columns = [
+        lanes.addi(lanes.add(arith.SubiOp(cols.positions[2 * j], quad_pair)), group, f"bcol_{j}")
+        for j in range(cols.cell_count // 2)
+    ]
+    new = tile.ForOp(loop.lb, loop.upper, shape.k, list(loop.inits))
+    new.induction_var.name_hint = loop.induction_var.name_hint
+    Rewriter.insert_op(new, InsertPoint.before(loop))
+    build = schedule.IndexBuilder(InsertPoint.at_end(new.body.block), pool)
+    cells = {p.a: _cell_index(p.a, rows) for p in found.products}
+    cells |= {p.b: _cell_index(p.b, cols) for p in found.products}
+    fragments = _Fragments(build, loop.induction_var, cells)
+    k_low = build.addi(new.induction_var, quad_pair, "kq")
+    k_high = build.addi(k_low, 8, "kq8")
+    a_frags = [_a_fragment(fragments, found, i, k_low, k_high) for i in range(rows.cell_count // 2)]
+    b_frags = [
+        _b_fragment(fragments, found, j, b_columns[j], k_low, k_high)
+        for j in range(cols.cell_count // 2)
+    ]
+    results: dict[int, SSAValue] = {}
+    for i, a in enumerate(a_frags):
+        for j, b in enumerate(b_frags):
+            cells = [(2 * i, 2 * j), (2 * i, 2 * j + 1), (2 * i + 1, 2 * j), (2 * i + 1, 2 * j + 1)]
+            accs = [found.product(r, c).acc for r, c in cells]
+            mma = tile.MmaSyncOp(a, b, [new.iter_args[acc] for acc in accs])
+            build.add(mma)
+            for acc, value in zip(accs, mma.d, strict=True):
+                value.name_hint = f"d_{i}{j}"
+                results[acc] = value
+    new.body.block.add_op(tile.YieldOp(*(results[k] for k in range(len(loop.iter_args)))))
+    for old, result in zip(loop.res, new.res, strict=True):
+        result.name_hint = old.name_hint
+        old.replace_all_uses_with(result)
+    Rewriter.erase_op(loop, safe_erase=False)
+    return new
+
+
+def _position_in_block(op: Operation) -> int:
+    block = op.parent_block()
+    assert block is not None
+    return block.get_operation_index(op)
+
+
+def _cell_index(load: tile.LoadOp, tile_op: tile.ThreadTileOp) -> int:
+    return next(k for k, v in enumerate(load.indices) if v in tile_op.positions)
+
+
+def _a_fragment(
+    fragments: _Fragments, found: MmaLoop, i: int, k_low: SSAValue, k_high: SSAValue
+) -> Sequence[SSAValue]:
+    """a0..a7 of MMA row tile `i`: rows of cells 2i (g) and 2i+1 (g + 8), k pairs at
+    `k_low` then `k_high` (`MmaShape.a_position`)."""
+    top, bottom = found.load("a", 2 * i), found.load("a", 2 * i + 1)
+    return [
+        *fragments.pair(top, k_low, None),
+        *fragments.pair(bottom, k_low, None),
+        *fragments.pair(top, k_high, None),
+        *fragments.pair(bottom, k_high, None),
+    ]
+
+
+def _b_fragment(
+    fragments: _Fragments,
+    found: MmaLoop,
+    j: int,
+    column: SSAValue,
+    k_low: SSAValue,
+    k_high: SSAValue,
+) -> Sequence[SSAValue]:
+    """b0..b3 of MMA column tile `j`: column `8j + g` of the warp tile, k pairs at `k_low`
+    then `k_high` (`MmaShape.b_position`)."""
+    template = found.load("b", 2 * j)
+    return [*fragments.pair(template, k_low, column), *fragments.pair(template, k_high, column)]
+
+
+def mma_contraction(kernel: tile.KernelOp) -> bool:
+    """Rewrites the kernel's `ki` loop onto tensor cores; False when it does not apply."""
+    found = find_mma_loop(kernel)
+    if found is None:
+        return False
+    threads = schedule.threads_of(kernel)
+    assert threads is not None
+    rewrite(found, ConstantPool.adopting(threads.body.block))
+    return True
+
+
+@dataclass(frozen=True)
+class TileMmaPass(ModulePass):
+    """bf16/f16 contractions laid out as MMA fragments: `ki` on tensor cores (module doc).
+
+    The decision is `tile-thread`'s `mma` knob; this pass carries it out where the loop is
+    the plain product it can rewrite."""
+
+    name = "tile-mma"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        for kernel in [k for k in op.ops if isinstance(k, tile.KernelOp)]:
+            mma_contraction(kernel)

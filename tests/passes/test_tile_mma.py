@@ -1,0 +1,305 @@
+"""`tile-mma` and the MMA thread layout: bf16/f16 contractions on tensor cores.
+
+The fragment layout is checked against the PTX ISA's table, the heuristic's grid choice, the
+rewrite's shape, and the numerics of every schedule against PyTorch (float64 reference, bf16
+tolerance) at the tile level, the kernel level (race detector on) and, for the default
+pipeline, through the emitted CUDA C run on the CPU. A missing barrier before the MMAs and
+an MMA in a partly active warp are reported.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from xdsl.dialects import arith
+from xdsl.rewriter import Rewriter
+from xdsl.utils.exceptions import InterpretationError, VerifyException
+
+from deplodock.dialects import make_context, tile
+from deplodock.dialects.common.mma import MMA_M16N8K16
+from deplodock.driver import Program, lower_program, program_from_expression, run_and_compare
+from deplodock.interpreters.shared_memory import RaceError
+from deplodock.passes.convert_tile_to_kernel import ConvertTileToKernelPass
+from deplodock.passes.tile import schedule
+from deplodock.passes.tile.thread import mma_grid
+from tests.helpers import parse, run
+from tests.passes.test_tile_stage_prologue import apply_tile_pipeline, contraction
+
+BF16 = ", dtype=torch.bfloat16"
+F16 = ", dtype=torch.float16"
+
+
+def linear(m: int, k: int, n: int, dt: str = BF16, bias: bool = True) -> str:
+    return f"nn.Linear({k}, {n}, bias={bias}{dt})(torch.randn({m}, {k}{dt}))"
+
+
+def at_tile(code: str, pipeline: str | None = None) -> Program:
+    program = program_from_expression(code, seed=1)
+    if pipeline is None:
+        lower_program(program, "tile")
+    else:
+        lower_program(program, "loop")
+        apply_tile_pipeline(program, pipeline)
+    return program
+
+
+def check(program: Program, stages: tuple[str, ...] = ("tile", "kernel")) -> None:
+    for stage in stages:
+        if stage != "tile":
+            lower_program(program, stage)
+        report = run_and_compare(program, seed=2)
+        assert report.ok, f"{stage}: {report.summary()}"
+
+
+def mmas(program: Program) -> list[tile.MmaSyncOp]:
+    return [op for op in program.module.walk() if isinstance(op, tile.MmaSyncOp)]
+
+
+# --- the fragment layout, from the PTX ISA's table ------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("operand", "lane", "register", "position"),
+    [
+        # lane 5: groupID 1, threadID_in_group 1 (PTX ISA, mma.m16n8k16 .bf16/.f16 fragments)
+        ("a", 5, 0, (1, 2)),
+        ("a", 5, 3, (9, 3)),
+        ("a", 5, 4, (1, 10)),
+        ("a", 5, 7, (9, 11)),
+        ("b", 5, 0, (2, 1)),
+        ("b", 5, 3, (11, 1)),
+        ("c", 5, 1, (1, 3)),
+        ("c", 5, 2, (9, 2)),
+        ("c", 31, 3, (15, 7)),
+    ],
+)
+def test_fragment_positions_follow_the_ptx_table(
+    operand: str, lane: int, register: int, position: tuple[int, int]
+) -> None:
+    where = {
+        "a": MMA_M16N8K16.a_position,
+        "b": MMA_M16N8K16.b_position,
+        "c": MMA_M16N8K16.c_position,
+    }
+    assert where[operand](lane, register) == position
+
+
+@pytest.mark.parametrize("operand", ["a", "b", "c"])
+def test_every_matrix_element_is_held_by_exactly_one_lane_register(operand: str) -> None:
+    rows, cols = MMA_M16N8K16.positions(operand)
+    extent = {"a": (16, 16), "b": (16, 8), "c": (16, 8)}[operand]
+    flat = rows * extent[1] + cols
+    assert sorted(flat.ravel().tolist()) == list(range(extent[0] * extent[1]))
+
+
+# --- the thread layout ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("bm", "bn", "threads", "cells"),
+    [
+        (128, 128, 256, (8, 8)),
+        (32, 32, 256, (2, 2)),
+        (128, 112, 256, (4, 14)),  # 7 columns per thread cannot pair: 32 x 8 threads
+        (16, 8, 32, (2, 2)),
+        (16, 24, 256, None),
+    ],
+)
+def test_mma_grid(bm: int, bn: int, threads: int, cells: tuple[int, int] | None) -> None:
+    assert mma_grid(bm, bn, threads) == cells
+
+
+def test_the_mma_layout_gives_every_cell_of_the_tile_to_one_thread() -> None:
+    rows = tile.ThreadTileOp(_index_value(), 0, (16, 16), 4, "mma")
+    cols = tile.ThreadTileOp(_index_value(), 1, (16, 16), 4, "mma")
+    owners = {}
+    for thread in range(256):
+        for i in range(4):
+            for j in range(4):
+                cell = (rows.position(thread, i), cols.position(thread, j))
+                assert cell not in owners
+                owners[cell] = thread
+    assert set(owners) == {(r, c) for r in range(64) for c in range(64)}
+    # thread 37 is lane 5 of warp 1 (warp row 0, warp column 1 of a 2 x 4 grid of warps):
+    # its cells are the C fragment rows 1, 9 and columns 16 + 2, 16 + 3 of each MMA tile
+    assert [rows.position(37, i) for i in range(4)] == [1, 9, 17, 25]
+    assert [cols.position(37, j) for j in range(4)] == [18, 19, 26, 27]
+
+
+def _index_value():
+    from xdsl.dialects.builtin import IndexType
+    from xdsl.ir import Block
+
+    return Block(arg_types=[IndexType()]).args[0]
+
+
+def test_the_verifier_rejects_an_mma_layout_the_fragments_cannot_cover() -> None:
+    text = """
+    builtin.module {
+      tile.kernel @k() {
+        tile.grid %b to 1 {
+          tile.threads %t to 64 {
+            %mm:3 = tile.thread_tile %t dim 0 of [16, 4] cells 3 mma
+          }
+        }
+        tile.return
+      }
+    }
+    """
+    with pytest.raises(VerifyException, match=r"mma layout needs .* even cell count"):
+        parse(text)
+
+
+# --- the rewrite ----------------------------------------------------------------------------
+
+
+def test_the_default_bf16_linear_multiplies_on_tensor_cores() -> None:
+    program = at_tile(linear(64, 64, 96))
+    kernel = contraction(program)
+    assert schedule.read_knob(kernel, "mma", 0) == 1
+    fm, fn = schedule.read_knob(kernel, "fm", 0), schedule.read_knob(kernel, "fn", 0)
+    assert len(mmas(program)) == fm // 2 * (fn // 2)
+    ki = mmas(program)[0].parent_op()
+    assert isinstance(ki, tile.ForOp) and ki.step_value == 16
+    assert not any(isinstance(op, arith.MulfOp) for op in ki.walk())
+    pairs = [op for op in ki.walk() if isinstance(op, tile.LoadVectorOp)]
+    assert pairs and all(len(op.res) == 2 for op in pairs)
+
+
+def test_off_keeps_the_fma_inner_product() -> None:
+    pipeline = (
+        "tile-block{bm=32 bn=32},tile-thread{mma=0},tile-chunk-k{bk=16},tile-stage,"
+        "tile-mma,tile-vectorize,tile-pad-shared"
+    )
+    program = at_tile(linear(40, 64, 48), pipeline)
+    assert not mmas(program)
+    assert schedule.read_knob(contraction(program), "mma", -1) == 0
+    check(program)
+
+
+def test_fp32_keeps_the_fma_inner_product() -> None:
+    program = at_tile(linear(40, 64, 48, dt=""))
+    assert not mmas(program)
+    assert schedule.read_knob(contraction(program), "mma", -1) == 0
+
+
+def test_a_k_major_b_slab_reads_its_pairs_one_element_at_a_time() -> None:
+    """`x @ w` with w stored K x N: the B slab's rows run along N."""
+    program = at_tile(f"torch.randn(48, 64{BF16}) @ torch.randn(64, 40{BF16})")
+    assert mmas(program)
+    b_reads = [
+        op
+        for op in program.module.walk()
+        if isinstance(op, tile.LoadOp) and op.memref.name_hint and "_b_s" in op.memref.name_hint
+    ]
+    assert b_reads, "expected scalar reads of a B slab laid out K x N"
+    check(program)
+
+
+SHAPES = {
+    "odd-m-k-tail": linear(17, 40, 18),
+    "m100-f16": linear(100, 64, 24, dt=F16, bias=False),
+    "k-not-a-multiple-of-16": linear(33, 72, 40),
+    "bmm-batched": (f"torch.randn(2, 3, 33, 32{BF16}) @ torch.randn(2, 3, 32, 48{BF16})"),
+    "attention-scores": (
+        f"torch.softmax(torch.randn(1, 2, 40, 32{BF16}) @ "
+        f"torch.randn(1, 2, 40, 32{BF16}).transpose(-1, -2), dim=-1)"
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SHAPES))
+def test_default_schedules_match_pytorch_at_the_tile_and_kernel_levels(name: str) -> None:
+    program = at_tile(SHAPES[name])
+    assert mmas(program), f"{name}: no MMA"
+    check(program)
+
+
+PIPELINES = {
+    "depth3-async": (
+        "tile-block{bm=64 bn=32},tile-thread,tile-chunk-k{bk=32},tile-stage,tile-mma,"
+        "tile-vectorize,tile-pad-shared,tile-multibuffer{depth=3},tile-pipeline,"
+        "tile-async-copy,tile-unroll,tile-hoist-invariant,tile-cse"
+    ),
+    "split-k": (
+        "tile-split-k{splits=2},tile-block{bm=32 bn=32},tile-thread,tile-chunk-k{bk=16},"
+        "tile-stage,tile-mma,tile-vectorize,tile-pad-shared,tile-multibuffer{depth=2},"
+        "tile-pipeline,tile-async-copy"
+    ),
+    "128-threads": (
+        "tile-block{bm=32 bn=32},tile-thread{fm=4 fn=2 mma=1},tile-chunk-k{bk=16},"
+        "tile-stage,tile-mma,tile-vectorize,tile-pad-shared"
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(PIPELINES))
+def test_pipelines_match_pytorch_at_the_tile_and_kernel_levels(name: str) -> None:
+    program = at_tile(linear(40, 96, 48), PIPELINES[name])
+    assert mmas(program)
+    check(program)
+
+
+def test_the_emitted_cuda_runs_on_the_cpu() -> None:
+    program = at_tile(linear(33, 64, 40))
+    assert mmas(program)
+    check(program, ("tile", "kernel", "cuda"))
+
+
+# --- what goes wrong is reported ------------------------------------------------------------
+
+
+def test_a_missing_barrier_before_the_mmas_is_a_race() -> None:
+    pipeline = "tile-block{bm=32 bn=32},tile-thread,tile-chunk-k{bk=16},tile-stage,tile-mma"
+    program = at_tile(linear(32, 64, 32), pipeline)
+    ki = mmas(program)[0].parent_op()
+    barrier = ki.prev_op
+    assert isinstance(barrier, tile.BarrierOp)
+    Rewriter.erase_op(barrier)
+    for stage in ("tile", "kernel"):
+        if stage != "tile":
+            lower_program(program, stage)
+        with pytest.raises(RaceError):
+            run_and_compare(program, seed=2)
+
+
+PARTIAL_WARP = """
+builtin.module {
+  tile.kernel @k(%x: memref<64xbf16>, %y: memref<64xf32>) {
+    tile.grid %b to 2 {
+      tile.threads %t to 64 {
+        %c16 = arith.constant 16 : index
+        %z = arith.constant 0.0 : f32
+        %a = tile.load %x[%t] : memref<64xbf16>
+        %lo = arith.cmpi slt, %t, %c16 : index
+        tile.if %lo {
+          %d0, %d1, %d2, %d3 = tile.mma_sync a(%a, %a, %a, %a, %a, %a, %a, %a)
+              b(%a, %a, %a, %a) c(%z, %z, %z, %z) : bf16
+          tile.store %d0, %y[%t] : memref<64xf32>
+        }
+      }
+    }
+    tile.return
+  }
+  func.func @forward(%x: memref<64xbf16>) -> memref<64xf32> {
+    %y = tile.alloc : memref<64xf32>
+    tile.launch @k(%x, %y) : (memref<64xbf16>, memref<64xf32>) -> ()
+    func.return %y : memref<64xf32>
+  }
+}
+"""
+
+
+@pytest.mark.parametrize("stage", ["tile", "kernel"])
+def test_an_mma_in_a_partly_active_warp_is_an_error(stage: str) -> None:
+    module = parse(PARTIAL_WARP)
+    if stage == "kernel":
+        ConvertTileToKernelPass().apply(make_context(), module)
+    with pytest.raises(InterpretationError, match="thread 16, block 0 is inactive while its warp"):
+        run(module, np.ones(64, dtype=np.float32))
+
+
+def test_the_op_verifier_counts_fragment_registers_and_types() -> None:
+    text = PARTIAL_WARP.replace("b(%a, %a, %a, %a)", "b(%a, %a, %a)")
+    with pytest.raises(VerifyException, match="takes 8 A, 4 B and 4 C values per lane"):
+        parse(text)
