@@ -2,9 +2,10 @@
 
 For projections of the kernel suite (fp32 and bf16), the kernel's `schedule` says what the
 passes asked for: asynchronous copies into shared memory (`async = 1`) and vector reads of
-the slabs (`vector = W` elements). The SASS of the emitted CUDA must then hold `LDGSTS`
-(`cp.async`) and shared loads of `W x element` bytes (`LDS.128` for 4 fp32, `LDS.64` for 4
-bf16), and ptxas must report no register spills. A control without `tile-async-copy` shows
+the slabs (`vector = W` elements), or, for bf16, tensor-core MMAs (`mma = 1`). The SASS of
+the emitted CUDA must then hold `LDGSTS` (`cp.async`), shared loads of `W x element` bytes
+(`LDS.128` for 4 fp32) and, for bf16, `HMMA.16816.F32.BF16`, and ptxas must report no
+register spills. A control without `tile-async-copy` shows
 the check can fail: its SASS has no `LDGSTS`.
 
 Needs nvcc (skipped without it) and cuobjdump (`pip install nvidia-cuda-cuobjdump`, in the
@@ -79,13 +80,17 @@ def test_the_schedule_asked_for_is_in_the_sass(case: str, tmp_path: Path) -> Non
     module = tile_level(CASES[case])
     kernel = contraction(module)
     assert knob(kernel, "async") == 1, "the default schedule stages through cp.async"
-    width = knob(kernel, "vector")
+    mma = "mma" in kernel.schedule.data and knob(kernel, "mma") == 1  # type: ignore[union-attr]
+    assert mma == case.endswith("bf16"), "bf16 GEMMs multiply on tensor cores"
+    # tensor cores read fragments as 2-element pairs; the FMA path, its `vector` slab reads
+    width = 2 if mma else knob(kernel, "vector")
     vector_bytes = width * slab_element_bytes(kernel)
     source = cuda_source(module)
     resources = compile_cubin(source, arch="sm_90").kernels[kernel.sym_name.data]
     assert (resources.spill_stores, resources.spill_loads) == (0, 0)
     sass = sass_of(source, tmp_path)
     assert "LDGSTS" in sass
+    assert ("HMMA.16816.F32.BF16" in sass) == mma
     if vector_bytes > 4:  # the asked width or wider (ptxas may merge neighbouring reads)
         widths = [int(bits) for bits in re.findall(r"\bLDS(?:\.U)?\.(\d+)", sass)]
         assert widths and max(widths) >= 8 * vector_bytes

@@ -25,9 +25,10 @@ them):
 |---|---|---|
 | `tile-split-k` | contractions whose tiles leave SMs idle | `splits`: K slices + a combine kernel |
 | `tile-block` | contractions | `bm` x `bn` output tile per block, raster `group` |
-| `tile-thread` | blocked contractions | `fm` x `fn` register cells per thread |
+| `tile-thread` | blocked contractions | `fm` x `fn` register cells per thread, `mma` layout |
 | `tile-chunk-k` | register-tiled contractions | `bk`, the K chunk |
 | `tile-stage` | chunked contractions | `stage`: operands copied through shared memory |
+| `tile-mma` | staged bf16/f16 contractions in the MMA layout | the K chunk as `mma.sync` m16n8k16 |
 | `tile-vectorize` | staged slabs (and elementwise) | `vector` width of the slab reads |
 | `tile-pad-shared` | staged slabs | `pad_a`, `pad_b`: row padding against bank conflicts |
 | `tile-multibuffer` | staged slabs | `depth` slots per slab |

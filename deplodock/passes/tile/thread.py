@@ -28,7 +28,8 @@ Knob `mma` (1 or 0): lay the cells out as the accumulator fragments of `mma.sync
 tensor cores. Default on when both operands are bf16 or f16 products summed in fp32 and the
 block has a legal MMA grid: a thread grid of multiples of 8 x 4 with even cell counts
 (`mma_grid`; for 128 x 112 on 256 threads, 32 x 8 threads of 4 x 14 cells, because 7 cells
-cannot pair). The scalar inner product is correct on either layout.
+cannot pair; a 16 x 8 tile, one warp of 2 x 2 cells). The scalar inner product is correct
+on either layout.
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ from xdsl.utils.exceptions import PassFailedException
 
 from deplodock.dialects import tile
 from deplodock.dialects.element_types import byte_size
-from deplodock.dialects.hardware import is_valid_block_size
+from deplodock.dialects.hardware import WARP_SIZE, is_valid_block_size
 from deplodock.passes.tile import schedule
 from deplodock.passes.tile.choices import Choice, Tunable, has_knob
 from deplodock.passes.tile.nests import body_ops
@@ -100,6 +101,21 @@ def mma_grid(bm: int, bn: int, threads: int) -> tuple[int, int] | None:
         if best is None or rank < best[0]:
             best = (rank, (fm, fn))
     return None if best is None else best[1]
+
+
+#: The most accumulators the MMA heuristic gives a thread (as `default_cells`: 8 x 8).
+MAX_MMA_CELLS = 64
+
+
+def default_mma_cells(bm: int, bn: int, threads: int) -> tuple[int, int] | None:
+    """`mma_grid` on `threads`, else on half as many, down to one warp (a 16 x 8 tile has
+    no MMA grid on 128 threads, one on 32), keeping at most `MAX_MMA_CELLS` per thread."""
+    while threads >= WARP_SIZE:
+        cells = mma_grid(bm, bn, threads)
+        if cells is not None:
+            return cells if cells[0] * cells[1] <= MAX_MMA_CELLS else None
+        threads //= 2
+    return None
 
 
 def legal_cells(bm: int, bn: int) -> list[tuple[int, int]]:
@@ -343,7 +359,8 @@ class TileThreadPass(Tunable, ModulePass):
             if thread_contraction(kernel, fm, fn, bool(mma)):
                 schedule.write_knob(kernel, "fm", fm)
                 schedule.write_knob(kernel, "fn", fn)
-                schedule.write_knob(kernel, "mma", mma)
+                if mma or sixteen_bit_product(kernel):  # a decision only where MMAs can run
+                    schedule.write_knob(kernel, "mma", mma)
                 schedule.write_knob(kernel, "threads", bm // fm * (bn // fn))
 
     def _choose(self, kernel: tile.KernelOp, bm: int, bn: int) -> tuple[int, int, int]:
@@ -352,10 +369,10 @@ class TileThreadPass(Tunable, ModulePass):
         fm = schedule.read_knob(kernel, "fm", self.fm or guess_m)
         fn = schedule.read_knob(kernel, "fn", self.fn or guess_n)
         mma = schedule.read_knob(kernel, "mma", self.mma)
-        if mma == -1:  # the heuristic: MMA cells on the default thread count, if legal
+        if mma == -1:  # the heuristic: MMA cells, on the default thread count if legal
             cells = None
             if sixteen_bit_product(kernel) and not (has_knob(kernel, "fm") or self.fm):
-                cells = mma_grid(bm, bn, bm // fm * (bn // fn))
+                cells = default_mma_cells(bm, bn, bm // fm * (bn // fn))
             mma = int(cells is not None)
             fm, fn = cells or (fm, fn)
         return fm, fn, mma
