@@ -258,7 +258,8 @@ def draw_sol_chart(rows: Sequence[dict], path: Path, title: str) -> Path:
 
 
 def draw_roofline(rows: Sequence[dict], path: Path, title: str, device_key: str) -> Path:
-    """Each kernel at (flops per DRAM byte, modeled GFLOP/s) under the device's roofs."""
+    """Each kernel at (flops per DRAM byte, modeled GFLOP/s) under the device's roofs: the
+    FP32 peak, and the tensor peak (dashed) when a kernel does tensor-core math."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -280,8 +281,11 @@ def draw_roofline(rows: Sequence[dict], path: Path, title: str, device_key: str)
     for family, xy in sorted(points.items()):
         ax.scatter([p[0] for p in xy], [p[1] for p in xy], s=12, label=family)
     xs = [10 ** (e / 10) for e in range(-20, 41)]
-    peak = device.fp32_flops_per_s / 1e9
-    ax.plot(xs, [min(peak, x * device.dram_bytes_per_s / 1e9) for x in xs], "k-", linewidth=1)
+    roofs = [(device.fp32_flops_per_s / 1e9, "k-")]
+    if any(k["instructions"].get("mma") for r in rows if r["status"] == "ok" for k in r["kernels"]):
+        roofs.append((device.tensor_flops_per_s / 1e9, "k--"))  # tensor-core math has its own
+    for peak, style in roofs:
+        ax.plot(xs, [min(peak, x * device.dram_bytes_per_s / 1e9) for x in xs], style, linewidth=1)
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("arithmetic intensity (flops per DRAM byte, modeled)")

@@ -14,7 +14,8 @@ the result is marked inexact.
 
 What is counted:
 - `flops`: every `arith`/`math` op with a float result except constants, selects and
-  conversions; `math.fma` counts 2. The warp-shuffle combine's adds count on every lane.
+  conversions; `math.fma` counts 2. The warp-shuffle combine's adds count on every lane. A
+  `kernel.mma_sync` is the whole warp's 2 x M x N x K (4096 for m16n8k16), a 32nd per lane.
 - `load_bytes`/`store_bytes`: global memory accesses as issued (element size x executions),
   which includes re-reads that caches serve. `shared_bytes`: `__shared__` loads + stores.
 - `footprint_bytes`: per global buffer, min(issued bytes, buffer size) for loads plus the same
@@ -41,7 +42,7 @@ from xdsl.ir import Block, BlockArgument, Operation, SSAValue
 
 from deplodock.dialects import kernel
 from deplodock.dialects.element_types import buffer_bytes, byte_size
-from deplodock.dialects.hardware import is_shared
+from deplodock.dialects.hardware import WARP_SIZE, is_shared
 from deplodock.dialects.scalar_ops import NOT_FLOPS
 from deplodock.interpreters.arith import BINARY_OPS, CMPI_PREDICATES
 
@@ -221,6 +222,8 @@ class _Counter:
                 counts.add(self.count_block(op.body.block, taken, {}))
             case kernel.ForOp():
                 counts.add(self.count_for(op, weight))
+            case kernel.MmaSyncOp():  # every lane of the warp runs it: a 32nd of its flops each
+                counts.flops += self.total(weight) * op.SHAPE.flops // WARP_SIZE
             case _ if op.regions:
                 self.exact = False  # an op this counter does not model: its body is skipped
             case _ if _is_flop(op):

@@ -51,8 +51,12 @@ class Device:
     #: Special-function (MUFU: exp2, rsqrt, ...) lanes per SM.
     sfu_lanes_per_sm: int
     warp_schedulers_per_sm: int
-    #: Dense tensor-core peak for bf16 inputs with fp32 accumulation, TFLOP/s.
+    #: Dense tensor-core peak for bf16 inputs with fp32 accumulation, TFLOP/s (the datasheet's
+    #: figure, reached with the best instruction the part has: `wgmma` on sm_90).
     bf16_tensor_tflops: float
+    #: Dense bf16/f16 flops (fp32 accumulation) one SM's tensor cores deliver per cycle through
+    #: `mma.sync` (m16n8k16), the only tensor-core instruction the kernel dialect emits.
+    mma_sync_flops_per_clock_per_sm: int
     dram_bytes_per_s: float
     l2_bytes: int
     #: Sustained L2 bandwidth (an estimate: vendors do not publish it).
@@ -71,12 +75,21 @@ class Device:
         return 2 * self.fp32_lanes_per_sm * self.sm_count * self.boost_clock_ghz * 1e9
 
     @property
+    def tensor_flops_per_s(self) -> float:
+        """The datasheet's dense bf16 tensor-core peak: the speed of light of tensor-core math,
+        whichever instruction a kernel uses to get there."""
+        return self.bf16_tensor_tflops * 1e12
+
+    @property
+    def mma_sync_flops_per_s(self) -> float:
+        """The tensor-core peak through `mma.sync`: its rate per SM x SMs x boost clock (the
+        datasheet peak where `mma.sync` is the part's best instruction; on Hopper, where only
+        `wgmma` reaches the peak, well below it)."""
+        return self.mma_sync_flops_per_clock_per_sm * self.sm_count * self.boost_clock_ghz * 1e9
+
+    @property
     def arch(self) -> str:
         return f"sm_{self.capability[0]}{self.capability[1]}"
-
-    def flops_per_s(self, dtype: str) -> float:
-        """The compute ceiling of a kernel in `dtype` (FP32 pipe until tensor-core ops exist)."""
-        return self.fp32_flops_per_s
 
 
 #: sm_80 and sm_90: 2048 threads, 64 warps, 32 blocks per SM.
@@ -100,6 +113,15 @@ DEVICES: dict[str, Device] = {
     # 132 SMs, 128 FP32 lanes per SM, 1.98 GHz boost -> 66.9 TFLOP/s FP32; 989 TFLOP/s dense
     # BF16; 3.35 TB/s HBM3; 50 MB L2; 256 KB L1/shared per SM. L2 bandwidth (about 5.5 TB/s)
     # and hit latency: estimates from public microbenchmarks, not datasheet figures.
+    # Tensor cores: the 989 TFLOP/s are 4096 dense BF16 flops/clk/SM (132 SMs at the 1.83 GHz
+    # NVIDIA quotes tensor peaks at), and only `wgmma` reaches them. The legacy `mma.sync`
+    # path tops out near 63% of that peak: "the ~63-65%-of-peak mma.sync instruction
+    # ceiling" (Luo et al., "Dissecting the NVIDIA Hopper Architecture through
+    # Microbenchmarking and Multiple Level Analysis", arXiv:2501.12084, as cited in
+    # waynehacking8/blackwell-tensorcore-kernels results/mma_ablation.md; the paper's own table
+    # was not readable here), the figure HazyResearch's "GPUs Go Brrr" (2024) also gives. An
+    # estimate, not a datasheet figure: 5/8 of the per-SM peak, 2560 flops/clk/SM (669
+    # TFLOP/s at the 1.98 GHz boost clock this model runs every pipe at).
     "h100": Device(
         key="h100",
         name="NVIDIA H100 SXM5 80GB (modeled)",
@@ -111,6 +133,7 @@ DEVICES: dict[str, Device] = {
         sfu_lanes_per_sm=16,
         warp_schedulers_per_sm=4,
         bf16_tensor_tflops=989.0,
+        mma_sync_flops_per_clock_per_sm=2560,
         dram_bytes_per_s=3.35e12,
         l2_bytes=50 * MIB,
         l2_bytes_per_s=5.5e12,
@@ -121,7 +144,9 @@ DEVICES: dict[str, Device] = {
     # NVIDIA A100 Tensor Core GPU datasheet / Ampere GA100 whitepaper (SXM4 40GB): 108 SMs,
     # 64 FP32 lanes per SM, 1.41 GHz -> 19.5 TFLOP/s FP32; 312 TFLOP/s BF16; 1,555 GB/s
     # HBM2; 40 MB L2; 192 KB L1/shared per SM. L2 bandwidth and hit latency: microbenchmark
-    # estimates.
+    # estimates. Tensor cores: 4 per SM x 256 dense FP16/BF16 FMA per clock (GA100
+    # whitepaper) = 2048 flops/clk/SM -> 312 TFLOP/s; `mma.sync` is Ampere's native tensor
+    # instruction, so it reaches the whole peak.
     "a100": Device(
         key="a100",
         name="NVIDIA A100 SXM4 40GB (modeled)",
@@ -133,6 +158,7 @@ DEVICES: dict[str, Device] = {
         sfu_lanes_per_sm=16,
         warp_schedulers_per_sm=4,
         bf16_tensor_tflops=312.0,
+        mma_sync_flops_per_clock_per_sm=2048,
         dram_bytes_per_s=1.555e12,
         l2_bytes=40 * MIB,
         l2_bytes_per_s=4.0e12,
@@ -143,6 +169,9 @@ DEVICES: dict[str, Device] = {
     # NVIDIA RTX A6000 datasheet / Ampere GA102 whitepaper: 84 SMs, 128 FP32 lanes per SM
     # (half shared with INT32), 1.80 GHz boost -> 38.7 TFLOP/s; 768 GB/s GDDR6; 6 MB L2;
     # 128 KB L1/shared per SM. L2 bandwidth and hit latency: microbenchmark estimates.
+    # Tensor cores: 154.8 TFLOP/s dense FP16/BF16 with FP32 accumulate (datasheet; the
+    # professional GA102 runs FP32 accumulation at full rate, the GeForce RTX 3090 at half)
+    # = 1024 flops/clk/SM, through `mma.sync`.
     "a6000": Device(
         key="a6000",
         name="NVIDIA RTX A6000 (modeled)",
@@ -154,6 +183,7 @@ DEVICES: dict[str, Device] = {
         sfu_lanes_per_sm=16,
         warp_schedulers_per_sm=4,
         bf16_tensor_tflops=155.0,
+        mma_sync_flops_per_clock_per_sm=1024,
         dram_bytes_per_s=768e9,
         l2_bytes=6 * MIB,
         l2_bytes_per_s=2.0e12,
@@ -164,7 +194,11 @@ DEVICES: dict[str, Device] = {
     # NVIDIA RTX Blackwell GPU architecture whitepaper (GeForce RTX 5090): 170 SMs, 128 FP32
     # lanes per SM, 2.41 GHz boost -> 104.8 TFLOP/s; 209.5 TFLOP/s dense BF16 (fp32
     # accumulate); 1,792 GB/s GDDR7; 96 MB L2; 128 KB L1/shared per SM. L2 bandwidth:
-    # an estimate.
+    # an estimate. Tensor cores: a GeForce part accumulates in FP32 at half the FP16-accumulate
+    # rate (419 dense, 838 sparse TFLOP/s), so 209.5 TFLOP/s = 512 flops/clk/SM at 2.407 GHz;
+    # sm_120 has no `wgmma`, `mma.sync` is its tensor instruction (a microbenchmark on the
+    # full-rate RTX PRO 6000, same GB202, measures 1024: waynehacking8/blackwell-tensorcore-
+    # kernels results/mma_rate_probe.csv).
     "rtx5090": Device(
         key="rtx5090",
         name="NVIDIA GeForce RTX 5090 (modeled)",
@@ -176,6 +210,7 @@ DEVICES: dict[str, Device] = {
         sfu_lanes_per_sm=16,
         warp_schedulers_per_sm=4,
         bf16_tensor_tflops=209.5,
+        mma_sync_flops_per_clock_per_sm=512,
         dram_bytes_per_s=1.792e12,
         l2_bytes=96 * MIB,
         l2_bytes_per_s=5.0e12,
@@ -186,9 +221,10 @@ DEVICES: dict[str, Device] = {
 }
 
 # NVIDIA H200 Tensor Core GPU datasheet (SXM): the H100's GH100 compute (132 SMs at 1.98 GHz,
-# 989 TFLOP/s dense BF16) with 4.8 TB/s HBM3e. The L2 size is what PyTorch reports on a lent
-# H200 (60 MB); its bandwidth and latency are the H100's estimates. The calibration
-# constants were fitted on H100 rows: check this model against bench/results/model-vs-h200-*.
+# 989 TFLOP/s dense BF16, the same `mma.sync` rate) with 4.8 TB/s HBM3e. The L2 size is what
+# PyTorch reports on a lent H200 (60 MB); its bandwidth and latency are the H100's estimates.
+# The calibration constants were fitted on H100 rows: check this model against
+# bench/results/model-vs-h200-*.
 DEVICES["h200"] = replace(
     DEVICES["h100"],
     key="h200",

@@ -7,13 +7,15 @@ is a multiply-high and a shift. `op_cost` says, per op, how many warp-instructio
 class it becomes. The counts are those of typical `nvcc -O3` output for sm_80/sm_90 (read from
 SASS of kernels like ours); where the SASS is available, a report may count from it instead.
 
-Classes and their pipes: `fma` and `fp32` (the FP32 pipe), `int` (the integer pipe),
-`sfu` (MUFU: transcendental approximations), `convert` (F2F/I2F), `shuffle`, `barrier`,
-`branch`, and the memory instructions `ld_global`, `st_global`, `ld_shared`, `st_shared`
-and `ldgsts` (counted by the tracer, which sees which buffer an access goes to). A vector
-load or store is one instruction of its class per warp (one 8- or 16-byte request per
-thread); a `cp.async` is one LDGSTS per warp (global to shared, no register round trip);
-`cp.async` commit and wait are one instruction each (LDGDEPBAR, DEPBAR).
+Classes and their pipes: `fma` and `fp32` (the FP32 pipe), `mma` (the tensor cores: one
+`kernel.mma_sync`, an HMMA.16816, per warp; its 16-bit operands go in as 32-bit registers of
+two values each, the form a vector load of bf16 leaves them in, so packing costs nothing),
+`int` (the integer pipe), `sfu` (MUFU: transcendental approximations), `convert` (F2F/I2F),
+`shuffle`, `barrier`, `branch`, and the memory instructions `ld_global`, `st_global`,
+`ld_shared`, `st_shared` and `ldgsts` (counted by the tracer, which sees which buffer an
+access goes to). A vector load or store is one instruction of its class per warp (one 8- or
+16-byte request per thread); a `cp.async` is one LDGSTS per warp (global to shared, no
+register round trip); `cp.async` commit and wait are one instruction each (LDGDEPBAR, DEPBAR).
 """
 
 from __future__ import annotations
@@ -30,10 +32,13 @@ from deplodock.dialects.scalar_ops import CAST_OPS
 
 #: Instruction classes executed by the FP32 pipe.
 FP32_CLASSES = ("fma", "fp32")
+#: Flops of one `mma` warp-instruction (an m16n8k16: 4096), what a tensor-core rate divides.
+MMA_FLOPS = kernel.MmaSyncOp.SHAPE.flops
 MEMORY_CLASSES = ("ld_global", "st_global", "ld_shared", "st_shared", "ldgsts")
 CLASSES = (
     "fma",
     "fp32",
+    "mma",
     "int",
     "sfu",
     "convert",
@@ -127,6 +132,8 @@ def op_cost(op: Operation, fused: set[Operation]) -> Cost:
         return {"int": 1}  # S2R
     if isinstance(op, kernel.ShflXorOp):
         return {"shuffle": 1}
+    if isinstance(op, kernel.MmaSyncOp):
+        return {"mma": 1}
     if isinstance(op, kernel.BarrierOp):
         return {"barrier": 1}
     if isinstance(op, kernel.CpAsyncCommitOp | kernel.CpAsyncWaitOp):

@@ -2,24 +2,27 @@
 
 Per kernel, each resource gets a time, and the largest one is the kernel's limiter:
 
-| term      | time                                                                            |
-|-----------|---------------------------------------------------------------------------------|
-| `issue`   | warp-instructions of the busiest SM / (schedulers x clock x issue efficiency)    |
-| `fp32`    | FFMA/FADD/FMUL warp-instructions x 32 / (FP32 lanes x clock)                    |
-| `int`     | integer warp-instructions x 32 / (INT32 lanes x clock)                          |
-| `sfu`     | MUFU warp-instructions x 32 / (SFU lanes x clock)                               |
-| `shared`  | shared-memory wavefronts of the busiest SM / clock (one per cycle)              |
-| `l1`      | 128-byte lines the busiest SM's global requests touch / clock (one per cycle)   |
-| `l2`      | bytes between L1 and L2 / L2 bandwidth                                          |
-| `dram`    | DRAM bytes / achievable DRAM bandwidth                                          |
-| `latency` | memory bytes x mean latency / bytes in flight (Little's law)                   |
+| term      | time                                                                          |
+|-----------|-------------------------------------------------------------------------------|
+| `issue`   | warp-instructions of the busiest SM / (schedulers x clock x issue efficiency) |
+| `fp32`    | FFMA/FADD/FMUL warp-instructions x 32 / (FP32 lanes x clock)                  |
+| `tensor`  | `mma.sync` warp-instructions x 4096 / (`mma.sync` flops per SM-cycle x clock) |
+| `int`     | integer warp-instructions x 32 / (INT32 lanes x clock)                        |
+| `sfu`     | MUFU warp-instructions x 32 / (SFU lanes x clock)                             |
+| `shared`  | shared-memory wavefronts of the busiest SM / clock (one per cycle)            |
+| `l1`      | 128-byte lines the busiest SM's global requests touch / clock (one per cycle) |
+| `l2`      | bytes between L1 and L2 / L2 bandwidth                                        |
+| `dram`    | DRAM bytes / achievable DRAM bandwidth                                        |
+| `latency` | memory bytes x mean latency / bytes in flight (Little's law)                  |
 
-"Busiest SM" is where the grid's blocks land most densely: `ceil(grid / SMs)` blocks, so a
-grid of 133 blocks on 132 SMs pays two blocks' time (wave quantization). DRAM bytes are the
-compulsory bytes (each touched byte once) plus the re-reads that miss in L2, by a
-reuse-distance estimate (`_dram_bytes`). Little's law caps the bandwidth a kernel can pull with
-few resident warps or few loads in flight per warp (the `latency` limiter), which is what
-makes occupancy and vector width matter to a memory-bound kernel.
+Instruction counts are per pipe (`instructions.py`); every warp-instruction, an `mma.sync`
+included, takes one issue slot. "Busiest SM" is where the grid's blocks land most densely:
+`ceil(grid / SMs)` blocks, so a grid of 133 blocks on 132 SMs pays two blocks' time in every
+instruction term (wave quantization). DRAM bytes are the compulsory bytes (each touched byte
+once) plus the re-reads that miss in L2, by a reuse-distance estimate (`_dram_bytes`).
+Little's law caps the bandwidth a kernel can pull with few resident warps or few loads in
+flight per warp (the `latency` limiter), which is what makes occupancy and vector width matter
+to a memory-bound kernel.
 
 Resources overlap, but not perfectly: the busy time is a soft maximum of the terms (their
 p-norm, p fitted), so a kernel limited by DRAM still pays a little for 32-way bank
@@ -41,7 +44,7 @@ from pathlib import Path
 
 from deplodock.dialects.hardware import warps_in
 from deplodock.perf.devices import Device
-from deplodock.perf.instructions import FP32_CLASSES
+from deplodock.perf.instructions import FP32_CLASSES, MMA_FLOPS
 from deplodock.perf.memory import SECTOR_BYTES
 from deplodock.perf.occupancy import Occupancy, Waves, occupancy, waves
 from deplodock.perf.trace import KernelCounters
@@ -49,6 +52,8 @@ from deplodock.perf.trace import KernelCounters
 CALIBRATION = Path(__file__).with_name("calibration.json")
 #: Bumped when the model's equations change (old calibrations and tuning caches go stale).
 MODEL_VERSION = 1
+#: The resources the model times, in the order `terms_us` lists them; the limiter is one.
+TERMS = ("issue", "fp32", "tensor", "int", "sfu", "shared", "l1", "l2", "dram", "latency")
 
 
 @dataclass(frozen=True)
@@ -109,8 +114,9 @@ class KernelEstimate:
     time_us: float
     #: The time the SMs are busy (time_us without the fixed launch cost).
     busy_us: float
-    #: Speed of light: the compulsory DRAM bytes at achievable bandwidth, or the flops at the
-    #: FP32 peak, whichever is longer.
+    #: Speed of light (`_ideal_seconds`): the compulsory DRAM bytes at achievable bandwidth,
+    #: the tensor-core flops at the tensor peak or the other flops at the FP32 peak, whichever
+    #: is longest.
     ideal_us: float
     limiter: str
     terms_us: dict[str, float]
@@ -210,6 +216,24 @@ def _latency_time(
     return max(l2_bytes, dram_bytes) * latency_ns * 1e-9 / in_flight
 
 
+def _ideal_seconds(
+    device: Device, k: Constants, compulsory: float, flops: float, tensor_flops: float
+) -> float:
+    """The speed of light: every resource at its peak, all of them overlapping perfectly.
+
+    The tensor cores and the FP32 pipe run side by side, so a kernel that does both kinds of
+    math is bound by the longer of the two, not their sum. Tensor-core flops count at the
+    datasheet's dense peak (`wgmma`'s on Hopper, which `mma.sync` does not reach), so %SOL
+    also shows what the instruction leaves on the table; the rest of `flops` counts at the
+    FP32 peak."""
+    scalar_flops = max(flops - tensor_flops, 0.0)
+    return max(
+        compulsory / (device.dram_bytes_per_s * k.dram_efficiency),
+        scalar_flops / device.fp32_flops_per_s,
+        tensor_flops / device.tensor_flops_per_s,
+    )
+
+
 def _overlapped(terms: Iterable[float], overlap: float) -> float:
     """The p-norm of the terms: the largest one, plus a share of the others that shrinks as
     the resources overlap better (a soft maximum)."""
@@ -228,7 +252,8 @@ def model_kernel(
     constants: Constants | None = None,
     registers_source: str = "ptxas",
 ) -> KernelEstimate:
-    """Modeled time of one launch of the traced kernel on `device`."""
+    """Modeled time of one launch of the traced kernel on `device` (`flops`: all of its math,
+    tensor-core flops included, as `backend.cost` counts it)."""
     k = constants or load_calibration().constants
     occ = occupancy(
         device, counters.block, registers, counters.shared_bytes, registers_source != "ptxas"
@@ -243,6 +268,7 @@ def model_kernel(
         "issue": sum(per_sm.values())
         / (device.warp_schedulers_per_sm * clock * k.issue_efficiency),
         "fp32": sum(per_sm[c] for c in FP32_CLASSES) * 32 / (device.fp32_lanes_per_sm * clock),
+        "tensor": per_sm["mma"] * MMA_FLOPS / (device.mma_sync_flops_per_clock_per_sm * clock),
         "int": per_sm["int"] * 32 / (device.int32_lanes_per_sm * clock),
         "sfu": per_sm["sfu"] * 32 / (device.sfu_lanes_per_sm * clock),
         "shared": counters.total("shared_wavefronts") * busiest_share / clock,
@@ -259,10 +285,8 @@ def model_kernel(
     limiter = max(terms_us, key=lambda name: terms_us[name])
     busy_us = _overlapped(terms_us.values(), k.overlap) + grid_waves.rounds * k.wave_us
     time_us = k.launch_us + busy_us
-    ideal_us = 1e6 * max(
-        compulsory / (device.dram_bytes_per_s * k.dram_efficiency),
-        flops / device.fp32_flops_per_s,
-    )
+    tensor_flops = instructions["mma"] * MMA_FLOPS
+    ideal_us = 1e6 * _ideal_seconds(device, k, compulsory, flops, tensor_flops)
     return KernelEstimate(
         name=counters.name,
         device=device.key,

@@ -16,7 +16,7 @@ from xdsl.dialects.builtin import ModuleOp
 from deplodock.backend.cost import kernel_cost, launch_counts
 from deplodock.dialects import kernel
 from deplodock.perf.devices import Device
-from deplodock.perf.model import Calibration, KernelEstimate, load_calibration, model_kernel
+from deplodock.perf.model import TERMS, Calibration, KernelEstimate, load_calibration, model_kernel
 from deplodock.perf.trace import trace_kernel
 
 #: Registers the estimate starts from: thread/block ids, loop bounds, addresses.
@@ -120,7 +120,7 @@ def format_model_table(estimate: ProgramEstimate) -> str:
         )
     lines.append(f"  {'total (modeled)':<28} {'':>3} {total:>9.1f}")
     lines.append(
-        "  limiter: the binding resource (dram, latency, l2, l1, issue, fp32, int, sfu, shared); "
+        f"  limiter: the binding resource ({', '.join(TERMS)}); "
         "%SOL: ideal time over modeled busy time; sect/req: 32-byte sectors per global load "
         "(4 = coalesced fp32); bank: shared wavefronts over the conflict-free minimum"
     )

@@ -11,11 +11,10 @@ from deplodock.explorer import Exploration, render_page
 from deplodock.explorer.collect import StageView
 from deplodock.passes import DEPLODOCK_PASSES
 from deplodock.passes.pipelines import STAGES
+from deplodock.perf.model import TERMS
 from tests.cli.invoke import assert_one_line_error, invoke
 from tests.explorer.browser import RMSNORM
 from tests.explorer.conftest import DATA, Page
-
-LIMITERS = {"dram", "latency", "l2", "l1", "issue", "fp32", "int", "sfu", "shared"}
 
 
 def test_stdout_is_what_ir_asks_for_as_without_html(rmsnorm_page: Page) -> None:
@@ -64,7 +63,7 @@ def test_ptxas_report_and_modeled_time(rmsnorm_page: Page) -> None:
     else:
         assert kernel["ptxas"] is None
     model = kernel["model"]
-    assert model["modeled_us"] > 0 and model["limiter"] in LIMITERS
+    assert model["modeled_us"] > 0 and model["limiter"] in TERMS
     assert model["grid"] == 32 and model["block"] == 256
     assert any("MODELED" in note and "not measured" in note for note in notes)
 

@@ -275,3 +275,50 @@ def copy_2d_ilp(n: int = 1024, per_thread: int = 4, threads: int = 256) -> str:
         lines.append(f"  kernel.store %v{e}, %y[%i{e}] : {memref}")
     lines += ["  kernel.return", "}"]
     return "\n".join(lines) + _forward("copy", [memref], memref)
+
+
+def mma_loop(grid: int, iterations: int, threads: int = 128, scalar_fmas: int = 0) -> str:
+    """Tensor-core-bound: each lane loads its bf16 A and B fragments once (8-byte vector
+    loads) and the warp runs `iterations` dependent `kernel.mma_sync` on them;
+    `scalar_fmas` dependent FFMAs per iteration add FP32-pipe work."""
+    a_memref = f"memref<{grid * threads * 8}xbf16>"
+    b_memref = f"memref<{grid * threads * 4}xbf16>"
+    y_memref = f"memref<{grid * threads * 4}xf32>"
+    a_lo, a_hi = (", ".join(f"%a{i}" for i in range(j, j + 4)) for j in (0, 4))
+    a = f"{a_lo}, {a_hi}"
+    b = ", ".join(f"%b{i}" for i in range(4))
+    lines = [
+        f"kernel.func @mmas(%a: {a_memref}, %b: {b_memref}, %y: {y_memref}) "
+        f"grid {grid} block {threads} {{",
+        "  %t = kernel.thread_id : index",
+        "  %bid = kernel.block_id : index",
+        "  %c0 = arith.constant 0 : index",
+        f"  %cT = arith.constant {threads} : index",
+        "  %c4 = arith.constant 4 : index",
+        "  %c8 = arith.constant 8 : index",
+        "  %zero = arith.constant 0.000000e+00 : f32",
+        "  %base = arith.muli %bid, %cT : index",
+        "  %lane = arith.addi %base, %t : index",
+        "  %ia = arith.muli %lane, %c8 : index",
+        "  %ib = arith.muli %lane, %c4 : index",
+        f"  {a_lo} = kernel.load_vector %a[%ia] width 4 : {a_memref}",
+        "  %ia4 = arith.addi %ia, %c4 : index",
+        f"  {a_hi} = kernel.load_vector %a[%ia4] width 4 : {a_memref}",
+        f"  {b} = kernel.load_vector %b[%ib] width 4 : {b_memref}",
+        f"  %d0, %d1, %d2, %d3 = kernel.for %k = %c0 to {iterations} iter_args(%e0 = %zero, "
+        "%e1 = %zero, %e2 = %zero, %e3 = %zero) -> (f32, f32, f32, f32) {",
+        f"    %r0, %r1, %r2, %r3 = kernel.mma_sync a({a}) b({b}) c(%e0, %e1, %e2, %e3) : bf16",
+    ]
+    last = "%r3"
+    for f in range(scalar_fmas):  # a dependent FFMA chain on the FP32 pipe
+        lines.append(f"    %m{f} = arith.mulf {last}, %r0 : f32")
+        lines.append(f"    %s{f} = arith.addf %m{f}, %r1 : f32")
+        last = f"%s{f}"
+    lines += [
+        f"    kernel.yield %r0, %r1, %r2, {last} : f32, f32, f32, f32",
+        "  }",
+        f"  kernel.store_vector %d0, %d1, %d2, %d3, %y[%ib] : {y_memref}",
+        "  kernel.return",
+        "}",
+    ]
+    return "\n".join(lines) + _forward("mmas", [a_memref, b_memref], y_memref)

@@ -58,6 +58,12 @@ class MmaShape:
     def name(self) -> str:
         return f"m{self.m}n{self.n}k{self.k}"
 
+    @property
+    def flops(self) -> int:
+        """Flops of one instruction (a multiply and an add per product): what a warp's MMA
+        counts toward a kernel's work, and what a tensor-core rate is quoted in."""
+        return 2 * self.m * self.n * self.k
+
     def a_position(self, lane: int, i: int) -> tuple[int, int]:
         g, q = lane // 4, lane % 4
         return g + 8 * ((i // 2) % 2), 2 * q + i % 2 + 8 * (i // 4)
