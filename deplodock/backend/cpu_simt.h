@@ -7,8 +7,8 @@
 //
 // The same header is the device header of the GPU build: under nvcc (__CUDACC__) the
 // emulation is skipped and only the deplodock primitives at the end remain (cp.async,
-// vector accesses), whose GPU side (__CUDA_ARCH__) is inline PTX and whose CPU side
-// emulates the PTX ISA's documented semantics.
+// vector accesses, mma.sync), whose GPU side (__CUDA_ARCH__) is inline PTX and whose CPU
+// side emulates the PTX ISA's documented semantics.
 #pragma once
 
 #ifndef __CUDACC__
@@ -286,10 +286,20 @@ struct Fiber {
   };
   std::vector<AsyncCopy> async_copies;
   int async_commits = 0;
+  int mma_count = 0;  // the mma.sync calls of this thread in this block
+};
+
+// The A and B fragments each lane of a warp posted for one mma.sync (see mma_m16n8k16),
+// as floats (exact for 16-bit inputs), and which of the lane's mma.sync calls posted them.
+struct MmaExchange {
+  float a[32][8];
+  float b[32][4];
+  int serial[32];  // the poster's mma_count after posting (0: nothing posted in this block)
 };
 
 struct Warp {
   alignas(64) uint64_t slots[2][32];  // double-buffered: one sync per shuffle
+  MmaExchange mma[2];                 // double-buffered on the same phase as `slots`
 };
 
 struct Worker {
@@ -348,7 +358,10 @@ inline void run_block(Worker& w) {
     f.shfl_phase = 0;
     f.async_copies.clear();
     f.async_commits = 0;
+    f.mma_count = 0;
   }
+  for (Warp& warp : w.warps)  // the previous block's postings must not pass for this one's
+    for (MmaExchange& x : warp.mma) std::fill(std::begin(x.serial), std::end(x.serial), 0);
   for (;;) {
     for (Fiber& f : w.fibers) {
       if (f.state != State::Run) continue;
@@ -405,6 +418,79 @@ inline T shfl_from(T v, int src_lane) {
 }
 
 inline int lane_id() { return current->tid & 31; }
+
+// mma.sync.aligned.m16n8k16.row.col.f32.{bf16,f16}.{bf16,f16}.f32 (PTX ISA, "Warp-level
+// matrix multiply-accumulate", "Matrix Fragments for mma.m16n8k16 with floating point
+// type"): the warp computes D = A x B + C, A 16x16, B 16x8 (k x n), C and D 16x8 fp32. Lane
+// l (group g = l >> 2, index in the group q = l % 4) holds
+//   A a_i (i < 8) at row g + 8 * ((i >> 1) & 1), column 2q + (i & 1) + 8 * (i >> 2),
+//   B b_i (i < 4) at row (k) 2q + (i & 1) + 8 * (i >> 1), column g,
+//   C c_i, D d_i (i < 4) at row g + 8 * (i >> 1), column 2q + (i & 1),
+// and pairs of 16-bit elements come packed in 32-bit registers, the lower-numbered element in
+// the lower half. Every lane posts its A and B fragments, waits for the warp, then computes
+// its own four D elements. The ISA leaves the order of the sums open; this adds the 16
+// products of a dot product in order (k = 0..15) in fp32, then C, as `warp_mma` does in
+// dialects/common/mma.py, so the interpreters and this emulation agree bit for bit. (The
+// product of two 16-bit floats is exact in fp32, unless bf16's wide exponents overflow or
+// underflow it, so a contracted multiply-add rounds the same.)
+inline float mma_element(unsigned reg, int upper, bool bf16) {
+  const uint16_t bits = (uint16_t)(upper ? reg >> 16 : reg & 0xffffu);
+  return bf16 ? bf16_bits_to_float(bits) : half_bits_to_float(bits);
+}
+
+// Undefined on a GPU unless every lane of the warp runs the same mma.sync: a warp with fewer
+// than 32 threads, or a lane that exited or took another branch, aborts the emulation.
+inline void check_mma_warp(const Fiber& f, const MmaExchange* posted) {
+  const Worker& w = *f.worker;
+  const int warp = f.tid >> 5;
+  const int size = std::min(32, (int)w.fibers.size() - 32 * warp);
+  if (size < 32) {
+    std::fprintf(stderr,
+                 "cpu_simt: thread %d of block %u runs mma.sync in a warp of %d threads (a "
+                 "block of %zu): mma.sync needs all 32 lanes of the warp\n",
+                 f.tid, blockIdx.x, size, w.fibers.size());
+    std::abort();
+  }
+  if (posted == nullptr) return;
+  for (int l = 0; l < 32; ++l) {
+    if (posted->serial[l] != f.mma_count) {
+      std::fprintf(stderr,
+                   "cpu_simt: thread %d of block %u runs mma.sync without lane %d of its warp "
+                   "(divergent control flow or an early exit): mma.sync needs every lane of "
+                   "the warp\n",
+                   f.tid, blockIdx.x, l);
+      std::abort();
+    }
+  }
+}
+
+inline void mma_m16n8k16(bool bf16, const unsigned (&a)[4], const unsigned (&b)[2],
+                         const float (&c)[4], float (&d)[4]) {
+  Fiber* f = current;
+  check_mma_warp(*f, nullptr);
+  const int lane = f->tid & 31;
+  MmaExchange& x = f->worker->warps[f->tid >> 5].mma[f->shfl_phase];
+  f->shfl_phase ^= 1;
+  for (int i = 0; i < 8; ++i) x.a[lane][i] = mma_element(a[i >> 1], i & 1, bf16);
+  for (int i = 0; i < 4; ++i) x.b[lane][i] = mma_element(b[i >> 1], i & 1, bf16);
+  x.serial[lane] = ++f->mma_count;
+  yield(State::AtWarpSync);
+  check_mma_warp(*f, &x);
+  float A[16][16], B[16][8];  // the matrices, gathered from every lane's fragments
+  for (int l = 0; l < 32; ++l) {
+    const int g = l >> 2, q = l & 3;
+    for (int i = 0; i < 8; ++i)
+      A[g + 8 * ((i >> 1) & 1)][2 * q + (i & 1) + 8 * (i >> 2)] = x.a[l][i];
+    for (int i = 0; i < 4; ++i) B[2 * q + (i & 1) + 8 * (i >> 1)][g] = x.b[l][i];
+  }
+  const int g = lane >> 2, q = lane & 3;
+  for (int i = 0; i < 4; ++i) {  // d_i sits where this lane's c_i does
+    const int row = g + 8 * (i >> 1), col = 2 * q + (i & 1);
+    float sum = 0.0f;
+    for (int k = 0; k < 16; ++k) sum += A[row][k] * B[k][col];
+    d[i] = sum + c[i];
+  }
+}
 
 }  // namespace deplodock_simt
 
@@ -855,7 +941,7 @@ extern "C" int deplodock_simt_memcheck(void* record, const int64_t* sizes, int64
 
 #endif  // !__CUDACC__
 
-// ---- deplodock device primitives: cp.async and vector accesses ------------------------
+// ---- deplodock device primitives: cp.async, vector accesses, mma.sync -----------------
 //
 // The CUDA printer emits these calls; each is defined once, here, for both sides.
 //
@@ -977,6 +1063,87 @@ DD_DEVICE void dd_store_vector(T* p, const dd_vec<T, N>& value) {
   deplodock_simt::check_vector_alignment(p, sizeof(T) * N);
 #endif
   *reinterpret_cast<dd_vec<T, N>*>(p) = value;
+}
+
+// ---- mma.sync: one warp-wide m16n8k16 tensor-core MMA ----------------------------------
+//
+// `dd_mma_m16n8k16(d0, d1, d2, d3, a0, ..., a7, b0, ..., b3, c0, ..., c3)`: PTX
+// `mma.sync.aligned.m16n8k16.row.col.f32.<t>.<t>.f32` with t = bf16 or f16 (the overload is
+// the type of A and B), D = A x B + C for the whole warp from each lane's fragments (their
+// layout: `mma_m16n8k16` in the emulation above, and dialects/common/mma.py). The pairs
+// (a0, a1), (a2, a3), ... and (b0, b1), (b2, b3) are packed into 32-bit registers, the
+// lower-numbered element in the lower 16 bits, as the PTX ISA places them. Every lane of the
+// warp must call it (mma.sync.aligned): the emulation aborts on a partial or divergent warp.
+#ifdef __CUDACC__
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#endif
+
+enum class dd_mma_input { bf16, f16 };
+
+DD_DEVICE unsigned dd_pack_pair(__nv_bfloat16 lo, __nv_bfloat16 hi) {
+#if defined(__CUDACC__)
+  return (unsigned)__bfloat16_as_ushort(lo) | ((unsigned)__bfloat16_as_ushort(hi) << 16);
+#else
+  return (unsigned)lo.bits | ((unsigned)hi.bits << 16);
+#endif
+}
+
+DD_DEVICE unsigned dd_pack_pair(__half lo, __half hi) {
+#if defined(__CUDACC__)
+  return (unsigned)__half_as_ushort(lo) | ((unsigned)__half_as_ushort(hi) << 16);
+#else
+  return (unsigned)lo.bits | ((unsigned)hi.bits << 16);
+#endif
+}
+
+template <dd_mma_input T>
+DD_DEVICE void dd_mma_m16n8k16_packed(float (&d)[4], const unsigned (&a)[4], const unsigned (&b)[2],
+                                      const float (&c)[4]) {
+#if defined(__CUDA_ARCH__)
+  // volatile: a warp-collective instruction must stay where every lane reaches it
+  if constexpr (T == dd_mma_input::bf16) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, "
+        "{%4, %5, %6, %7}, {%8, %9}, {%10, %11, %12, %13};\n"
+        : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "f"(c[0]),
+          "f"(c[1]), "f"(c[2]), "f"(c[3]));
+  } else {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, "
+        "{%4, %5, %6, %7}, {%8, %9}, {%10, %11, %12, %13};\n"
+        : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "f"(c[0]),
+          "f"(c[1]), "f"(c[2]), "f"(c[3]));
+  }
+#elif !defined(__CUDACC__)
+  deplodock_simt::mma_m16n8k16(T == dd_mma_input::bf16, a, b, c, d);
+#endif
+}
+
+DD_DEVICE void dd_mma_m16n8k16(float& d0, float& d1, float& d2, float& d3, __nv_bfloat16 a0,
+                               __nv_bfloat16 a1, __nv_bfloat16 a2, __nv_bfloat16 a3,
+                               __nv_bfloat16 a4, __nv_bfloat16 a5, __nv_bfloat16 a6,
+                               __nv_bfloat16 a7, __nv_bfloat16 b0, __nv_bfloat16 b1,
+                               __nv_bfloat16 b2, __nv_bfloat16 b3, float c0, float c1, float c2,
+                               float c3) {
+  float d[4];
+  dd_mma_m16n8k16_packed<dd_mma_input::bf16>(
+      d, {dd_pack_pair(a0, a1), dd_pack_pair(a2, a3), dd_pack_pair(a4, a5), dd_pack_pair(a6, a7)},
+      {dd_pack_pair(b0, b1), dd_pack_pair(b2, b3)}, {c0, c1, c2, c3});
+  d0 = d[0], d1 = d[1], d2 = d[2], d3 = d[3];
+}
+
+DD_DEVICE void dd_mma_m16n8k16(float& d0, float& d1, float& d2, float& d3, __half a0, __half a1,
+                               __half a2, __half a3, __half a4, __half a5, __half a6, __half a7,
+                               __half b0, __half b1, __half b2, __half b3, float c0, float c1,
+                               float c2, float c3) {
+  float d[4];
+  dd_mma_m16n8k16_packed<dd_mma_input::f16>(
+      d, {dd_pack_pair(a0, a1), dd_pack_pair(a2, a3), dd_pack_pair(a4, a5), dd_pack_pair(a6, a7)},
+      {dd_pack_pair(b0, b1), dd_pack_pair(b2, b3)}, {c0, c1, c2, c3});
+  d0 = d[0], d1 = d[1], d2 = d[2], d3 = d[3];
 }
 
 // ---- memcheck: checked device primitives ----------------------------------------------

@@ -144,7 +144,7 @@ def compile_cubin(
         cu = Path(tmp) / "kernels.cu"
         cubin = Path(tmp) / "kernels.cubin"
         cu.write_text(source)
-        # -I: the device header (`cpu_simt.h`: cp.async and vector primitives) resolves.
+        # -I: the device header (`cpu_simt.h`: cp.async, vector, mma.sync primitives) resolves.
         include = f"-I{Path(__file__).parent}"
         cmd = [nvcc_command(), f"-arch={arch}", "-cubin", "-Xptxas", "-v", include, *extra_flags]
         proc = subprocess.run(

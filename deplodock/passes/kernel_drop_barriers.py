@@ -78,9 +78,9 @@ def _memory_access(op: Operation) -> tuple[SSAValue | None, bool] | None:
     if op.dialect_name() in ("arith", "math") or op.has_trait(NoMemoryEffect):
         return None
     if op.has_trait(MemoryAllocEffect) or isinstance(
-        op, kernel.ShflXorOp | kernel.YieldOp | kernel.ReturnOp
+        op, kernel.ShflXorOp | kernel.MmaSyncOp | kernel.YieldOp | kernel.ReturnOp
     ):
-        return None  # a shared array's declaration; a register exchange; terminators
+        return None  # a shared array's declaration; register exchanges; terminators
     return ANY_BUFFER, True
 
 

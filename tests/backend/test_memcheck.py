@@ -14,7 +14,7 @@ import pytest
 from xdsl.dialects.builtin import StringAttr
 from xdsl.utils.exceptions import InterpretationError
 
-from deplodock.backend.cpu_runner import HEADER_PATH, run_kernel, run_on_cpu
+from deplodock.backend.cpu_runner import HEADER_PATH, STUB_INCLUDES, run_kernel, run_on_cpu
 from deplodock.backend.memcheck import MemcheckSourceError, instrument
 from deplodock.cli.main import main
 from deplodock.dialects import cuda
@@ -226,14 +226,16 @@ def test_memcheck_is_for_the_cuda_level(capsys: pytest.CaptureFixture[str]) -> N
 
 
 def test_the_gpu_side_of_the_header_ignores_memcheck() -> None:
-    # what nvcc sees of cpu_simt.h is the same with DEPLODOCK_MEMCHECK defined or not
+    # what nvcc sees of cpu_simt.h is the same with DEPLODOCK_MEMCHECK defined or not (the
+    # empty stubs stand for the CUDA headers it includes there)
     def device_view(*defines: str) -> str:
         command = ["g++", "-E", "-P", "-x", "c++", "-D__CUDACC__", "-D__CUDA_ARCH__=900"]
+        command.append(f"-I{STUB_INCLUDES}")
         out = subprocess.run(
             [*command, *defines, str(HEADER_PATH)], capture_output=True, text=True, check=True
         )
         return out.stdout
 
     plain = device_view()
-    assert "dd_cp_async" in plain and "SharedArray" not in plain
+    assert "dd_cp_async" in plain and "dd_mma_m16n8k16" in plain and "SharedArray" not in plain
     assert device_view("-DDEPLODOCK_MEMCHECK") == plain

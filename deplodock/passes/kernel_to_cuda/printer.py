@@ -11,7 +11,10 @@ Asynchronous copies and vector accesses print as calls of the device primitives 
 includes: `dd_cp_async_16(&s[i], &x[j], p)`, `dd_cp_async_commit()`,
 `dd_cp_async_wait<1>()`, `dd_load_vector<float, 4>(&x[i])` (a `dd_vec<float, 4>` whose
 `.v[k]` are the elements) and `dd_store_vector<float, 4>(&y[i], dd_vec<float, 4>{{a, b, c,
-d}})`. Shared arrays they touch are declared `__align__(16)`.
+d}})`. Shared arrays they touch are declared `__align__(16)`. A `kernel.mma_sync` declares
+its four results and passes them to the helper that writes them: `float d0, d1, d2, d3;`
+then `dd_mma_m16n8k16(d0, d1, d2, d3, a0, ..., a7, b0, ..., b3, c0, ..., c3);` (the type of
+A and B, `__nv_bfloat16` or `__half`, picks the PTX instruction).
 """
 
 from __future__ import annotations
@@ -82,7 +85,7 @@ def _element_types(func: kernel.FuncOp) -> Iterable[Attribute]:
             yield a.type.element_type
 
 
-#: The device header that defines the cp.async and vector-access primitives.
+#: The device header that defines the cp.async, vector-access and mma.sync primitives.
 DEVICE_HEADER = "cpu_simt.h"
 
 #: Kernel ops printed as calls of the device header's primitives.
@@ -92,6 +95,7 @@ PRIMITIVE_OPS = (
     kernel.CpAsyncWaitOp,
     kernel.LoadVectorOp,
     kernel.StoreVectorOp,
+    kernel.MmaSyncOp,
 )
 
 
@@ -301,6 +305,8 @@ class KernelPrinter:
                 mask = op.mask.value.data
                 full = f"{FULL_WARP_MASK:#x}u"
                 self.declare(op.result, name(f"__shfl_xor_sync({full}, {v}, {mask})"))
+            case kernel.MmaSyncOp():
+                self.print_mma_sync(op)
             case kernel.ForOp():
                 self.print_for(op)
             case kernel.IfOp():
@@ -329,6 +335,16 @@ class KernelPrinter:
         self.line(f"const dd_vec<{args}> {var} = dd_load_vector<{args}>(&{at});")
         for k, result in enumerate(op.res):
             self.declare(result, name(f"{var}.v[{k}]"))
+
+    def print_mma_sync(self, op: kernel.MmaSyncOp) -> None:
+        """`float d0, ...;` then one `dd_mma_m16n8k16(d0, ..., a0, ..., c3);`: the helper
+        writes D through references, so the results are plain (non-const) variables."""
+        results = [self.fresh(d, "d") for d in op.d]
+        self.line(f"{self.ctype(op.d[0].type)} {', '.join(results)};")
+        operands = [self.operand(v).text for v in (*op.a, *op.b, *op.c)]
+        self.line(f"dd_mma_m16n8k16({', '.join([*results, *operands])});")
+        for d, var in zip(op.d, results, strict=True):
+            self.values[d] = name(var)
 
     def print_scalar(self, op: Operation) -> None:
         if len(op.results) != 1:

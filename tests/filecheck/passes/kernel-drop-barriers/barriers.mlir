@@ -14,6 +14,8 @@
 //   before this iteration's stores (the end of the body wraps to its start): it stays.
 // @globals: a store to the global %y before, a load of %y after: the barrier orders global
 //   memory within the block, so it stays.
+// @mma: a kernel.mma_sync exchanges registers, not memory (like kernel.shfl_xor): the
+//   barrier before it and a global store goes.
 
 builtin.module {
   kernel.func @publish(%x: memref<64xf32>, %y: memref<64xf32>) grid 1 block 64 {
@@ -94,6 +96,20 @@ builtin.module {
     kernel.store %v, %z[%t] : memref<32xf32>
     kernel.return
   }
+  kernel.func @mma(%x: memref<32xbf16>, %y: memref<32xf32>) grid 1 block 32 {
+    %t = kernel.thread_id : index
+    %c0 = arith.constant 0 : index
+    %zero = arith.constant 0.000000e+00 : f32
+    %s = kernel.shared_alloc : memref<32xbf16, 3>
+    %v = kernel.load %x[%t] : memref<32xbf16>
+    kernel.store %v, %s[%t] : memref<32xbf16, 3>
+    kernel.barrier
+    %a = kernel.load %s[%c0] : memref<32xbf16, 3>
+    kernel.barrier
+    %d0, %d1, %d2, %d3 = kernel.mma_sync a(%a, %a, %a, %a, %a, %a, %a, %a) b(%a, %a, %a, %a) c(%zero, %zero, %zero, %zero) : bf16
+    kernel.store %d0, %y[%t] : memref<32xf32>
+    kernel.return
+  }
 }
 
 // CHECK-LABEL: kernel.func @publish(
@@ -134,3 +150,9 @@ builtin.module {
 // CHECK:         kernel.store %one, %y[%t] : memref<32xf32>
 // CHECK-NEXT:    kernel.barrier
 // CHECK-NEXT:    %v = kernel.load %y[%c0] : memref<32xf32>
+
+// CHECK-LABEL: kernel.func @mma(
+// CHECK:         kernel.store %v, %s[%t] : memref<32xbf16, 3 : i64>
+// CHECK-NEXT:    kernel.barrier
+// CHECK-NEXT:    %a = kernel.load %s[%c0] : memref<32xbf16, 3 : i64>
+// CHECK-NEXT:    %d0, %d1, %d2, %d3 = kernel.mma_sync a(%a, %a, %a, %a, %a, %a, %a, %a) b(%a, %a, %a, %a) c(%zero, %zero, %zero, %zero) : bf16
