@@ -65,6 +65,9 @@ VECTOR_WIDTHS: tuple[int, ...] = (2, 4)
 #: Bytes of one vector access deplodock emits (4 = a pair of bf16, as an MMA fragment
 #: register holds it; 8 = `float2`; 16 = `float4`).
 VECTOR_BYTES: tuple[int, ...] = (4, 8, MAX_VECTOR_BYTES)
+#: The vectors `tile-vectorize` widens elementwise accesses to: 4 bytes of narrow elements
+#: (four bools, two bf16) gain little over scalar accesses.
+WIDE_VECTOR_BYTES: tuple[int, ...] = (8, MAX_VECTOR_BYTES)
 #: An XOR swizzle of a shared slab permutes whole chunks of this many bytes within a row: the
 #: widest access, so a `float4` or a 16-byte `cp.async` still lands contiguous and aligned.
 SWIZZLE_CHUNK_BYTES = MAX_VECTOR_BYTES

@@ -38,10 +38,21 @@ def test_tile_and_kernel_levels_agree_with_numpy(group: int, fm: int, fn: int) -
     np.testing.assert_array_equal(kernel_level, tiled)
 
 
-@pytest.mark.parametrize(("dtype", "cells"), [("float32", (8, 8)), ("bfloat16", (8, 4))])
-def test_a_128x64_tile_gets_cells_by_operand_width(dtype: str, cells: tuple[int, int]) -> None:
+@pytest.mark.parametrize(
+    ("dtype", "thread", "cells"),
+    [
+        ("float32", "tile-thread", (8, 8)),
+        ("bfloat16", "tile-thread{mma=0}", (8, 4)),
+        ("bfloat16", "tile-thread", (4, 8)),
+    ],
+)
+def test_a_128x64_tile_gets_cells_by_operand_width(
+    dtype: str, thread: str, cells: tuple[int, int]
+) -> None:
     """The default cells of a 128 x 64 tile: 8 x 8 on 128 threads for fp32 operands (the
-    shared pipe binds 8 x 4 cells), 8 x 4 on 256 threads for bf16 (`default_cells`)."""
+    shared pipe binds 8 x 4 cells), 8 x 4 on 256 threads for bf16 on the FMA pipe
+    (`default_cells`), and 4 x 8 MMA cells on 256 threads (32 x 32 warp tiles: the fewest
+    fragment bytes per MMA, `mma_grid`) for bf16 on tensor cores."""
     from deplodock.dialects import tile
     from deplodock.driver import lower_program, program_from_expression
     from tests.passes.test_tile_stage_prologue import apply_tile_pipeline
@@ -51,7 +62,7 @@ def test_a_128x64_tile_gets_cells_by_operand_width(dtype: str, cells: tuple[int,
         f"nn.Linear(64, 64, bias=False, {dt})(torch.randn(128, 64, {dt}))"
     )
     lower_program(program, "loop")
-    apply_tile_pipeline(program, "tile-block{bm=128 bn=64},tile-thread")
+    apply_tile_pipeline(program, f"tile-block{{bm=128 bn=64}},{thread}")
     (kernel,) = [op for op in program.module.ops if isinstance(op, tile.KernelOp)]
     knobs = kernel.schedule.data  # type: ignore[union-attr]
     assert (knobs["fm"].value.data, knobs["fn"].value.data) == cells

@@ -47,7 +47,12 @@ from xdsl.rewriter import InsertPoint, Rewriter
 
 from deplodock.dialects import tile
 from deplodock.dialects.element_types import UnsupportedElementType, byte_size
-from deplodock.dialects.hardware import MAX_VECTOR_BYTES, VECTOR_BYTES, VECTOR_WIDTHS, is_shared
+from deplodock.dialects.hardware import (
+    MAX_VECTOR_BYTES,
+    VECTOR_WIDTHS,
+    WIDE_VECTOR_BYTES,
+    is_shared,
+)
 from deplodock.passes.constant_pool import ConstantPool
 from deplodock.passes.tile import schedule
 from deplodock.passes.tile.choices import Choice, Tunable, grid, has_knob
@@ -113,7 +118,7 @@ def _vector_candidate(access: tile.LoadOp | tile.StoreOp, width: int) -> bool:
     if is_shared(memref):
         return False
     try:
-        if width * byte_size(memref.element_type) not in VECTOR_BYTES:
+        if width * byte_size(memref.element_type) not in WIDE_VECTOR_BYTES:
             return False
     except UnsupportedElementType:
         return False
