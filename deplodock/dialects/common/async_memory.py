@@ -261,7 +261,7 @@ def _verify_vector(op: Operation, memref: SSAValue, indices: Sequence[SSAValue],
     if nbytes not in VECTOR_BYTES:
         raise VerifyException(
             f"{op.name}: {width} x {memref.type.element_type} is {nbytes} bytes, expected a "
-            f"vector of {' or '.join(map(str, VECTOR_BYTES))} bytes"
+            f"vector of {', '.join(map(str, VECTOR_BYTES[:-1]))} or {VECTOR_BYTES[-1]} bytes"
         )
     _verify_indices(op, memref, indices)
     verify_contiguous(op, memref, indices, width, "vector access")

@@ -102,7 +102,7 @@ kernel.func @too_wide(%x: memref<64xf64>) grid 1 block 32 {
   kernel.store_vector %a, %b, %c, %d, %x[%c0] : memref<64xf64>
   kernel.return
 }
-// CHECK: kernel.load_vector: 4 x f64 is 32 bytes, expected a vector of 8 or 16 bytes
+// CHECK: kernel.load_vector: 4 x f64 is 32 bytes, expected a vector of 4, 8 or 16 bytes
 
 // -----
 
