@@ -119,8 +119,7 @@ DEVICES: dict[str, Device] = {
     # ceiling" (Luo et al., "Dissecting the NVIDIA Hopper Architecture through
     # Microbenchmarking and Multiple Level Analysis", arXiv:2501.12084, as cited in
     # waynehacking8/blackwell-tensorcore-kernels results/mma_ablation.md; the paper's own table
-    # was not readable here), the figure HazyResearch's "GPUs Go Brrr" (2024) also gives. An
-    # estimate, not a datasheet figure: 5/8 of the per-SM peak, 2560 flops/clk/SM (669
+    # was not readable here). An estimate, not a datasheet figure, to check on a GPU: 5/8 of the per-SM peak, 2560 flops/clk/SM (669
     # TFLOP/s at the 1.98 GHz boost clock this model runs every pipe at).
     "h100": Device(
         key="h100",
