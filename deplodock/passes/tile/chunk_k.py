@@ -16,10 +16,11 @@ every staged chunk whole (no bounds checks along K).
 
 Knob (`schedule`): `bk` (default 16: a 128 x 16 fp32 slab of A is 8 KiB, so two operands
 double-buffered stay well inside 48 KiB of shared memory). A kernel whose cells are MMA
-fragments (`tile-thread`'s `mma = 1`) takes 32 where K allows two chunks: one 16-deep chunk
-is a single MMA step per barrier and per `cp.async` group, too little work to cover the
-copy's latency (modeled on H100, Qwen2.5-7B's q_proj at 512 tokens in bf16: 95 -> 64 us);
-two 128 x 32 bf16 slabs double-buffered are still 40 KiB.
+fragments (`tile-thread`'s `mma = 1`) takes the deepest of 64 and 32 whose two slots of both
+slabs (rows padded by 8) fit 48 KiB and that K holds twice: one 16-deep chunk is a single
+MMA step per barrier and per `cp.async` group, too little work to cover the copy's latency.
+Modeled on H100 in bf16 at 512 tokens: Qwen2.5-7B's q_proj (128 x 112 tiles, BK 32) 95 ->
+64 us, its k/v projection (64 x 64 tiles, BK 64) 50 -> 37 us.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from xdsl.rewriter import InsertPoint, Rewriter
 from xdsl.utils.exceptions import PassFailedException
 
 from deplodock.dialects import tile
+from deplodock.dialects.hardware import MAX_STATIC_SHARED_BYTES
 from deplodock.passes.constant_pool import ConstantPool
 from deplodock.passes.tile import schedule
 from deplodock.passes.tile.choices import Choice, Tunable, has_knob
@@ -44,15 +46,27 @@ from deplodock.passes.tile.nests import body_ops, start_of
 #: Chunk lengths the pass accepts (and the tuner may choose from).
 CHUNKS: tuple[int, ...] = (4, 8, 16, 32, 64)
 
-#: The default chunk, and the one for kernels on tensor cores (module docstring).
+#: The default chunk, and those for kernels on tensor cores, deepest first (module doc).
 DEFAULT_CHUNK = 16
-MMA_CHUNK = 32
+MMA_CHUNKS: tuple[int, ...] = (64, 32)
+#: What one slot of an MMA kernel's slabs is sized with: 16-bit elements, rows padded by up
+#: to 8 of them (`tile-pad-shared`), two slots (`tile-multibuffer`'s default depth).
+MMA_ELEMENT_BYTES = 2
+MMA_ROW_PAD = 8
+MMA_SLOTS = 2
 
 
 def default_chunk(kernel: tile.KernelOp, k: int) -> int:
-    """`MMA_CHUNK` for MMA-fragment cells when K holds two such chunks, else 16."""
-    on_tensor_cores = schedule.read_knob(kernel, "mma", 0) == 1
-    return MMA_CHUNK if on_tensor_cores and k >= 2 * MMA_CHUNK else DEFAULT_CHUNK
+    """For MMA-fragment cells, the deepest of `MMA_CHUNKS` whose slots fit the static
+    shared memory and that K holds twice; else `DEFAULT_CHUNK`."""
+    if schedule.read_knob(kernel, "mma", 0) != 1:
+        return DEFAULT_CHUNK
+    rows = schedule.read_knob(kernel, "bm", 0) + schedule.read_knob(kernel, "bn", 0)
+    for bk in MMA_CHUNKS:
+        slots = MMA_SLOTS * rows * (bk + MMA_ROW_PAD) * MMA_ELEMENT_BYTES
+        if k >= 2 * bk and slots <= MAX_STATIC_SHARED_BYTES:
+            return bk
+    return DEFAULT_CHUNK
 
 
 def legal_chunks(k: int) -> list[int]:
