@@ -22,6 +22,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from deplodock.dialects.hardware import MMA_MIN_CAPABILITY
+
 #: The documented override of the nvcc path (read each time nvcc is looked up).
 NVCC_ENV = "DEPLODOCK_NVCC"
 
@@ -86,6 +88,9 @@ def nvcc_release(version: str) -> str:
 #: Instructions that exist only in the arch-specific target (`sm_90a`) of their architecture.
 ARCH_SPECIFIC_PATTERNS = (r"\bwgmma\.", r"\bsetmaxnreg\.", r"\btcgen05\.")
 
+#: How the emitted C calls a tensor-core MMA (the device helper of `cpu_simt.h`).
+MMA_CALL = "dd_mma_m16n8k16("
+
 
 def needs_arch_specific(source: str) -> bool:
     """Whether `source` uses an instruction that only the `a` target of an architecture has."""
@@ -99,6 +104,12 @@ def arch_for(capability: tuple[int, int], source: str = "") -> str:
     """
     major, minor = capability
     arch = f"sm_{major}{minor}"
+    if capability < MMA_MIN_CAPABILITY and MMA_CALL in source:
+        wanted = "".join(map(str, MMA_MIN_CAPABILITY))
+        raise NvccError(
+            f"the kernels multiply on tensor cores (mma.sync m16n8k16), which needs sm_{wanted} "
+            f"or newer; this device is {arch} (schedule without them: tile-thread{{mma=0}})"
+        )
     return arch + "a" if needs_arch_specific(source) else arch
 
 

@@ -73,6 +73,10 @@ WIDE_VECTOR_BYTES: tuple[int, ...] = (8, MAX_VECTOR_BYTES)
 SWIZZLE_CHUNK_BYTES = MAX_VECTOR_BYTES
 
 
+#: `mma.sync` with bf16 or f16 inputs and fp32 accumulation (m16n8k16) needs sm_80 or newer.
+MMA_MIN_CAPABILITY: tuple[int, int] = (8, 0)
+
+
 def cp_async_cache(nbytes: int) -> str:
     """The `cp.async` cache modifier for a copy of `nbytes`: `cg` for 16, `ca` otherwise."""
     return "cg" if nbytes == CP_ASYNC_CG_BYTES else "ca"

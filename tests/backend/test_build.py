@@ -140,6 +140,16 @@ def test_arch_selection() -> None:
     assert nvcc_release("Build cuda_13.0.r13.0/compiler.36424714_0") == "13.0"
 
 
+def test_tensor_core_kernels_need_sm80() -> None:
+    """A device without bf16 `mma.sync` gets one line saying so, before nvcc runs."""
+    mma = "  dd_mma_m16n8k16(d0, d1, d2, d3, a0, a1, a2, a3, a4, a5, a6, a7, b0, b1, b2, b3, c0);"
+    assert arch_for((8, 0), mma) == "sm_80"
+    assert arch_for((9, 0), mma) == "sm_90"
+    with pytest.raises(NvccError, match=r"needs sm_80 or newer; this device is sm_75 \("):
+        arch_for((7, 5), mma)
+    assert arch_for((7, 5), SOURCE) == "sm_75"
+
+
 def cuda_module(name: str):
     ctx = make_context()
     module = Parser(ctx, (INPUTS / name).read_text()).parse_module()
