@@ -165,3 +165,19 @@ def test_a_swizzled_slab_keeps_16_byte_copies_and_reads(tmp_path: Path) -> None:
     sass = sass_of(source, tmp_path)
     assert re.search(r"\bLDGSTS\S*\.128\b", sass)
     assert re.search(r"\bLDS(?:\.U)?\.128\b", sass)
+
+
+def test_bf16_attention_on_tensor_cores_does_not_spill() -> None:
+    """TinyLlama's attention at 512 tokens in bf16: the P.V product takes the softmax as a
+    fused prologue, prefetched through registers (`tile-register-prefetch`); a 32-deep MMA
+    chunk of it spilled at 255 registers, so a computed operand keeps 16 (`tile-chunk-k`)."""
+    dt = "dtype=torch.bfloat16"
+    module = tile_level(
+        f"torch.softmax(torch.randn(1, 32, 512, 64, {dt}) @ torch.randn(1, 32, 512, 64, {dt})"
+        f".transpose(-1, -2) / 8.0 + torch.randn(1, 1, 512, 512, {dt}), dim=-1)"
+        f" @ torch.randn(1, 32, 512, 64, {dt})"
+    )
+    source = cuda_source(module)
+    assert "dd_mma_m16n8k16(" in source
+    kernels = compile_cubin(source, arch="sm_90").kernels
+    assert not {name: r.spills for name, r in kernels.items() if r.spills}

@@ -16,7 +16,8 @@ every staged chunk whole (no bounds checks along K).
 
 Knob (`schedule`): `bk` (default 16: a 128 x 16 fp32 slab of A is 8 KiB, so two operands
 double-buffered stay well inside 48 KiB of shared memory). A kernel whose cells are MMA
-fragments (`tile-thread`'s `mma = 1`) takes the deepest of 64 and 32 whose two slots of both
+fragments (`tile-thread`'s `mma = 1`) and plain loaded operands (a computed one goes through
+registers, `computes_an_operand`) takes the deepest of 64 and 32 whose two slots of both
 slabs (rows padded by 8) fit 48 KiB and that K holds twice, one dividing K first (the K
 tail's cleanup loop reads global memory past the slabs): one 16-deep chunk is a single
 MMA step per barrier and per `cp.async` group, too little work to cover the copy's latency.
@@ -57,10 +58,30 @@ MMA_ROW_PAD = 8
 MMA_SLOTS = 2
 
 
+def computes_an_operand(kernel: tile.KernelOp) -> bool:
+    """Whether a product of the K loop takes something other than a loaded value (a fused
+    prologue): its copy goes through registers, and `tile-register-prefetch` holds a whole
+    chunk of it per thread, so a deeper chunk costs registers (a 32-deep chunk of the
+    attention P.V prologue spilled at 255 registers)."""
+    threads = schedule.threads_of(kernel)
+    loop = k_loop_of(threads) if threads is not None else None
+    if loop is None:
+        return False
+    for op in loop.walk():
+        if isinstance(op, arith.MulfOp):
+            for operand in op.operands:
+                source = operand.owner
+                if isinstance(source, arith.ExtFOp):
+                    source = source.input.owner
+                if not isinstance(source, tile.LoadOp):
+                    return True
+    return False
+
+
 def default_chunk(kernel: tile.KernelOp, k: int) -> int:
     """For MMA-fragment cells, the deepest of `MMA_CHUNKS` whose slots fit the static
     shared memory and that K holds twice; else `DEFAULT_CHUNK`."""
-    if schedule.read_knob(kernel, "mma", 0) != 1:
+    if schedule.read_knob(kernel, "mma", 0) != 1 or computes_an_operand(kernel):
         return DEFAULT_CHUNK
     rows = schedule.read_knob(kernel, "bm", 0) + schedule.read_knob(kernel, "bn", 0)
     fitting = [
