@@ -119,8 +119,9 @@ DEVICES: dict[str, Device] = {
     # ceiling" (Luo et al., "Dissecting the NVIDIA Hopper Architecture through
     # Microbenchmarking and Multiple Level Analysis", arXiv:2501.12084, as cited in
     # waynehacking8/blackwell-tensorcore-kernels results/mma_ablation.md; the paper's own table
-    # was not readable here). An estimate, not a datasheet figure, to check on a GPU: 5/8 of the per-SM peak, 2560 flops/clk/SM (669
-    # TFLOP/s at the 1.98 GHz boost clock this model runs every pipe at).
+    # was not readable here). An estimate, not a datasheet figure, to check on a GPU: 5/8 of
+    # the per-SM peak, 2560 flops/clk/SM (669 TFLOP/s at the 1.98 GHz boost clock this model
+    # runs every pipe at).
     "h100": Device(
         key="h100",
         name="NVIDIA H100 SXM5 80GB (modeled)",
