@@ -16,10 +16,10 @@ every staged chunk whole (no bounds checks along K).
 
 Knob (`schedule`): `bk` (default 16: a 128 x 16 fp32 slab of A is 8 KiB, so two operands
 double-buffered stay well inside 48 KiB of shared memory). A kernel whose cells are MMA
-fragments (`tile-thread`'s `mma = 1`) and plain loaded operands (a computed one goes through
-registers, `computes_an_operand`) takes the deepest of 64 and 32 whose two slots of both
+fragments (`tile-thread`'s `mma = 1`) takes the deepest of 64 and 32 whose two slots of both
 slabs (rows padded by 8) fit 48 KiB and that K holds twice, one dividing K first (the K
-tail's cleanup loop reads global memory past the slabs): one 16-deep chunk is a single
+tail's cleanup loop reads global memory past the slabs) and, for a computed operand (its copy
+goes through registers), at most `MAX_PREFETCH_ELEMENTS` per thread: one 16-deep chunk is a single
 MMA step per barrier and per `cp.async` group, too little work to cover the copy's latency.
 Modeled on H100 in bf16 at 512 tokens: Qwen2.5-7B's q_proj (128 x 112 tiles, BK 32) 95 ->
 64 us, its k/v projection (64 x 64 tiles, BK 64) 50 -> 37 us.
@@ -56,13 +56,16 @@ MMA_CHUNKS: tuple[int, ...] = (64, 32)
 MMA_ELEMENT_BYTES = 2
 MMA_ROW_PAD = 8
 MMA_SLOTS = 2
+#: Elements of a computed operand's chunk one thread may copy (and `tile-register-prefetch`
+#: hold in registers, for each input of the prologue) for a deeper MMA chunk to be taken.
+MAX_PREFETCH_ELEMENTS = 16
 
 
 def computes_an_operand(kernel: tile.KernelOp) -> bool:
     """Whether a product of the K loop takes something other than a loaded value (a fused
-    prologue): its copy goes through registers, and `tile-register-prefetch` holds a whole
-    chunk of it per thread, so a deeper chunk costs registers (a 32-deep chunk of the
-    attention P.V prologue spilled at 255 registers)."""
+    prologue): its copy goes through registers, and `tile-register-prefetch` holds a thread's
+    share of the chunk for each input, so a deeper chunk costs registers (32 elements per
+    thread of the attention P.V prologue spilled at 255 registers)."""
     threads = schedule.threads_of(kernel)
     loop = k_loop_of(threads) if threads is not None else None
     if loop is None:
@@ -80,16 +83,24 @@ def computes_an_operand(kernel: tile.KernelOp) -> bool:
 
 def default_chunk(kernel: tile.KernelOp, k: int) -> int:
     """For MMA-fragment cells, the deepest of `MMA_CHUNKS` whose slots fit the static
-    shared memory and that K holds twice; else `DEFAULT_CHUNK`."""
-    if schedule.read_knob(kernel, "mma", 0) != 1 or computes_an_operand(kernel):
+    shared memory, that K holds twice and, for a computed operand, that gives a thread at
+    most `MAX_PREFETCH_ELEMENTS` of it; else `DEFAULT_CHUNK`."""
+    if schedule.read_knob(kernel, "mma", 0) != 1:
         return DEFAULT_CHUNK
-    rows = schedule.read_knob(kernel, "bm", 0) + schedule.read_knob(kernel, "bn", 0)
-    fitting = [
-        bk
-        for bk in MMA_CHUNKS
-        if k >= 2 * bk
-        and MMA_SLOTS * rows * (bk + MMA_ROW_PAD) * MMA_ELEMENT_BYTES <= MAX_STATIC_SHARED_BYTES
-    ]
+    bm, bn = schedule.read_knob(kernel, "bm", 0), schedule.read_knob(kernel, "bn", 0)
+    threads = max(1, schedule.read_knob(kernel, "threads", 1))
+    computed = computes_an_operand(kernel)
+
+    def takes(bk: int) -> bool:
+        slots = MMA_SLOTS * (bm + bn) * (bk + MMA_ROW_PAD) * MMA_ELEMENT_BYTES
+        per_thread = max(bm, bn) * bk // threads
+        return (
+            k >= 2 * bk
+            and slots <= MAX_STATIC_SHARED_BYTES
+            and not (computed and per_thread > MAX_PREFETCH_ELEMENTS)
+        )
+
+    fitting = [bk for bk in MMA_CHUNKS if takes(bk)]
     # a chunk that divides K leaves no cleanup loop, whose reads skip shared memory
     whole = [bk for bk in fitting if k % bk == 0]
     return (whole or fitting or [DEFAULT_CHUNK])[0]
