@@ -88,9 +88,6 @@ def nvcc_release(version: str) -> str:
 #: Instructions that exist only in the arch-specific target (`sm_90a`) of their architecture.
 ARCH_SPECIFIC_PATTERNS = (r"\bwgmma\.", r"\bsetmaxnreg\.", r"\btcgen05\.")
 
-#: How the emitted C calls a tensor-core MMA (the device helper of `cpu_simt.h`).
-MMA_CALL = "dd_mma_m16n8k16("
-
 
 def needs_arch_specific(source: str) -> bool:
     """Whether `source` uses an instruction that only the `a` target of an architecture has."""
@@ -102,9 +99,11 @@ def arch_for(capability: tuple[int, int], source: str = "") -> str:
 
     `(9, 0)` -> `sm_90`, or `sm_90a` when the source needs the arch-specific instructions.
     """
+    from deplodock.passes.kernel_to_cuda.printer import MMA_HELPER  # the builds load it anyway
+
     major, minor = capability
     arch = f"sm_{major}{minor}"
-    if capability < MMA_MIN_CAPABILITY and MMA_CALL in source:
+    if capability < MMA_MIN_CAPABILITY and f"{MMA_HELPER}(" in source:
         wanted = "".join(map(str, MMA_MIN_CAPABILITY))
         raise NvccError(
             f"the kernels multiply on tensor cores (mma.sync m16n8k16), which needs sm_{wanted} "

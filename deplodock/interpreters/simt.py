@@ -361,12 +361,15 @@ class LockstepState:
                 "MMA (mma.sync needs every lane of the warp)"
             )
 
-        def fragments(values: Sequence[Any]) -> np.ndarray:
-            stacked = np.stack([self.lanes(v).astype(np.float32) for v in values], axis=-1)
-            return stacked.reshape(-1, WARP_SIZE, len(values))
+        def fragments(values: Sequence[Any]) -> list[np.ndarray]:
+            return [self.lanes(v).astype(np.float32) for v in values]
 
-        d = warp_mma(shape, fragments(a), fragments(b), fragments(c)).reshape(self.num_lanes, -1)
-        old = [self.lanes(v).astype(np.float32) for v in c]
+        def per_warp(lanes: list[np.ndarray]) -> np.ndarray:
+            return np.stack(lanes, axis=-1).reshape(-1, WARP_SIZE, len(lanes))
+
+        old = fragments(c)  # what a wholly inactive warp keeps
+        d = warp_mma(shape, per_warp(fragments(a)), per_warp(fragments(b)), per_warp(old))
+        d = d.reshape(self.num_lanes, -1)
         return tuple(self.select(d[:, i], old[i]) for i in range(d.shape[1]))
 
     def _block_combine(self, kind: ReduceKind, lanes: np.ndarray) -> np.ndarray:

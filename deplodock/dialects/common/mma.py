@@ -23,13 +23,14 @@ and the checks against PyTorch use the bf16 tolerance).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
 import numpy as np
 from xdsl.dialects.builtin import BFloat16Type, Float16Type, Float32Type, f32
-from xdsl.ir import Operation, SSAValue
+from xdsl.ir import SSAValue
 from xdsl.irdl import AttrSizedOperandSegments, IRDLOperation, var_operand_def, var_result_def
 from xdsl.parser import Parser, UnresolvedOperand
 from xdsl.printer import Printer
@@ -78,15 +79,22 @@ class MmaShape:
 
     def positions(self, operand: str) -> tuple[np.ndarray, np.ndarray]:
         """(rows, cols) of every `(lane, register)` of `operand` ("a", "b" or "c"), each a
-        `(32, registers)` array: what the interpreters gather and scatter by."""
-        registers = {"a": self.a_registers, "b": self.b_registers, "c": self.c_registers}[operand]
-        where = {"a": self.a_position, "b": self.b_position, "c": self.c_position}[operand]
-        rows = np.zeros((WARP_SIZE, registers), dtype=np.int64)
-        cols = np.zeros((WARP_SIZE, registers), dtype=np.int64)
-        for lane in range(WARP_SIZE):
-            for i in range(registers):
-                rows[lane, i], cols[lane, i] = where(lane, i)
-        return rows, cols
+        `(32, registers)` array: what the interpreters gather and scatter by (built once per
+        shape and operand: every interpreted MMA asks for all three)."""
+        return _positions(self, operand)
+
+
+@functools.cache
+def _positions(shape: MmaShape, operand: str) -> tuple[np.ndarray, np.ndarray]:
+    registers = {"a": shape.a_registers, "b": shape.b_registers, "c": shape.c_registers}[operand]
+    where = {"a": shape.a_position, "b": shape.b_position, "c": shape.c_position}[operand]
+    rows = np.zeros((WARP_SIZE, registers), dtype=np.int64)
+    cols = np.zeros((WARP_SIZE, registers), dtype=np.int64)
+    for lane in range(WARP_SIZE):
+        for i in range(registers):
+            rows[lane, i], cols[lane, i] = where(lane, i)
+    rows.flags.writeable = cols.flags.writeable = False  # shared by every caller
+    return rows, cols
 
 
 #: `mma.sync.aligned.m16n8k16.row.col.f32.{bf16,f16}.{bf16,f16}.f32` (compute capability 8.0+).
@@ -180,9 +188,3 @@ class MmaSyncOpBase(IRDLOperation):
             )
         if not all(isinstance(v.type, Float32Type) for v in (*self.c, *self.d)):
             raise VerifyException(f"{self.name}: C and D must be f32 (fp32 accumulation)")
-
-
-def input_type(op: Operation) -> str:
-    """`bf16` or `f16`: the PTX type name of an mma op's A and B."""
-    assert isinstance(op, MmaSyncOpBase)
-    return "bf16" if isinstance(op.a[0].type, BFloat16Type) else "f16"

@@ -88,6 +88,9 @@ def _element_types(func: kernel.FuncOp) -> Iterable[Attribute]:
 #: The device header that defines the cp.async, vector-access and mma.sync primitives.
 DEVICE_HEADER = "cpu_simt.h"
 
+#: The device header's warp-wide m16n8k16 MMA (`kernel.mma_sync`).
+MMA_HELPER = "dd_mma_m16n8k16"
+
 #: Kernel ops printed as calls of the device header's primitives.
 PRIMITIVE_OPS = (
     kernel.CpAsyncOp,
@@ -342,7 +345,7 @@ class KernelPrinter:
         results = [self.fresh(d, "d") for d in op.d]
         self.line(f"{self.ctype(op.d[0].type)} {', '.join(results)};")
         operands = [self.operand(v).text for v in (*op.a, *op.b, *op.c)]
-        self.line(f"dd_mma_m16n8k16({', '.join([*results, *operands])});")
+        self.line(f"{MMA_HELPER}({', '.join([*results, *operands])});")
         for d, var in zip(op.d, results, strict=True):
             self.values[d] = name(var)
 

@@ -61,15 +61,11 @@ MMA_SLOTS = 2
 MAX_PREFETCH_ELEMENTS = 16
 
 
-def computes_an_operand(kernel: tile.KernelOp) -> bool:
+def computes_an_operand(loop: tile.ForOp) -> bool:
     """Whether a product of the K loop takes something other than a loaded value (a fused
     prologue): its copy goes through registers, and `tile-register-prefetch` holds a thread's
     share of the chunk for each input, so a deeper chunk costs registers (32 elements per
     thread of the attention P.V prologue spilled at 255 registers)."""
-    threads = schedule.threads_of(kernel)
-    loop = k_loop_of(threads) if threads is not None else None
-    if loop is None:
-        return False
     for op in loop.walk():
         if isinstance(op, arith.MulfOp):
             for operand in op.operands:
@@ -81,7 +77,7 @@ def computes_an_operand(kernel: tile.KernelOp) -> bool:
     return False
 
 
-def default_chunk(kernel: tile.KernelOp, k: int) -> int:
+def default_chunk(kernel: tile.KernelOp, loop: tile.ForOp) -> int:
     """For MMA-fragment cells, the deepest of `MMA_CHUNKS` whose slots fit the static
     shared memory, that K holds twice and, for a computed operand, that gives a thread at
     most `MAX_PREFETCH_ELEMENTS` of it; else `DEFAULT_CHUNK`."""
@@ -89,7 +85,7 @@ def default_chunk(kernel: tile.KernelOp, k: int) -> int:
         return DEFAULT_CHUNK
     bm, bn = schedule.read_knob(kernel, "bm", 0), schedule.read_knob(kernel, "bn", 0)
     threads = max(1, schedule.read_knob(kernel, "threads", 1))
-    computed = computes_an_operand(kernel)
+    k, computed = loop.upper, computes_an_operand(loop)
 
     def takes(bk: int) -> bool:
         slots = MMA_SLOTS * (bm + bn) * (bk + MMA_ROW_PAD) * MMA_ELEMENT_BYTES
@@ -184,7 +180,7 @@ class TileChunkKPass(Tunable, ModulePass):
                 continue
             threads = schedule.threads_of(kernel)
             loop = k_loop_of(threads) if threads is not None else None
-            guess = default_chunk(kernel, loop.upper) if loop is not None else DEFAULT_CHUNK
+            guess = default_chunk(kernel, loop) if loop is not None else DEFAULT_CHUNK
             bk = schedule.read_knob(kernel, "bk", self.bk or guess)
             if bk <= 0:
                 raise PassFailedException(

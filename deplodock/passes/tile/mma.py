@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from xdsl.context import Context
 from xdsl.dialects import arith
 from xdsl.dialects.builtin import BFloat16Type, Float16Type, MemRefType, ModuleOp
-from xdsl.ir import Operation, SSAValue
+from xdsl.ir import SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
@@ -218,7 +218,7 @@ def rewrite(found: MmaLoop, pool: ConstantPool) -> tile.ForOp:
     """Replaces the `ki` loop by its MMA form (module docstring); returns the new loop."""
     loop, rows, cols = found.loop, found.rows, found.cols
     shape = MMA_M16N8K16
-    lane_point = InsertPoint.after(max(rows, cols, key=_position_in_block))
+    lane_point = InsertPoint.after(cols if rows.is_before_in_block(cols) else rows)
     lanes = schedule.IndexBuilder(lane_point, pool)
     lane = lanes.add(arith.RemSIOp(rows.thread, pool.index(WARP_SIZE)), "lane")
     group = lanes.add(arith.DivSIOp(lane, pool.index(4)), "group")
@@ -257,12 +257,6 @@ def rewrite(found: MmaLoop, pool: ConstantPool) -> tile.ForOp:
         old.replace_all_uses_with(result)
     Rewriter.erase_op(loop, safe_erase=False)
     return new
-
-
-def _position_in_block(op: Operation) -> int:
-    block = op.parent_block()
-    assert block is not None
-    return block.get_operation_index(op)
 
 
 def _cell_index(load: tile.LoadOp, tile_op: tile.ThreadTileOp) -> int:

@@ -355,15 +355,18 @@ class TileThreadPass(Tunable, ModulePass):
                 continue
             bm = schedule.read_knob(kernel, "bm", 0)
             bn = schedule.read_knob(kernel, "bn", 0)
-            fm, fn, mma = self._choose(kernel, bm, bn)
+            sixteen_bit = sixteen_bit_product(kernel)
+            fm, fn, mma = self._choose(kernel, bm, bn, sixteen_bit)
             if thread_contraction(kernel, fm, fn, bool(mma)):
                 schedule.write_knob(kernel, "fm", fm)
                 schedule.write_knob(kernel, "fn", fn)
-                if mma or sixteen_bit_product(kernel):  # a decision only where MMAs can run
+                if mma or sixteen_bit:  # a decision only where MMAs can run
                     schedule.write_knob(kernel, "mma", mma)
                 schedule.write_knob(kernel, "threads", bm // fm * (bn // fn))
 
-    def _choose(self, kernel: tile.KernelOp, bm: int, bn: int) -> tuple[int, int, int]:
+    def _choose(
+        self, kernel: tile.KernelOp, bm: int, bn: int, sixteen_bit: bool
+    ) -> tuple[int, int, int]:
         """(fm, fn, mma): the kernel's knobs, else the options, else the heuristic."""
         guess_m, guess_n = default_cells(bm, bn, _operand_bytes(kernel))
         fm = schedule.read_knob(kernel, "fm", self.fm or guess_m)
@@ -371,7 +374,7 @@ class TileThreadPass(Tunable, ModulePass):
         mma = schedule.read_knob(kernel, "mma", self.mma)
         if mma == -1:  # the heuristic: MMA cells, on the default thread count if legal
             cells = None
-            if sixteen_bit_product(kernel) and not (has_knob(kernel, "fm") or self.fm):
+            if sixteen_bit and not (has_knob(kernel, "fm") or self.fm):
                 cells = default_mma_cells(bm, bn, bm // fm * (bn // fn))
             mma = int(cells is not None)
             fm, fn = cells or (fm, fn)
