@@ -9,6 +9,7 @@ are not here: they belong to the performance model's device tables.
 
 from __future__ import annotations
 
+import numpy as np
 from xdsl.dialects.builtin import IntegerAttr, MemRefType
 from xdsl.ir import Attribute
 
@@ -18,9 +19,12 @@ WARP_SIZE = 32
 MAX_STATIC_SHARED_BYTES = 48 * 1024
 
 #: Shared memory is 32 banks of 4-byte words; one request takes as many passes (wavefronts)
-#: as the busiest bank has distinct words.
+#: as the busiest bank has distinct words (`shared_wavefronts`).
 SHARED_BANKS = 32
 SHARED_BANK_BYTES = 4
+#: The lane distances of the pairs whose equal addresses let shared memory pack two lanes'
+#: 8- or 16-byte results into one returned register (`shared_wavefronts`).
+SHARED_PAIR_DISTANCES: tuple[int, ...] = (1, 2)
 
 #: `__shfl_xor_sync` participation mask: every lane of the warp.
 FULL_WARP_MASK = (1 << WARP_SIZE) - 1
@@ -39,6 +43,55 @@ def warps_in(threads: int) -> int:
 def is_valid_block_size(threads: int) -> bool:
     """What the tile and kernel verifiers accept: whole warps, at most 1024 threads."""
     return 0 < threads <= MAX_THREADS_PER_BLOCK and threads % WARP_SIZE == 0
+
+
+def shared_wavefronts(addresses: np.ndarray, lane_bytes: int, lanes: np.ndarray) -> int:
+    """Wavefronts one warp's shared-memory request takes: lane `lanes[i]` accesses
+    `lane_bytes` bytes at byte address `addresses[i]` (active lanes only).
+
+    Shared memory returns 128 bytes a cycle: one 4-byte register to each of the 32 lanes.
+    A lane moving 8 or 16 bytes is therefore served a half or a quarter warp at a time,
+    each group with all 32 banks to itself, and within a group a bank serves one distinct
+    word per wavefront (lanes reading the same word share it: a broadcast). When every
+    active lane reads the same address as lane `n ^ 1`, or every one as lane `n ^ 2`, the
+    pair's results pack into one register and the groups are twice as large: a `float4`
+    read in such pairs takes 2 wavefronts, not 4. (NVIDIA's account of the packing rule
+    for compute capability 7.x, forums.developer.nvidia.com/t/77228; deplodock assumes the
+    later architectures keep it.) The thread order `tile-thread` gives a scalar GEMM is
+    built to meet it.
+    """
+    addresses = np.asarray(addresses, dtype=np.int64)
+    lanes = np.asarray(lanes, dtype=np.int64) % WARP_SIZE
+    if len(addresses) == 0:
+        return 0
+    group = WARP_SIZE * SHARED_BANK_BYTES // max(lane_bytes, SHARED_BANK_BYTES)
+    if lane_bytes > SHARED_BANK_BYTES and shared_pairs_pack(addresses, lanes):
+        group *= 2
+    words_per_lane = max(1, lane_bytes // SHARED_BANK_BYTES)
+    words = addresses[:, None] // SHARED_BANK_BYTES + np.arange(words_per_lane)[None, :]
+    total = 0
+    for first in range(0, WARP_SIZE, group):
+        in_group = (lanes >= first) & (lanes < first + group)
+        if in_group.any():
+            distinct = np.unique(words[in_group])
+            total += int(np.bincount(distinct % SHARED_BANKS).max())
+    return total
+
+
+def shared_pairs_pack(addresses: np.ndarray, lanes: np.ndarray) -> bool:
+    """Whether, for one of `SHARED_PAIR_DISTANCES`, every active lane's partner is active
+    and reads the same address (`shared_wavefronts` then packs each pair's results)."""
+    addresses = np.asarray(addresses, dtype=np.int64)
+    lanes = np.asarray(lanes, dtype=np.int64) % WARP_SIZE
+    by_lane = np.full(WARP_SIZE, -1, dtype=np.int64)
+    by_lane[lanes] = addresses
+    active = np.zeros(WARP_SIZE, dtype=bool)
+    active[lanes] = True
+    for distance in SHARED_PAIR_DISTANCES:
+        partners = lanes ^ distance
+        if active[partners].all() and (by_lane[partners] == addresses).all():
+            return True
+    return False
 
 
 def is_shared(memref_type: Attribute) -> bool:

@@ -499,7 +499,7 @@ class BlockTileOp(IRDLOperation):
 
     @classmethod
     def parse(cls, parser: Parser) -> BlockTileOp:
-        block = parser.parse_operand()
+        block = parser.parse_operand(IndexType())
         parser.parse_keyword("counts")
         counts = _parse_ints(parser)
         parser.parse_keyword("sizes")
@@ -591,6 +591,13 @@ class ThreadTileOp(IRDLOperation):
     `cells_m/2 x cells_n/2` MMA tiles. Lane `l` (group `g = l/4`, `q = l%4`) owns rows
     `16i + 8h + g` (cell `2i + h`) and columns `8j + 2q + e` (cell `2j + e`) of it, which
     is where `mma.sync` leaves its C and D registers.
+
+    An optional trailing `quads` orders the threads in 2 x 2 quads instead of row by row:
+    thread `t` (quad `u = t / 4`) sits at row `2 (u / (T1/2)) + (t / 2) % 2`, column
+    `2 (u % (T1/2)) + t % 2`. A warp then covers the same rows and columns, but lanes `n`
+    and `n ^ 1` share a row and lanes `n` and `n ^ 2` a column, so both operands' vector
+    reads from shared memory come in pairs of equal addresses, which shared memory serves
+    at twice the rate (`hardware.shared_wavefronts`). Both tiles of a block must agree.
     """
 
     name = "tile.thread_tile"
@@ -599,11 +606,14 @@ class ThreadTileOp(IRDLOperation):
     threads = prop_def(ArrayAttr[IntegerAttr])
     cells = prop_def(IntegerAttr[I64])
     layout = prop_def(StringAttr)
+    order = opt_prop_def(StringAttr)
     positions = var_result_def(IndexType)
 
     traits = traits_def(Pure(), HasAncestor(ThreadsOp))
 
     LAYOUTS: ClassVar[tuple[str, ...]] = ("blocked", "interleaved", "mma")
+    #: Thread orders: row by row (the default) or in 2 x 2 quads.
+    ORDERS: ClassVar[tuple[str, ...]] = ("rows", "quads")
     #: Threads of a warp along each axis in the `mma` layout (8 groups x 4 lanes).
     MMA_WARP_THREADS: ClassVar[tuple[int, int]] = (8, 4)
 
@@ -612,11 +622,13 @@ class ThreadTileOp(IRDLOperation):
         printer.print_ssa_value(self.thread)
         printer.print_string(f" dim {self.axis} of {_bracketed(self.thread_grid)}")
         printer.print_string(f" cells {self.cell_count} {self.layout.data}")
+        if self.thread_order == "quads":
+            printer.print_string(" quads")
         printer.print_op_attributes(self.attributes)
 
     @classmethod
     def parse(cls, parser: Parser) -> ThreadTileOp:
-        thread = parser.parse_operand()
+        thread = parser.parse_operand(IndexType())
         parser.parse_keyword("dim")
         dim = parser.parse_integer(allow_boolean=False)
         parser.parse_keyword("of")
@@ -626,20 +638,30 @@ class ThreadTileOp(IRDLOperation):
         layout = parser.parse_identifier()
         if layout not in cls.LAYOUTS:
             parser.raise_error(f"expected a layout ({', '.join(cls.LAYOUTS)}), got '{layout}'")
-        op = cls(thread, dim, threads, cells, layout)
+        order = "quads" if parser.parse_optional_keyword("quads") else "rows"
+        op = cls(thread, dim, threads, cells, layout, order)
         op.attributes |= parser.parse_optional_attr_dict()
         return op
 
-    def __init__(self, thread: SSAValue, dim: int, threads: Sequence[int], cells: int, layout: str):
+    def __init__(
+        self,
+        thread: SSAValue,
+        dim: int,
+        threads: Sequence[int],
+        cells: int,
+        layout: str,
+        order: str = "rows",
+    ):
+        properties: dict[str, Attribute] = {
+            "dim": IntegerAttr(dim, 64),
+            "threads": _int_array(threads),
+            "cells": IntegerAttr(cells, 64),
+            "layout": StringAttr(layout),
+        }
+        if order != "rows":
+            properties["order"] = StringAttr(order)
         super().__init__(
-            operands=[thread],
-            properties={
-                "dim": IntegerAttr(dim, 64),
-                "threads": _int_array(threads),
-                "cells": IntegerAttr(cells, 64),
-                "layout": StringAttr(layout),
-            },
-            result_types=[[IndexType()] * cells],
+            operands=[thread], properties=properties, result_types=[[IndexType()] * cells]
         )
 
     @property
@@ -654,12 +676,25 @@ class ThreadTileOp(IRDLOperation):
     def cell_count(self) -> int:
         return self.cells.value.data
 
+    @property
+    def thread_order(self) -> str:
+        return self.order.data if self.order is not None else "rows"
+
+    def coordinates(self, thread: int) -> tuple[int, int]:
+        """(row, column) of `thread` in the thread grid, by the thread order."""
+        cols = self.thread_grid[1]
+        if self.thread_order == "quads":
+            quad, lane = divmod(thread, 4)
+            quad_row, quad_col = divmod(quad, cols // 2)
+            return 2 * quad_row + lane // 2, 2 * quad_col + lane % 2
+        row, col = divmod(thread, cols)
+        return row, col
+
     def position(self, thread: int, cell: int) -> int:
         """The block-local position of `cell` for thread `thread` (the op's semantics)."""
-        cols = self.thread_grid[1]
         if self.layout.data == "mma":
             return self._mma_position(thread, cell)
-        coord = thread // cols if self.axis == 0 else thread % cols
+        coord = self.coordinates(thread)[self.axis]
         if self.layout.data == "blocked":
             return coord * self.cell_count + cell
         return cell * self.thread_grid[self.axis] + coord
@@ -694,6 +729,18 @@ class ThreadTileOp(IRDLOperation):
             )
         if self.axis not in (0, 1):
             raise VerifyException(f"tile.thread_tile: dim must be 0 or 1, got {self.axis}")
+        if self.thread_order not in self.ORDERS:
+            raise VerifyException(
+                f"tile.thread_tile: order must be one of {', '.join(self.ORDERS)}, "
+                f"got '{self.thread_order}'"
+            )
+        if self.thread_order == "quads" and (
+            self.layout.data == "mma" or grid[0] % 2 or grid[1] % 2
+        ):
+            raise VerifyException(
+                f"tile.thread_tile: quads need an even thread grid and a blocked or "
+                f"interleaved layout, got {grid[0]}x{grid[1]} threads, {self.layout.data}"
+            )
         if self.layout.data not in self.LAYOUTS:
             raise VerifyException(
                 f"tile.thread_tile: layout must be one of {', '.join(self.LAYOUTS)}, "

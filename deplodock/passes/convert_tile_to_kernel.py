@@ -548,7 +548,9 @@ class ThreadTileToArith(RewritePattern):
         if op.layout.data == "mma":
             rewriter.replace(op, [], _mma_positions(math, op))
             return
-        if op.axis == 0:
+        if op.thread_order == "quads":
+            coord = _quad_coordinate(math, op)
+        elif op.axis == 0:
             coord = math.div(op.thread, cols, "tm")
         else:
             coord = math.rem(op.thread, cols, "tn") if rows > 1 else op.thread
@@ -562,6 +564,17 @@ class ThreadTileToArith(RewritePattern):
                 position.name_hint = op.results[cell].name_hint
             positions.append(position)
         rewriter.replace(op, [], positions)
+
+
+def _quad_coordinate(math: _IndexMath, op: tile.ThreadTileOp) -> SSAValue:
+    """The thread's row or column in quad order (`tile.ThreadTileOp.coordinates`)."""
+    quad_cols = op.thread_grid[1] // 2
+    quad = math.div(op.thread, 4, "quad")
+    if op.axis == 0:
+        quad_row = math.mul(math.div(quad, quad_cols), 2)
+        return math.add(quad_row, math.rem(math.div(op.thread, 2), 2), "tm")
+    quad_col = math.mul(math.rem(quad, quad_cols), 2)
+    return math.add(quad_col, math.rem(op.thread, 2), "tn")
 
 
 def _mma_positions(math: _IndexMath, op: tile.ThreadTileOp) -> list[SSAValue]:

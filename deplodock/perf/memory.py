@@ -11,14 +11,21 @@ byte addresses of a warp's *active* lanes and the access width (4, 8 or 16 bytes
   wavefronts as the most-loaded bank has *distinct* words (lanes reading the same word are
   served together: a broadcast). 64-bit accesses are served a half-warp at a time and 128-bit
   ones a quarter-warp at a time (each group can use all 32 banks), so a conflict-free float4
-  request takes 4 wavefronts, not 1.
+  request takes 4 wavefronts, not 1; 2 when lanes read in pairs of equal addresses. The rule
+  has one home, `hardware.shared_wavefronts`, which `tile-pad-shared` counts by too.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from deplodock.dialects.hardware import SHARED_BANK_BYTES, SHARED_BANKS, WARP_SIZE
+from deplodock.dialects.hardware import (
+    SHARED_BANK_BYTES,
+    SHARED_BANKS,
+    WARP_SIZE,
+    shared_pairs_pack,
+)
+from deplodock.dialects.hardware import shared_wavefronts as hardware_shared_wavefronts
 
 SECTOR_BYTES = 32
 LINE_BYTES = 128
@@ -27,15 +34,8 @@ BANK_BYTES = SHARED_BANK_BYTES
 
 #: Wavefront counts by access pattern (addresses relative to their 128-byte row, width,
 #: lanes): a loop repeats the same pattern at shifted addresses, so most requests hit.
-_WAVEFRONT_CACHE: dict[tuple[bytes, int, bytes], int] = {}
+_WAVEFRONT_CACHE: dict[tuple[bytes, int, bytes], tuple[int, int]] = {}
 _CACHE_LIMIT = 1 << 16
-
-
-def _words(addresses: np.ndarray, width: int, unit: int) -> np.ndarray:
-    """The `unit`-byte words each lane's `width`-byte access covers (flattened)."""
-    first = np.asarray(addresses, dtype=np.int64) // unit
-    per_lane = max(1, width // unit)
-    return (first[:, None] + np.arange(per_lane)[None, :]).reshape(-1)
 
 
 def sectors_of(addresses: np.ndarray, width: int = 4) -> np.ndarray:
@@ -70,32 +70,37 @@ def shared_wavefronts(
 
     `lanes` are the lane ids (0-31) of `addresses`; by default lanes 0, 1, 2, ...
     """
+    return shared_request(addresses, width, lanes)[0]
+
+
+def shared_request(
+    addresses: np.ndarray, width: int = 4, lanes: np.ndarray | None = None
+) -> tuple[int, int]:
+    """(wavefronts, the conflict-free minimum) of one shared request: the minimum is the
+    bytes the lanes receive over 128 (at least 1), each pair's bytes counted once where
+    pairs pack, so `wavefronts / minimum` is the request's bank-conflict factor."""
     addresses = np.asarray(addresses, dtype=np.int64)
     if len(addresses) == 0:
-        return 0
+        return 0, 0
     lanes = np.arange(len(addresses)) if lanes is None else np.asarray(lanes) % WARP_SIZE
     row = SHARED_BANKS * BANK_BYTES
     key = ((addresses - addresses.min() // row * row).tobytes(), width, lanes.tobytes())
     if (known := _WAVEFRONT_CACHE.get(key)) is not None:
         return known
-    total = _count_wavefronts(addresses, width, lanes)
+    packed = width > BANK_BYTES and shared_pairs_pack(addresses, lanes)
+    active = len(addresses) // 2 if packed else len(addresses)
+    counts = (
+        hardware_shared_wavefronts(addresses, width, lanes),
+        ideal_shared_wavefronts(active, width),
+    )
     if len(_WAVEFRONT_CACHE) < _CACHE_LIMIT:
-        _WAVEFRONT_CACHE[key] = total
-    return total
-
-
-def _count_wavefronts(addresses: np.ndarray, width: int, lanes: np.ndarray) -> int:
-    group_size = WARP_SIZE * BANK_BYTES // max(width, BANK_BYTES)  # 32, 16 or 8 lanes
-    groups = lanes // group_size
-    total = 0
-    for group in np.unique(groups):
-        words = np.unique(_words(addresses[groups == group], width, BANK_BYTES))
-        total += int(np.bincount(words % SHARED_BANKS).max())
-    return total
+        _WAVEFRONT_CACHE[key] = counts
+    return counts
 
 
 def ideal_shared_wavefronts(active_lanes: int, width: int = 4) -> int:
-    """Wavefronts the same request would take without conflicts: bytes / 128, at least 1."""
+    """Wavefronts a request of `active_lanes` distinct lanes would take without conflicts:
+    bytes / 128, at least 1."""
     if active_lanes == 0:
         return 0
     return max(1, -(-(active_lanes * width) // (SHARED_BANKS * BANK_BYTES)))

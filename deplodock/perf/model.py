@@ -51,7 +51,9 @@ from deplodock.perf.trace import KernelCounters
 
 CALIBRATION = Path(__file__).with_name("calibration.json")
 #: Bumped when the model's equations change (old calibrations and tuning caches go stale).
-MODEL_VERSION = 1
+#: v2: vector shared reads made in lane pairs of equal addresses take half the wavefronts
+#: (`hardware.shared_wavefronts`).
+MODEL_VERSION = 2
 #: The resources the model times, in the order `terms_us` lists them; the limiter is one.
 TERMS = ("issue", "fp32", "tensor", "int", "sfu", "shared", "l1", "l2", "dram", "latency")
 

@@ -261,12 +261,9 @@ class _Trace:
             lanes = slice(warp * WARP_SIZE, (warp + 1) * WARP_SIZE)
             active = mask[lanes]
             lane_ids = np.arange(WARP_SIZE)[active]
-            self.block.shared_wavefronts += memory.shared_wavefronts(
-                addresses[lanes][active], width, lane_ids
-            )
-            self.block.shared_ideal_wavefronts += memory.ideal_shared_wavefronts(
-                int(active.sum()), width
-            )
+            wavefronts, ideal = memory.shared_request(addresses[lanes][active], width, lane_ids)
+            self.block.shared_wavefronts += wavefronts
+            self.block.shared_ideal_wavefronts += ideal
             self.block.shared_requests += 1
             store = isinstance(op, kernel.StoreOp | kernel.StoreVectorOp | kernel.AtomicAddOp)
             name = instruction if instruction is not None else "st_shared" if store else "ld_shared"

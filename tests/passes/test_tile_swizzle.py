@@ -25,8 +25,11 @@ from tests.helpers import parse, random_inputs, rel_err, run
 from tests.staged_contraction import reference, scheduled
 
 #: Rows of 16 fp32 (four 16-byte chunks); the weight slab is read 16 bytes down a column.
+#: Threads row by row (`quads=0`): lanes 0-7 read eight rows of the weight slab, the column
+#: read the swizzle is for (in quads, lanes read it in equal pairs, four rows per group).
 STAGED = (
-    "tile-block{bm=16 bn=16},tile-thread{fm=2 fn=2},tile-chunk-k{bk=16},tile-stage,tile-vectorize"
+    "tile-block{bm=16 bn=16},tile-thread{fm=2 fn=2 quads=0},tile-chunk-k{bk=16},tile-stage,"
+    "tile-vectorize"
 )
 BUFFERED = "tile-multibuffer{depth=2},tile-pipeline,tile-async-copy"
 

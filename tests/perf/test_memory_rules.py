@@ -77,3 +77,40 @@ def test_shared_lanes_decide_the_phases():
     assert memory.shared_wavefronts(np.array([0, 256]), 8, lanes=np.array([0, 1])) == 2
     assert memory.shared_wavefronts(np.array([0, 8]), 8, lanes=np.array([0, 16])) == 2
     assert memory.shared_wavefronts(np.array([0, 8]), 8, lanes=np.array([0, 1])) == 1
+
+
+def test_shared_pairs_of_equal_addresses_pack_into_one_register():
+    """NVIDIA's packing rule: when every lane reads the address of lane n ^ 1 (or every
+    lane that of n ^ 2), a float4 request takes 2 wavefronts, not 4, and a float2 one 1."""
+    by_pairs = (LANES // 2) * 16  # lanes 2k and 2k + 1 read the same float4
+    by_pairs_of_two = (LANES % 2 + LANES // 4 * 2) * 16  # lanes n and n ^ 2 read the same
+    assert memory.shared_wavefronts(by_pairs, 16) == 2
+    assert memory.shared_wavefronts(by_pairs_of_two, 16) == 2
+    assert memory.shared_wavefronts((LANES // 2) * 8, 8) == 1
+    # equal addresses 16 lanes apart are not a pair: the 4 quarter-warps stay
+    assert memory.shared_wavefronts((LANES % 16) * 16, 16) == 4
+    # a pair whose partner is inactive does not pack
+    assert memory.shared_wavefronts(by_pairs[:31], 16, lanes=LANES[:31]) == 4
+    # packing doubles the groups, so a bank conflict inside the larger group now counts:
+    # lanes 0-15 read two float4 512 bytes apart (the same banks)
+    conflicting = np.where(LANES % 4 < 2, 0, 512) + (LANES // 16) * 16
+    assert memory.shared_wavefronts(conflicting, 16) == 4
+    # 32-bit requests gain nothing: one word per lane is already one register a cycle
+    assert memory.shared_wavefronts((LANES // 2) * 4, 4) == 1
+
+
+def test_tile_pad_shared_counts_by_the_same_rule():
+    """The bank analysis of `tile-pad-shared` and the model's trace call one function."""
+    from deplodock.dialects import hardware
+    from deplodock.passes.tile import banks
+
+    assert banks.shared_wavefronts is hardware.shared_wavefronts
+    assert memory.hardware_shared_wavefronts is hardware.shared_wavefronts
+
+
+def test_the_conflict_free_minimum_counts_a_packed_pair_once():
+    """The bank-conflict factor (wavefronts over the minimum) stays at least 1 when pairs
+    pack: 16 distinct float4 read by 32 lanes in pairs need 2 wavefronts at best."""
+    assert memory.shared_request((LANES // 2) * 16, 16) == (2, 2)
+    assert memory.shared_request(LANES * 16, 16) == (4, 4)
+    assert memory.shared_request(LANES * 32, 16) == (8, 4)

@@ -22,7 +22,7 @@ from xdsl.ir import BlockArgument, SSAValue
 
 from deplodock.dialects import tile
 from deplodock.dialects.element_types import byte_size
-from deplodock.dialects.hardware import SHARED_BANK_BYTES, SHARED_BANKS, WARP_SIZE
+from deplodock.dialects.hardware import WARP_SIZE, shared_wavefronts
 from deplodock.dialects.queries import constant_index
 
 _BINARY: dict[type, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
@@ -83,8 +83,8 @@ def wavefronts(
     """Wavefronts one warp's request takes with rows of `row_length` elements, laid out by
     `swizzle` if given (None when the indices cannot be evaluated).
 
-    A lane moving 8 or 16 bytes (a vector access) is served a half or a quarter warp at a time,
-    each group with all 32 banks to itself, so the request costs the sum over its groups.
+    The counting rule is `hardware.shared_wavefronts` (vector accesses are served a half or a
+    quarter warp at a time, lanes reading in equal pairs twice as many at once).
     """
     lanes = np.arange(warp * WARP_SIZE, (warp + 1) * WARP_SIZE, dtype=np.int64)
     memo: dict[SSAValue, np.ndarray] = {}
@@ -101,15 +101,7 @@ def wavefronts(
         flat = flat * extent + index
     element = byte_size(access.memref.type.element_type)  # type: ignore[attr-defined]
     count = _vector_count(access)
-    lane_bytes = element * count
-    group = WARP_SIZE * SHARED_BANK_BYTES // max(lane_bytes, SHARED_BANK_BYTES)
-    total = 0
-    for start in range(0, WARP_SIZE, group):
-        first = flat[start : start + group] * element
-        spans = [first + k * SHARED_BANK_BYTES for k in range(max(1, lane_bytes // 4))]
-        words = np.unique(np.concatenate(spans) // SHARED_BANK_BYTES)
-        total += int(np.bincount(words % SHARED_BANKS, minlength=SHARED_BANKS).max())
-    return total
+    return shared_wavefronts(flat * element, element * count, lanes)
 
 
 def _vector_count(access: object) -> int:

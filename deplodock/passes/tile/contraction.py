@@ -23,9 +23,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from xdsl.dialects import arith
+from xdsl.dialects.builtin import BFloat16Type, Float16Type, Float32Type
 from xdsl.ir import Block, BlockArgument, Operation, SSAValue
 
 from deplodock.dialects import tile
+from deplodock.dialects.element_types import byte_size
 from deplodock.dialects.queries import def_chain, written_buffers
 from deplodock.dialects.reduce_kind import ReduceKind
 from deplodock.passes.tile import schedule
@@ -172,4 +174,33 @@ def defined_in(value: SSAValue, block: Block) -> bool:
             return True
         parent = owner_block.parent_op()
         owner_block = parent.parent_block() if parent is not None else None
+    return False
+
+
+def operand_bytes(kernel: tile.KernelOp) -> int:
+    """Bytes per element of the contraction's operands: the widest global load of its K
+    loop (fused prologues and casts included)."""
+    sizes = [
+        byte_size(op.res.type)
+        for loop in kernel.walk()
+        if isinstance(loop, tile.ForOp) and loop.is_reduce
+        for op in loop.body.block.ops
+        if isinstance(op, tile.LoadOp)
+    ]
+    return max(sizes, default=4)
+
+
+def sixteen_bit_product(kernel: tile.KernelOp) -> bool:
+    """Whether the contraction sums, in fp32, products of two bf16 (or two f16) values:
+    what `mma.sync` m16n8k16 computes."""
+    for loop in kernel.walk():
+        if not isinstance(loop, tile.ForOp) or not loop.is_reduce:
+            continue
+        for op in loop.body.block.ops:
+            if isinstance(op, arith.MulfOp) and isinstance(op.result.type, Float32Type):
+                sources = [operand.owner for operand in op.operands]
+                if all(isinstance(s, arith.ExtFOp) for s in sources):
+                    types = {s.input.type for s in sources}  # type: ignore[union-attr]
+                    if len(types) == 1 and isinstance(types.pop(), BFloat16Type | Float16Type):
+                        return True
     return False

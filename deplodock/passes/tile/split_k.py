@@ -64,7 +64,11 @@ from deplodock.passes.constant_pool import ConstantPool
 from deplodock.passes.tile import schedule
 from deplodock.passes.tile.block import DEFAULT_SMS, default_block, tile_score
 from deplodock.passes.tile.choices import Choice, Tunable, grid, has_knob
-from deplodock.passes.tile.contraction import Contraction, find_contraction
+from deplodock.passes.tile.contraction import (
+    Contraction,
+    find_contraction,
+    sixteen_bit_product,
+)
 from deplodock.passes.tile.nests import body_ops, is_identity, trip_count
 
 #: Split counts the pass accepts (and the tuner may choose from).
@@ -97,8 +101,9 @@ def split_score(found: Contraction, splits: int, sms: int = DEFAULT_SMS) -> floa
     of the tiles it would choose for the S-fold grid, times the share of the traffic that
     is operands rather than the workspace (`k (m + n)` against `2 S m n` per batch)."""
     m, n, batch = found.m, found.n, found.batch * splits
-    bm, bn = default_block(m, n, batch, sms)
-    score = tile_score(m, n, batch, bm, bn, sms)
+    tensor_cores = sixteen_bit_product(found.kernel)
+    bm, bn = default_block(m, n, batch, sms, tensor_cores)
+    score = tile_score(m, n, batch, bm, bn, sms, tensor_cores)
     if splits > 1:
         operands = found.k * (m + n)
         score *= operands / (operands + 2 * splits * m * n)

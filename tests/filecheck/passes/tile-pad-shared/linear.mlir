@@ -1,8 +1,9 @@
-// RUN: deplodock-opt %s -p 'tile-block{bm=16 bn=16},tile-thread{fm=2 fn=2},tile-chunk-k{bk=8},tile-stage,tile-pad-shared' | filecheck %s
+// RUN: deplodock-opt %s -p 'tile-block{bm=16 bn=16},tile-thread{fm=2 fn=2 quads=0},tile-chunk-k{bk=8},tile-stage,tile-pad-shared' | filecheck %s
 
 // tile-pad-shared counts the bank conflicts of every access of each slab for paddings
 // 0, 1, 2, 4: neighbouring threads read the weight slab down a column (rows 8 words apart,
 // conflicts) and store both slabs row-major; one more element per row spreads them out.
+// (Threads row by row, quads=0: in the default quad order a warp reads other rows.)
 
 builtin.module {
   tile.kernel @linear_kernel(%x0: memref<20x32xf32>, %p_0_weight: memref<16x32xf32>, %p_0_bias: memref<16xf32>, %linear: memref<20x16xf32>) {

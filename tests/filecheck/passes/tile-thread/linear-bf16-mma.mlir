@@ -5,16 +5,16 @@
 // default, ready for tile-mma: each thread's cells are m16n8k16 accumulator fragments. The
 // default 16 x 16 threads of 4 x 3 cells cannot pair 3 columns, so the heuristic keeps the
 // 256 threads as a 32 x 8 grid (4 x 2 warps) of 2 x 6 cells: each warp owns a 16 x 24 tile,
-// three MMA tiles side by side. With mma=0 the cells are blocked rows and interleaved
-// columns, as for fp32.
+// three MMA tiles side by side. With mma=0 the cells are interleaved rows and columns with
+// the threads in 2 x 2 quads, as for fp32.
 
 // CHECK:      schedule = {bm = 64 : i64, bn = 48 : i64, group = 8 : i64, fm = 2 : i64, fn = 6 : i64, mma = 1 : i64, threads = 256 : i64}
 // CHECK:      %mm, %mm_1 = tile.thread_tile %t dim 0 of [32, 8] cells 2 mma
 // CHECK-NEXT: %nn, %nn_1, %nn_2, %nn_3, %nn_4, %nn_5 = tile.thread_tile %t dim 1 of [32, 8] cells 6 mma
 
-// SIMT:       fm = 4 : i64, fn = 3 : i64, mma = 0 : i64
-// SIMT:       tile.thread_tile %t dim 0 of [16, 16] cells 4 blocked
-// SIMT-NEXT:  tile.thread_tile %t dim 1 of [16, 16] cells 3 interleaved
+// SIMT:       fm = 4 : i64, fn = 3 : i64, mma = 0 : i64, quads = 1 : i64
+// SIMT:       tile.thread_tile %t dim 0 of [16, 16] cells 4 interleaved quads
+// SIMT-NEXT:  tile.thread_tile %t dim 1 of [16, 16] cells 3 interleaved quads
 
 builtin.module {
   tile.kernel @linear_kernel(%x0: memref<64x32xbf16>, %p_0_weight: memref<48x32xbf16>, %linear: memref<64x48xbf16>) {
