@@ -117,14 +117,14 @@ LINEAR = "nn.Linear(96, 40)(torch.randn(33, 96))"  # cp.async into shared, 16-by
             "n0 + row_1 : 39)",
             "n0 + row_1 : 40)",
             r"out-of-bounds access in kernel linear_kernel: thread 28 of block 2 touches "
-            r"%p_0_weight at element 3840, past its 3840 elements \(kernel\.cu:29: "
+            r"%p_0_weight at element 3840, past its 3840 elements \(kernel\.cu:28: "
             r"dd_cp_async_16\(&p_0_weight_b_s",
         ),
         (  # the next stage's copy one stage too far into the shared ring
             "&x0_a_s[slot_next * 512 + ",
             "&x0_a_s[512 + slot_next * 512 + ",
             r"out-of-bounds access in kernel linear_kernel: thread 0 of block 0 touches "
-            r"shared array x0_a_s at element 1024, past its 1024 elements \(kernel\.cu:47: "
+            r"shared array x0_a_s at element 1024, past its 1024 elements \(kernel\.cu:46: "
             r"dd_cp_async_16\(&x0_a_s\[512 \+ slot_next",
         ),
         (  # the first stage's weight copies dropped: the vector loads read nothing written
@@ -132,7 +132,7 @@ LINEAR = "nn.Linear(96, 40)(torch.randn(33, 96))"  # cp.async into shared, 16-by
             "if (false) dd_cp_async_16(&p_0_weight_b_s[row_1",
             r"uninitialized read in kernel linear_kernel: thread 0 of block 0 reads shared array "
             r"p_0_weight_b_s at element 0, which nothing in this block has written "
-            r"\(kernel\.cu:72: const dd_vec<float, 4> vec_2 = dd_load_vector<float, 4>",
+            r"\(kernel\.cu:71: const dd_vec<float, 4> vec_2 = dd_load_vector<float, 4>",
         ),
     ],
     ids=["cp-async-source", "cp-async-destination", "vector-load-uninitialized"],
