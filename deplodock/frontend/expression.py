@@ -4,9 +4,9 @@ The expression is split with `ast`, so one line says everything a compile needs:
 - every tensor factory call (`torch.randn(...)`, `torch.ones(...)`, ..., optionally followed by
   a dtype conversion such as `.half()`) whose arguments use no other tensor becomes a program
   input `x0, x1, ...`; it is evaluated once for the example value;
-- every `nn.X(...)` / `torch.nn.X(...)` constructor is evaluated once and registered as
-  submodule `"0"`, `"1"`, ... of a generated wrapper, so its parameters become program
-  parameters (`0.weight`);
+- every `nn.X(...)` / `torch.nn.X(...)` constructor (optionally followed by a conversion
+  such as `.to(torch.bfloat16)`) is evaluated once and registered as submodule `"0"`, `"1"`,
+  ... of a generated wrapper, so its parameters become program parameters (`0.weight`);
 - everything else (calls, operators, nested) is the computation: the wrapper's `forward`.
 Example values are reproducible: the RNG is seeded before anything is evaluated.
 """
@@ -37,6 +37,10 @@ FACTORIES = frozenset(
     {"randn", "rand", "randint", "ones", "zeros", "full", "tensor", "arange", "empty", "eye"}
 )
 CONVERSIONS = frozenset({"half", "float", "bfloat16", "to", "contiguous"})
+#: Methods that convert a module and return it (`nn.Linear(64, 32).to(torch.bfloat16)`):
+#: applied once when the module is built, never inside the traced computation (where
+#: `torch.export` refuses to swap a parameter).
+MODULE_CONVERSIONS = frozenset({"half", "float", "double", "bfloat16", "to", "eval", "train"})
 NAMESPACE: dict[str, Any] = {"torch": torch, "nn": nn, "F": F}
 SAFE_BUILTINS = frozenset({"range", "len", "min", "max", "abs", "int", "float", "tuple", "list"})
 
@@ -91,6 +95,23 @@ def _is_factory(node: ast.AST) -> bool:
     return isinstance(f, ast.Attribute) and f.attr in CONVERSIONS and _is_factory(f.value)
 
 
+def _is_module(node: ast.AST) -> bool:
+    """A module constructor, or a conversion of one with constant arguments:
+    `nn.Linear(64, 32)`, `nn.Linear(64, 32).to(torch.bfloat16)`."""
+    if not isinstance(node, ast.Call):
+        return False
+    if _module_class(node):
+        return True
+    f = node.func
+    args = [*node.args, *(k.value for k in node.keywords)]
+    return (
+        isinstance(f, ast.Attribute)
+        and f.attr in MODULE_CONVERSIONS
+        and all(_is_constant_expr(a) for a in args)
+        and _is_module(f.value)
+    )
+
+
 def _module_class(node: ast.Call) -> bool:
     name = _dotted(node.func)
     if name is None or not name.startswith(("nn.", "torch.nn.")):
@@ -130,8 +151,10 @@ class _Splitter(ast.NodeTransformer):
                 raise _error(node, "tensor factory did not return a tensor")
             self.inputs.append(value)
             return ast.copy_location(ast.Name(f"x{len(self.inputs) - 1}", ast.Load()), node)
-        if _module_class(node):
-            if not all(_is_constant_expr(a, True) for a in [*node.args, *node.keywords]):
+        if _is_module(node):
+            if _module_class(node) and not all(
+                _is_constant_expr(a, True) for a in [*node.args, *node.keywords]
+            ):
                 raise _error(node, "module constructor arguments must not use tensors")
             self.modules.append(_evaluate(node, "module constructor"))
             return ast.copy_location(ast.Name(f"__m{len(self.modules) - 1}", ast.Load()), node)

@@ -88,6 +88,22 @@ def test_dtype_conversion_of_a_factory_is_part_of_the_input():
     assert "tensor<4x8xf16>" in str(program.module)
 
 
+def test_a_converted_module_is_built_once_with_its_parameters_converted(run_torch, rel_err):
+    """`nn.Linear(...).to(torch.bfloat16)` converts the module when it is built; inside the
+    traced computation torch.export refuses to swap its parameters."""
+    program = capture_expression(
+        "nn.Linear(8, 4).to(torch.bfloat16)(torch.randn(3, 8, dtype=torch.bfloat16))",
+        randomize_seed=3,
+    )
+    assert [p.shape for p in program.params] == [(4, 8), (4,)]
+    assert "tensor<4x8xbf16>" in str(program.module)
+    (out,) = run_torch(program.module, program.arguments)
+    (ref,) = program.reference()
+    assert rel_err(out, ref) <= 1e-2
+    half = capture_expression("nn.LayerNorm(8).half().eval()(torch.randn(2, 8).half())")
+    assert "tensor<8xf16>" in str(half.module)
+
+
 def test_randomize_parameters_replaces_ones_and_zeros():
     norm = nn.LayerNorm(16)
     randomize_parameters(norm, seed=5)
