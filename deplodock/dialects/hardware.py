@@ -45,7 +45,9 @@ def is_valid_block_size(threads: int) -> bool:
     return 0 < threads <= MAX_THREADS_PER_BLOCK and threads % WARP_SIZE == 0
 
 
-def shared_wavefronts(addresses: np.ndarray, lane_bytes: int, lanes: np.ndarray) -> int:
+def shared_wavefronts(
+    addresses: np.ndarray, lane_bytes: int, lanes: np.ndarray, *, packed: bool | None = None
+) -> int:
     """Wavefronts one warp's shared-memory request takes: lane `lanes[i]` accesses
     `lane_bytes` bytes at byte address `addresses[i]` (active lanes only).
 
@@ -58,14 +60,16 @@ def shared_wavefronts(addresses: np.ndarray, lane_bytes: int, lanes: np.ndarray)
     read in such pairs takes 2 wavefronts, not 4. (NVIDIA's account of the packing rule
     for compute capability 7.x, forums.developer.nvidia.com/t/77228; deplodock assumes the
     later architectures keep it.) The thread order `tile-thread` gives a scalar GEMM is
-    built to meet it.
+    built to meet it. `packed`: `shared_pairs_pack` of the request, when the caller has it.
     """
     addresses = np.asarray(addresses, dtype=np.int64)
     lanes = np.asarray(lanes, dtype=np.int64) % WARP_SIZE
     if len(addresses) == 0:
         return 0
     group = WARP_SIZE * SHARED_BANK_BYTES // max(lane_bytes, SHARED_BANK_BYTES)
-    if lane_bytes > SHARED_BANK_BYTES and shared_pairs_pack(addresses, lanes):
+    if packed is None:
+        packed = lane_bytes > SHARED_BANK_BYTES and shared_pairs_pack(addresses, lanes)
+    if packed:
         group *= 2
     words_per_lane = max(1, lane_bytes // SHARED_BANK_BYTES)
     words = addresses[:, None] // SHARED_BANK_BYTES + np.arange(words_per_lane)[None, :]

@@ -676,6 +676,11 @@ class ThreadTileOp(IRDLOperation):
     def cell_count(self) -> int:
         return self.cells.value.data
 
+    @staticmethod
+    def quads_fit(grid: Sequence[int]) -> bool:
+        """Whether a thread grid can be ordered in 2 x 2 quads (both extents even)."""
+        return all(extent % 2 == 0 for extent in grid)
+
     @property
     def thread_order(self) -> str:
         return self.order.data if self.order is not None else "rows"
@@ -734,9 +739,7 @@ class ThreadTileOp(IRDLOperation):
                 f"tile.thread_tile: order must be one of {', '.join(self.ORDERS)}, "
                 f"got '{self.thread_order}'"
             )
-        if self.thread_order == "quads" and (
-            self.layout.data == "mma" or grid[0] % 2 or grid[1] % 2
-        ):
+        if self.thread_order == "quads" and (self.layout.data == "mma" or not self.quads_fit(grid)):
             raise VerifyException(
                 f"tile.thread_tile: quads need an even thread grid and a blocked or "
                 f"interleaved layout, got {grid[0]}x{grid[1]} threads, {self.layout.data}"

@@ -90,7 +90,7 @@ def shared_request(
     packed = width > BANK_BYTES and shared_pairs_pack(addresses, lanes)
     active = len(addresses) // 2 if packed else len(addresses)
     counts = (
-        hardware_shared_wavefronts(addresses, width, lanes),
+        hardware_shared_wavefronts(addresses, width, lanes, packed=packed),
         ideal_shared_wavefronts(active, width),
     )
     if len(_WAVEFRONT_CACHE) < _CACHE_LIMIT:

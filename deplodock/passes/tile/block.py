@@ -21,11 +21,11 @@ A reduce nest over several axes (a convolution's cin, kh, kw) becomes one K loop
 Knobs (`schedule`): `bm`, `bn` (tile extents) and `group` (raster). The default heuristic
 (`default_block`) scores each tile of `DEFAULT_TILES` by its data reuse (`tile_reuse`: on
 the FMA pipe that of the register cells the tile gets, so 128 x 64 with 8 x 8 cells counts
-as fully as 128 x 128; on tensor cores the block's), the share of its area inside the
-matrix and how evenly its blocks fill the SMs (`tile_score`), and takes the best (the larger
-on a tie): large tiles for large outputs, smaller ones when those leave SMs idle (modeled on
-H100, Qwen2.5-7B's fp32 gate_proj at 512 tokens: 128 x 128 in 5 rounds of blocks, 1543 us;
-128 x 64 in 9 rounds of half the work, 1414 us).
+as fully as 128 x 128; on tensor cores the block's), the share of its area inside the matrix
+and how evenly its blocks fill the SMs (`tile_score`), and takes the best (on a tie, one
+keeping at least half the SMs busy, then the larger): large tiles for large outputs, smaller
+ones when those leave SMs idle (modeled on H100, Qwen2.5-7B's fp32 gate_proj at 512 tokens:
+128 x 128 in 5 rounds of blocks, 1543 us; 128 x 64 in 9 rounds of half the work, 1414 us).
 """
 
 from __future__ import annotations
@@ -96,6 +96,11 @@ def tile_reuse(bm: int, bn: int, tensor_cores: bool = False) -> float:
     return min(1.0, fm * fn / (fm + fn) / FULL_CELL_REUSE)
 
 
+def block_count(m: int, n: int, batch: int, bm: int, bn: int) -> int:
+    """Blocks of a BM x BN tiling (partial tiles included)."""
+    return batch * -(-m // bm) * -(-n // bn)
+
+
 def tile_score(
     m: int, n: int, batch: int, bm: int, bn: int, sms: int, tensor_cores: bool = False
 ) -> float:
@@ -106,8 +111,7 @@ def tile_score(
     busiest SM computes (whole tiles, partial tiles included).
     """
     reuse = tile_reuse(bm, bn, tensor_cores)
-    blocks = batch * -(-m // bm) * -(-n // bn)
-    busiest = -(-blocks // sms) * bm * bn
+    busiest = -(-block_count(m, n, batch, bm, bn) // sms) * bm * bn
     balance = min(1.0, batch * m * n / sms / busiest)
     return reuse * balance
 
@@ -123,8 +127,8 @@ def default_block(
         return (32, 32)
 
     def rank(tile: tuple[int, int]) -> tuple[float, bool]:
-        blocks = batch * -(-m // tile[0]) * -(-n // tile[1])
-        return tile_score(m, n, batch, *tile, sms, tensor_cores), 2 * blocks >= sms
+        busy_half = 2 * block_count(m, n, batch, *tile) >= sms
+        return tile_score(m, n, batch, *tile, sms, tensor_cores), busy_half
 
     return max(candidates, key=rank)
 

@@ -7,12 +7,11 @@ Rewrite: the block gets `(BM / FM) x (BN / FN)` threads. Two `tile.thread_tile` 
 which FM rows and FN columns each thread owns: `interleaved` (a thread's cells a thread-grid
 apart, so neighbouring threads own neighbouring columns: a warp's stores are coalesced and
 its shared-memory reads of B hit distinct banks), with the threads in 2 x 2 quads (`quads`).
-The cell loops disappear:
-every op of the cell body is *replicated by what it depends on*: once if it depends on
-neither the row nor the column, FM times if on the row only (the loads of A), FN times if on
-the column only (the loads of B, a bias), FM x FN times if on both. The K loop is
-interchanged with the cells: one loop carries all FM x FN accumulators, so each
-iteration loads FM values of A and FN of B and does FM x FN multiply-adds (an outer
+The cell loops disappear: every op of the cell body is *replicated by what it depends on*:
+once if it depends on neither the row nor the column, FM times if on the row only (the loads
+of A), FN times if on the column only (the loads of B, a bias), FM x FN times if on both.
+The K loop is interchanged with the cells: one loop carries all FM x FN accumulators, so
+each iteration loads FM values of A and FN of B and does FM x FN multiply-adds (an outer
 product), instead of 2 loads per multiply-add.
 
     tile.for %mm = %c0 to 64 {                  %mm:4 = tile.thread_tile %t dim 0 of [16, 16] ...
@@ -296,11 +295,6 @@ def thread_contraction(
     return True
 
 
-def quads_fit(rows: int, cols: int) -> bool:
-    """Whether a `rows x cols` thread grid can be ordered in 2 x 2 quads."""
-    return rows % 2 == 0 and cols % 2 == 0
-
-
 def _erase_emptied(rows: tile.ForOp) -> None:
     """The cell loops go, with the originals of every op that was cloned per cell."""
     inside = set(rows.walk())
@@ -323,7 +317,7 @@ class TileThreadPass(Tunable, ModulePass):
 
     fm: int = 0
     fn: int = 0
-    #: 1: MMA fragment layout, 0: blocked rows and interleaved columns, -1: the heuristic.
+    #: 1: MMA fragment layout, 0: the scalar layout (see `quads`), -1: the heuristic.
     mma: int = -1
     #: 1: threads in 2 x 2 quads, 0: row by row, -1: the heuristic (quads where legal).
     quads: int = -1
@@ -338,7 +332,8 @@ class TileThreadPass(Tunable, ModulePass):
             {"fm": fm, "fn": fn, "mma": mma, "quads": quads}
             for fm, fn in legal_cells(bm, bn)
             for mma in layouts
-            for quads in ((0, 1) if not mma and quads_fit(bm // fm, bn // fn) else (0,))
+            for quads in (0, 1)
+            if quads == 0 or (not mma and tile.ThreadTileOp.quads_fit((bm // fm, bn // fn)))
         ]
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
@@ -352,8 +347,8 @@ class TileThreadPass(Tunable, ModulePass):
             grid = (bm // fm, bn // fn)
             quads = 0 if mma else schedule.read_knob(kernel, "quads", self.quads)
             if quads == -1:
-                quads = int(quads_fit(*grid))
-            if quads and not quads_fit(*grid):
+                quads = int(tile.ThreadTileOp.quads_fit(grid))
+            if quads and not tile.ThreadTileOp.quads_fit(grid):
                 raise PassFailedException(
                     f"tile.kernel @{kernel.sym_name.data}: quads need an even thread grid, "
                     f"got {grid[0]}x{grid[1]}"
@@ -363,7 +358,7 @@ class TileThreadPass(Tunable, ModulePass):
                 schedule.write_knob(kernel, "fn", fn)
                 if mma or sixteen_bit:  # a decision only where MMAs can run
                     schedule.write_knob(kernel, "mma", mma)
-                if not mma and quads_fit(*grid):  # a decision only where quads can run
+                if not mma and tile.ThreadTileOp.quads_fit(grid):  # only where quads can run
                     schedule.write_knob(kernel, "quads", quads)
                 schedule.write_knob(kernel, "threads", grid[0] * grid[1])
 
