@@ -960,6 +960,18 @@ extern "C" int deplodock_simt_memcheck(void* record, const int64_t* sizes, int64
 #define DD_DEVICE inline
 #endif
 
+// Dynamic shared memory: a kernel whose shared arrays exceed the static 48 KiB declares each
+// as `DD_DYNAMIC_SHARED(T, name, N, offset);`, a T[N] at `offset` bytes (a multiple of 16)
+// into the block's dynamic shared memory, whose size its launch gives and opts in to. On the
+// CPU it is an ordinary shared array (memcheck instruments it as one).
+#ifdef __CUDACC__
+extern __shared__ __align__(16) unsigned char dd_dynamic_shared[];
+#define DD_DYNAMIC_SHARED(T, name, N, offset) \
+  T(&name)[N] = *reinterpret_cast<T(*)[N]>(dd_dynamic_shared + (offset))
+#else
+#define DD_DYNAMIC_SHARED(T, name, N, offset) __shared__ __align__(16) T name[N]
+#endif
+
 template <int Bytes>
 DD_DEVICE void dd_cp_async(void* smem, const void* gmem, bool pred) {
   static_assert(Bytes == 4 || Bytes == 8 || Bytes == 16, "cp.async copies 4, 8 or 16 bytes");

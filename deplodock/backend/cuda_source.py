@@ -4,7 +4,8 @@ Every `cuda.kernel`'s source, then `extern "C" int deplodock_forward(...)`: the 
 `@forward`. Its parameters are device pointers to the inputs (in `@forward` argument order),
 then to the outputs (in result order, allocated by the caller); it `cudaMalloc`s the other
 buffers, launches the kernels in order, checks each launch, frees the intermediates and
-returns the first CUDA error (0 on success).
+returns the first CUDA error (0 on success). A kernel with more than 48 KiB of shared memory
+opts in to it (`cudaFuncSetAttribute`) before its launch.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from xdsl.utils.target import Target
 
 from deplodock.dialects import cuda
 from deplodock.dialects.element_types import buffer_bytes
+from deplodock.dialects.hardware import needs_dynamic_shared
 from deplodock.dialects.queries import find_function, unique_name
 from deplodock.passes.kernel_to_cuda.exprs import element_c_type
 from deplodock.passes.kernel_to_cuda.printer import RESERVED_NAMES
@@ -140,9 +142,13 @@ def _launch(module: ModuleOp, op: cuda.LaunchOp, ptr: dict[SSAValue, str]) -> st
             text = f"const_cast<{element_c_type(value.type.element_type)}*>({text})"
         args.append(text)
     g, b, s = kernel.grid.value.data, kernel.block.value.data, kernel.smem.value.data
-    return (
+    launch = (
         f"  {name}<<<{g}, {b}, {s}>>>({', '.join(args)});\n  DEPLODOCK_CHECK(cudaGetLastError());"
     )
+    if not needs_dynamic_shared(s):
+        return launch
+    opt_in = f"cudaFuncSetAttribute({name}, cudaFuncAttributeMaxDynamicSharedMemorySize, {s})"
+    return f"  DEPLODOCK_CHECK({opt_in});\n{launch}"
 
 
 def _kernel(module: ModuleOp, name: str) -> cuda.KernelOp:

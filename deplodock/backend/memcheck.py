@@ -6,13 +6,14 @@ Python process down:
 
 - **Bounds checks.** `instrument` rewrites the kernel source for the CPU build only (nvcc
   never sees it; the CUDA the printer emits is unchanged): every pointer parameter `T* x`
-  becomes `deplodock_simt::GlobalArg<T> x` and every `__shared__ T s[N];` a
-  `deplodock_simt::SharedArray<T, N> s{"s"};` (`cpu_simt.h`, section "memcheck"). Their
-  subscripts check the index against the exact size, so an index below 0 (an underflow)
-  and one inside the padding of the buffer's last 16-byte granule (element 33 of 33 floats)
-  are caught like any other. Checks rather than page placement, because a buffer cannot
-  both start 16-byte aligned (vector accesses need it, as they do on a GPU) and end exactly
-  at a page boundary, and a page before the start would miss the granule after the end.
+  becomes `deplodock_simt::GlobalArg<T> x` and every `__shared__ T s[N];` (or
+  `DD_DYNAMIC_SHARED(T, s, N, offset);`) a `deplodock_simt::SharedArray<T, N> s{"s"};`
+  (`cpu_simt.h`, section "memcheck"). Their subscripts check the index against the exact
+  size, so an index below 0 (an underflow) and one inside the padding of the buffer's last
+  16-byte granule (element 33 of 33 floats) are caught like any other. Checks rather than
+  page placement, because a buffer cannot both start 16-byte aligned (vector accesses need
+  it, as they do on a GPU) and end exactly at a page boundary, and a page before the start
+  would miss the granule after the end.
 - **Uninitialized shared reads.** A `SharedArray` keeps one bit per element: written by a
   thread of the current block (a store, a vector store, an atomic, a landed cp.async). A
   read of an element without it is reported, like the kernel interpreter's
@@ -54,6 +55,11 @@ _SHARED = re.compile(
     r"^(?P<lead>\s*__shared__\s+(?:__align__\(\d+\)\s+)?)"
     r"(?P<type>[A-Za-z_][\w ]*?)\s+(?P<name>[A-Za-z_]\w*)\s*\[(?P<size>\d+)\]\s*;\s*$"
 )
+#: `DD_DYNAMIC_SHARED(float, s, 1024, 0);`, a shared array in dynamic shared memory.
+_DYNAMIC_SHARED = re.compile(
+    r"^(?P<lead>\s*)DD_DYNAMIC_SHARED\(\s*(?P<type>[A-Za-z_][\w ]*?)\s*,\s*(?P<name>[A-Za-z_]\w*)"
+    r"\s*,\s*(?P<size>\d+)\s*,\s*\d+\s*\)\s*;\s*$"
+)
 #: `extern "C" __global__ void __launch_bounds__(256) k(const float* __restrict__ x) {`.
 _KERNEL = re.compile(r"^(?P<head>.*\b__global__\b.*?)\((?P<params>[^()]*)\)(?P<tail>\s*\{\s*)$")
 #: One pointer parameter: `const float* __restrict__ x`.
@@ -70,13 +76,23 @@ def instrument(source: str) -> str:
     )
 
 
+def _checked_shared(lead: str, shared: re.Match[str]) -> str:
+    """`lead` then the declaration of the checked array standing for the matched one."""
+    kind = f"deplodock_simt::SharedArray<{shared['type']}, {shared['size']}>"
+    return f'{lead}{kind} {shared["name"]}{{"{shared["name"]}"}};'
+
+
 def _instrument_line(line: str, number: int) -> str:
+    if "DD_DYNAMIC_SHARED(" in line:
+        shared = _DYNAMIC_SHARED.match(line)
+        if shared is None:
+            raise _cannot(line, number, "DD_DYNAMIC_SHARED(T, name, N, offset); with literals")
+        return _checked_shared(shared["lead"] + "__shared__ ", shared)
     if "__shared__" in line:
         shared = _SHARED.match(line)
         if shared is None:
             raise _cannot(line, number, "__shared__ [__align__(A)] T name[N]; with a literal N")
-        kind = f"deplodock_simt::SharedArray<{shared['type']}, {shared['size']}>"
-        return f'{shared["lead"]}{kind} {shared["name"]}{{"{shared["name"]}"}};'
+        return _checked_shared(shared["lead"], shared)
     if re.search(r"\b__global__\b", line):
         kernel = _KERNEL.match(line)
         if kernel is None:

@@ -1,8 +1,9 @@
 """What the CUDA target allows, in one place for every verifier, pass, interpreter and runtime.
 
 The limits are those of every CUDA GPU deplodock targets (compute capability 7.0 and up): a
-block of at most 1024 threads in warps of 32, 48 KiB of static shared memory per block
-(more only as dynamic shared memory, opted into per kernel). A shared array is a memref in
+block of at most 1024 threads in warps of 32, 48 KiB of static shared memory per block, and
+up to 99 KiB as dynamic shared memory for a kernel that opts in (compute capability 8.0 and
+up, as `cp.async` and `mma.sync` need). A shared array is a memref in
 memory space 3 (as in NVVM). Numbers that describe one device model (SM count, bandwidths)
 are not here: they belong to the performance model's device tables.
 """
@@ -17,6 +18,12 @@ SHARED_MEMORY_SPACE = 3
 MAX_THREADS_PER_BLOCK = 1024
 WARP_SIZE = 32
 MAX_STATIC_SHARED_BYTES = 48 * 1024
+#: Shared memory one block may have once its kernel opts in past `MAX_STATIC_SHARED_BYTES`
+#: (`cudaFuncAttributeMaxDynamicSharedMemorySize`): the least that a GPU of compute
+#: capability 8.0 or newer allows (sm_86, sm_89 and sm_120: 99 KiB; sm_80: 163 KiB; sm_90:
+#: 227 KiB), so a kernel within it runs on all of them. The printer carves the arrays of such
+#: a kernel out of dynamic shared memory (`needs_dynamic_shared`).
+MAX_SHARED_BYTES = 99 * 1024
 
 #: Shared memory is 32 banks of 4-byte words; one request takes as many passes (wavefronts)
 #: as the busiest bank has distinct words (`shared_wavefronts`).
@@ -96,6 +103,12 @@ def shared_pairs_pack(addresses: np.ndarray, lanes: np.ndarray) -> bool:
         if active[partners].all() and (by_lane[partners] == addresses).all():
             return True
     return False
+
+
+def needs_dynamic_shared(shared_bytes: int) -> bool:
+    """Whether a block with `shared_bytes` of shared arrays must take them as dynamic shared
+    memory (past the static limit; the launch then opts in to that many bytes)."""
+    return shared_bytes > MAX_STATIC_SHARED_BYTES
 
 
 def is_shared(memref_type: Attribute) -> bool:

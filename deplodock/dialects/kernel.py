@@ -1,12 +1,12 @@
 """The `kernel` dialect: hardware primitives of one CUDA kernel (docs/ir.md section 5).
 
-It is the materialized form of a `tile` schedule: thread and block ids, static shared arrays
+It is the materialized form of a `tile` schedule: thread and block ids, shared arrays
 (`memref<..., 3>`), barriers, warp shuffles, per-thread loops and predicated regions. Each op
 maps to one CUDA construct, so the `cuda` printer is a straight walk. The verifiers reject what
-the hardware cannot run: more than 1024 threads, more than 48 KiB of static shared memory,
-and a `__syncthreads()` under thread-divergent control flow. Loops, loads, stores, the kernel
-header and the host ops share their syntax with `loop` and `tile` (`common/`); the
-hardware limits live in `hardware.py`.
+the hardware cannot run: more than 1024 threads, more shared memory than a block may opt in
+to (`MAX_SHARED_BYTES`), and a `__syncthreads()` under thread-divergent control flow. Loops,
+loads, stores, the kernel header and the host ops share their syntax with `loop` and `tile`
+(`common/`); the hardware limits live in `hardware.py`.
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ from deplodock.dialects import common
 from deplodock.dialects.common import async_memory, mma
 from deplodock.dialects.element_types import UnsupportedElementType, buffer_bytes
 from deplodock.dialects.hardware import (
-    MAX_STATIC_SHARED_BYTES,
+    MAX_SHARED_BYTES,
     MAX_THREADS_PER_BLOCK,
     SHARED_MEMORY_SPACE,
     WARP_SIZE,
@@ -102,7 +102,8 @@ class FuncOp(common.KernelOpBase):
         return [op for op in self.walk() if isinstance(op, SharedAllocOp)]
 
     def shared_bytes(self) -> int:
-        """Static shared memory of one block: the sum of its `kernel.shared_alloc`s."""
+        """Shared memory of one block: the sum of its `kernel.shared_alloc`s (static arrays
+        up to `MAX_STATIC_SHARED_BYTES`, dynamic shared memory past it)."""
         return sum(buffer_bytes(op.result.type) for op in self.shared_allocs())
 
     def verify_(self) -> None:
@@ -120,10 +121,10 @@ class FuncOp(common.KernelOpBase):
             total = self.shared_bytes()
         except UnsupportedElementType as error:
             raise VerifyException(f"{where}: shared array of {error}") from None
-        if total > MAX_STATIC_SHARED_BYTES:
+        if total > MAX_SHARED_BYTES:
             raise VerifyException(
                 f"{where}: {total} bytes of shared memory exceed the "
-                f"{MAX_STATIC_SHARED_BYTES}-byte static limit"
+                f"{MAX_SHARED_BYTES} bytes a block may have"
             )
         for arg in self.body.block.args:
             if is_shared(arg.type):

@@ -68,7 +68,7 @@ from deplodock.dialects import common
 from deplodock.dialects.common import async_memory, mma
 from deplodock.dialects.element_types import buffer_bytes, byte_size
 from deplodock.dialects.hardware import (
-    MAX_STATIC_SHARED_BYTES,
+    MAX_SHARED_BYTES,
     MAX_THREADS_PER_BLOCK,
     SHARED_MEMORY_SPACE,
     SWIZZLE_CHUNK_BYTES,
@@ -113,12 +113,12 @@ class KernelOp(common.KernelOpBase):
         self._verify_async_groups()
 
     def _verify_shared_memory(self) -> None:
-        """A block's shared arrays fit the static shared memory of a CUDA block."""
+        """A block's shared arrays fit the shared memory a CUDA block may opt in to."""
         used = shared_bytes(self)
-        if used > MAX_STATIC_SHARED_BYTES:
+        if used > MAX_SHARED_BYTES:
             raise VerifyException(
                 f"tile.kernel @{self.sym_name.data}: {used} bytes of shared memory per block, "
-                f"more than the {MAX_STATIC_SHARED_BYTES} a block may have"
+                f"more than the {MAX_SHARED_BYTES} a block may have"
             )
 
     def _verify_async_groups(self) -> None:
@@ -460,7 +460,7 @@ def _parse_ints(parser: Parser) -> list[int]:
 
 
 def shared_bytes(op: Operation) -> int:
-    """Bytes of static shared memory the `tile.shared_alloc`s inside `op` take: what the
+    """Bytes of shared memory the `tile.shared_alloc`s inside `op` take: what the
     `tile.kernel` verifier holds to the hardware limit and the staging passes budget."""
     return sum(
         buffer_bytes(inner.result.type)  # type: ignore[arg-type]

@@ -56,7 +56,7 @@ class KernelFuncToCuda(RewritePattern):
             name,
             op.grid_size,
             op.block_size,
-            0,
+            printed.dynamic_shared_bytes,
             arg_types,
             printed.source,
             printed.readonly,

@@ -77,12 +77,17 @@ def test_a_128x64_tile_gets_cells_by_operand_width(
         # fp32 on the FMA pipe: 128 x 64 gets 8 x 8 cells (full reuse), and 9 rounds of its
         # 1184 blocks balance the SMs better than 5 rounds of 128 x 128
         (512, 18944, False, (128, 64)),
-        # a bf16 product on tensor cores: the block's reuse pays up to 128 x 128
-        (512, 18944, True, (128, 128)),
+        # a bf16 product on tensor cores: the block's reuse pays up to 256 x 128, whose 296
+        # blocks fill the SMs
+        (512, 18944, True, (256, 128)),
+        # ... but not where the large tiles would leave more than half the SMs idle (14 tiles
+        # of 128 x 256), nor past an extent of the product (a 256-row tile of 128 rows)
+        (128, 3584, True, (64, 64)),
+        (128, 18944, True, (128, 96)),
         # 128 blocks of 128 x 112 on 132 SMs, against 112 of 128 x 128
         (512, 3584, False, (128, 112)),
         (512, 3584, True, (128, 112)),
-        (512, 5632, True, (128, 96)),
+        (512, 5632, True, (256, 128)),  # 88 blocks: two thirds of the SMs
         # 128 rows: 56 tiles of 128 x 64 (8 x 8 cells) score as 112 of 64 x 64 (4 x 4 cells);
         # the 56 leave more than half the SMs idle
         (128, 3584, False, (64, 64)),
@@ -97,7 +102,8 @@ def test_the_default_tile_weighs_reuse_by_the_pipe(
 def test_reuse_on_the_fma_pipe_is_that_of_the_register_cells() -> None:
     assert tile_reuse(128, 128) == tile_reuse(128, 64) == 1.0  # 8 x 8 cells either way
     assert tile_reuse(64, 64) == 0.5  # 4 x 4 cells: 2 multiply-adds per value read
-    assert tile_reuse(128, 64, tensor_cores=True) < tile_reuse(128, 128, tensor_cores=True) == 1
+    assert tile_reuse(128, 64, tensor_cores=True) < tile_reuse(128, 128, tensor_cores=True) < 1
+    assert tile_reuse(256, 128, tensor_cores=True) == tile_reuse(128, 256, tensor_cores=True) == 1
 
 
 def test_a_tie_goes_to_the_larger_tile() -> None:

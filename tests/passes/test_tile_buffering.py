@@ -97,3 +97,27 @@ def test_the_default_pipeline_schedules_a_contraction_fully() -> None:
     inputs = random_inputs(module, seed=6)
     (out,) = run(module, *inputs)
     assert rel_err(out, reference(inputs)) < 1e-5
+
+
+def chunk_of(expression: str) -> tuple[int, int]:
+    from deplodock.driver import lower_program, program_from_expression
+    from deplodock.passes.tile import schedule
+
+    program = program_from_expression(expression)
+    lower_program(program, "tile")
+    kernels = [op for op in program.module.ops if isinstance(op, tile.KernelOp)]
+    (kernel,) = [k for k in kernels if k.schedule and "bk" in k.schedule.data]
+    return schedule.read_knob(kernel, "bk", 0), tile.shared_bytes(kernel)
+
+
+def test_the_fma_pipe_takes_32_deep_chunks_where_their_slots_fit() -> None:
+    """TinyLlama's q_proj at 512 tokens: 128 x 64 tiles, two slots of 32-deep chunks are
+    55 KiB (dynamic shared memory); K = 48 holds no two chunks of 32, so it keeps 16; a fused
+    prologue whose thread would copy 32 elements of a chunk keeps 16 as well."""
+    bk, used = chunk_of("nn.Linear(2048, 2048, bias=False)(torch.randn(512, 2048))")
+    assert bk == 32 and 48 * 1024 < used <= 99 * 1024
+    assert chunk_of("nn.Linear(48, 256, bias=False)(torch.randn(512, 48))")[0] == 16
+    prologue = (
+        "nn.Linear(2048, 1024, bias=False)(F.silu(torch.randn(512, 2048)) * torch.randn(512, 2048))"
+    )
+    assert chunk_of(prologue)[0] == 16

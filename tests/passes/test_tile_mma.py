@@ -303,3 +303,43 @@ def test_the_op_verifier_counts_fragment_registers_and_types() -> None:
     text = PARTIAL_WARP.replace("b(%a, %a, %a, %a)", "b(%a, %a, %a)")
     with pytest.raises(VerifyException, match="takes 8 A, 4 B and 4 C values per lane"):
         parse(text)
+
+
+# --- large tensor-core tiles: 8 x 16 cells, three slots, dynamic shared memory ---------------
+
+
+def knob_values(program: Program, *names: str) -> tuple[int, ...]:
+    kernel = contraction(program)
+    return tuple(schedule.read_knob(kernel, name, -1) for name in names)
+
+
+def test_a_large_bf16_product_takes_256_by_128_tiles_three_slots_deep() -> None:
+    """Qwen2.5-7B's gate_proj at 512 tokens: 256 x 128 tiles, a 64 x 64 tile per warp (8 x 16
+    MMA cells on 256 threads), BK 32 in three slots: 92 KiB, past the static 48 KiB."""
+    program = at_tile(linear(512, 3584, 18944, bias=False))
+    names = ("bm", "bn", "fm", "fn", "mma", "threads", "bk", "depth")
+    assert knob_values(program, *names) == (256, 128, 8, 16, 1, 256, 32, 3)
+    assert 48 * 1024 < tile.shared_bytes(contraction(program)) <= 99 * 1024
+
+
+def test_an_explicit_depth_is_kept_and_fp32_keeps_two_slots() -> None:
+    pipeline = (
+        "tile-block{bm=64 bn=64},tile-thread,tile-chunk-k{bk=32},tile-stage,tile-mma,"
+        "tile-vectorize,tile-pad-shared,tile-multibuffer{depth=2}"
+    )
+    assert knob_values(at_tile(linear(128, 128, 128), pipeline), "mma", "depth") == (1, 2)
+    fp32 = at_tile(linear(512, 3584, 18944, dt="", bias=False))
+    assert knob_values(fp32, "mma", "depth") == (-1, 2)
+
+
+def test_a_256_by_128_mma_tile_matches_pytorch_through_the_emitted_c() -> None:
+    """The large tile's layout on a small product: two row tiles (one partial), 8 x 16 cells,
+    three slots of 32-deep chunks, asynchronous copies."""
+    pipeline = (
+        "tile-block{bm=256 bn=128},tile-thread,tile-chunk-k{bk=32},tile-stage,tile-mma,"
+        "tile-vectorize,tile-pad-shared,tile-multibuffer,tile-pipeline,tile-async-copy,"
+        "tile-unroll,tile-hoist-invariant,tile-cse"
+    )
+    program = at_tile(linear(300, 96, 128), pipeline)
+    assert knob_values(program, "fm", "fn", "threads", "depth") == (8, 16, 256, 3)
+    check(program, ("tile", "kernel", "cuda"))

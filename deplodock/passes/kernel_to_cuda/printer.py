@@ -11,10 +11,13 @@ Asynchronous copies and vector accesses print as calls of the device primitives 
 includes: `dd_cp_async_16(&s[i], &x[j], p)`, `dd_cp_async_commit()`,
 `dd_cp_async_wait<1>()`, `dd_load_vector<float, 4>(&x[i])` (a `dd_vec<float, 4>` whose
 `.v[k]` are the elements) and `dd_store_vector<float, 4>(&y[i], dd_vec<float, 4>{{a, b, c,
-d}})`. Shared arrays they touch are declared `__align__(16)`. A `kernel.mma_sync` declares
-its four results and passes them to the helper that writes them: `float d0, d1, d2, d3;`
-then `dd_mma_m16n8k16(d0, d1, d2, d3, a0, ..., a7, b0, ..., b3, c0, ..., c3);` (the type of
-A and B, `__nv_bfloat16` or `__half`, picks the PTX instruction).
+d}})`. Shared arrays they touch are declared `__align__(16)`. A kernel whose shared arrays
+exceed the static 48 KiB takes them from dynamic shared memory instead, one line per array,
+`DD_DYNAMIC_SHARED(float, a_s, 8192, 32768);` (type, name, elements, byte offset; each array
+starts on a 16-byte boundary), and its launch opts in to that many bytes. A
+`kernel.mma_sync` declares its four results and passes them to the helper that writes them:
+`float d0, d1, d2, d3;` then `dd_mma_m16n8k16(d0, d1, d2, d3, a0, ..., a7, b0, ..., b3, c0,
+..., c3);` (the type of A and B, `__nv_bfloat16` or `__half`, picks the PTX instruction).
 """
 
 from __future__ import annotations
@@ -29,8 +32,13 @@ from xdsl.dialects.builtin import MemRefType
 from xdsl.ir import Attribute, Block, BlockArgument, Operation, SSAValue
 
 from deplodock.dialects import kernel
-from deplodock.dialects.element_types import ELEMENT_TYPES
-from deplodock.dialects.hardware import FULL_WARP_MASK, MAX_VECTOR_BYTES
+from deplodock.dialects.element_types import ELEMENT_TYPES, buffer_bytes
+from deplodock.dialects.hardware import (
+    FULL_WARP_MASK,
+    MAX_SHARED_BYTES,
+    MAX_VECTOR_BYTES,
+    needs_dynamic_shared,
+)
 from deplodock.dialects.queries import unique_name, written_buffers
 from deplodock.passes.kernel_to_cuda.exprs import (
     Expr,
@@ -103,7 +111,9 @@ PRIMITIVE_OPS = (
 
 
 def uses_primitives(func: kernel.FuncOp) -> bool:
-    return any(isinstance(op, PRIMITIVE_OPS) for op in func.walk())
+    return needs_dynamic_shared(func.shared_bytes()) or any(
+        isinstance(op, PRIMITIVE_OPS) for op in func.walk()
+    )
 
 
 def includes(func: kernel.FuncOp) -> list[str]:
@@ -138,6 +148,8 @@ class PrintedKernel:
     includes: list[str]
     #: Per argument: True when the kernel never stores to it (a `const T*` parameter).
     readonly: list[bool]
+    #: Bytes of dynamic shared memory its launch must ask for (0: static arrays only).
+    dynamic_shared_bytes: int = 0
 
 
 class KernelPrinter:
@@ -153,6 +165,8 @@ class KernelPrinter:
         self.counter = 0
         self._nonneg: dict[SSAValue, bool] = {}
         self.scalar_ctx = ScalarContext(self.index_type, self.nonneg)
+        #: Past the static limit, the next shared array's byte offset in dynamic shared memory.
+        self.dynamic_offset: int | None = 0 if needs_dynamic_shared(func.shared_bytes()) else None
 
     # ---- names ---------------------------------------------------------------------------
 
@@ -246,7 +260,13 @@ class KernelPrinter:
         self.print_block(func.body.block)
         source = "\n".join([head, *self.lines, "}"]) + "\n"
         readonly = [arg not in stored for arg in func.body.block.args]
-        return PrintedKernel(source, includes(func), readonly)
+        dynamic = self.dynamic_offset or 0
+        if dynamic > MAX_SHARED_BYTES:
+            raise PrinterError(
+                f"its shared arrays take {dynamic} bytes on 16-byte boundaries, more than the "
+                f"{MAX_SHARED_BYTES} a block may have"
+            )
+        return PrintedKernel(source, includes(func), readonly, dynamic)
 
     def print_block(self, block: Block) -> None:
         for op in block.ops:
@@ -275,7 +295,13 @@ class KernelPrinter:
                     else ""
                 )
                 ctype = element_c_type(t.element_type)
-                self.line(f"__shared__ {align}{ctype} {var}[{_elements(t)}];")
+                if self.dynamic_offset is None:
+                    self.line(f"__shared__ {align}{ctype} {var}[{_elements(t)}];")
+                else:
+                    offset = self.dynamic_offset
+                    self.line(f"DD_DYNAMIC_SHARED({ctype}, {var}, {_elements(t)}, {offset});")
+                    size = buffer_bytes(t)
+                    self.dynamic_offset += -(-size // MAX_VECTOR_BYTES) * MAX_VECTOR_BYTES
                 self.values[op.result] = name(var)
             case kernel.CpAsyncOp():
                 dst = self.element(op.dst, op.dst_indices)

@@ -71,6 +71,14 @@ DEFAULT_TILES: tuple[tuple[int, int], ...] = (
     (32, 32),
 )
 
+#: The larger tiles it also weighs for a product on tensor cores, which need more reuse of
+#: each loaded element to outrun L2 (their 8 x 16 MMA cells on 256 threads fit the registers;
+#: an FMA-pipe thread would need 8 x 16 scalar cells), where they keep at least half the SMs
+#: busy: fewer of them would leave the work to `tile-split-k`, whose partial sums cost more
+#: than the reuse saves (modeled on H100, bf16 q_proj of Qwen2.5-7B at 128 tokens: 14 tiles
+#: of 128 x 256 in 8 splits, 42.7 us; 28 of 128 x 112 in 4 splits, 39.9 us).
+TENSOR_CORE_TILES: tuple[tuple[int, int], ...] = ((256, 128), (128, 256))
+
 #: Streaming multiprocessors the default heuristic fills (an H100 SXM5 has 132); a pass
 #: option, so another target can say its own.
 DEFAULT_SMS = 132
@@ -79,8 +87,9 @@ DEFAULT_SMS = 132
 #: Multiply-adds per value read that 8 x 8 register cells reach (16 values, 64 multiply-adds):
 #: the most `tile-thread`'s default gives a thread on the FMA pipe.
 FULL_CELL_REUSE = 8 * 8 / (8 + 8)
-#: Multiply-adds per element loaded from global memory of a 128 x 128 block tile.
-FULL_BLOCK_REUSE = 128 * 128 / (128 + 128)
+#: Multiply-adds per element loaded from global memory of a 256 x 128 block tile, the
+#: largest tensor-core tile.
+FULL_BLOCK_REUSE = 256 * 128 / (256 + 128)
 
 
 def tile_reuse(bm: int, bn: int, tensor_cores: bool = False) -> float:
@@ -89,7 +98,7 @@ def tile_reuse(bm: int, bn: int, tensor_cores: bool = False) -> float:
     On the FMA pipe the shared-memory reads of the register cells bind first, so it is the
     reuse of the cells `tile-thread` gives the tile (`default_cells`): a 128 x 64 tile gets
     8 x 8 cells on 128 threads and counts as fully as 128 x 128. On tensor cores, about ten
-    times faster, it is the block's own reuse of what it loads, full at 128 x 128."""
+    times faster, it is the block's own reuse of what it loads, full at 256 x 128."""
     if tensor_cores:
         return min(1.0, bm * bn / (bm + bn) / FULL_BLOCK_REUSE)
     fm, fn = default_cells(bm, bn)
@@ -122,7 +131,13 @@ def default_block(
     """The heuristic BM x BN: the best `tile_score` among `DEFAULT_TILES`. On a tie, a tile
     whose grid keeps at least half the SMs busy, then the first listed (the larger: a fused
     prologue is recomputed once per tile, so fewer tiles recompute it less often)."""
-    candidates = [(bm, bn) for bm, bn in DEFAULT_TILES if bm <= 2 * m and bn <= 2 * n]
+    large = [
+        (bm, bn)
+        for bm, bn in TENSOR_CORE_TILES
+        if min(m, n) >= max(bm, bn) and 2 * block_count(m, n, batch, bm, bn) >= sms
+    ]
+    tiles = (*large, *DEFAULT_TILES) if tensor_cores else DEFAULT_TILES
+    candidates = [(bm, bn) for bm, bn in tiles if bm <= 2 * m and bn <= 2 * n]
     if not candidates:
         return (32, 32)
 

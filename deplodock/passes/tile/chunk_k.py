@@ -14,15 +14,19 @@ every staged chunk whole (no bounds checks along K).
                                                        %k = arith.addi %ko, %ki ... body(k) }
                                                    %acc:16 = tile.for %k = %c96 to 100 ...
 
-Knob (`schedule`): `bk` (default 16: a 128 x 16 fp32 slab of A is 8 KiB, so two operands
-double-buffered stay well inside 48 KiB of shared memory). A kernel whose cells are MMA
-fragments (`tile-thread`'s `mma = 1`) takes the deepest of 64 and 32 whose two slots of both
-slabs (rows padded by 8) fit 48 KiB and that K holds twice, one dividing K first (the K
-tail's cleanup loop reads global memory past the slabs) and, for a computed operand (its copy
-goes through registers), at most `MAX_PREFETCH_ELEMENTS` per thread: one 16-deep chunk is a single
-MMA step per barrier and per `cp.async` group, too little work to cover the copy's latency.
-Modeled on H100 in bf16 at 512 tokens: Qwen2.5-7B's q_proj (128 x 112 tiles, BK 32) 95 ->
-64 us, its k/v projection (64 x 64 tiles, BK 64) 50 -> 37 us.
+Knob (`schedule`): `bk`. The default takes the deepest chunk of a short list whose two slots
+of both slabs (rows padded by one 16-byte vector) fit the shared memory a block may opt in to
+(99 KiB, `hardware.MAX_SHARED_BYTES`), that K holds twice, one dividing K first (the K tail's
+cleanup loop reads global memory past the slabs) and, for a computed operand (its copy goes
+through registers), at most `MAX_PREFETCH_ELEMENTS` per thread; else 16. The list is 64, 32
+for MMA-fragment cells (`tile-thread`'s `mma = 1`): one 16-deep chunk is a single MMA step
+per barrier and per `cp.async` group, too little work to cover the copy's latency. It is 32,
+16 on the FMA pipe: a 32-deep fp32 chunk reads whole 128-byte lines and halves the
+per-chunk barriers, waits and address arithmetic. Modeled on H100 at 512 tokens: bf16
+Qwen2.5-7B q_proj (128 x 112 tiles, BK 32) 95 -> 64 us, its k/v projection (64 x 64, BK 64)
+50 -> 37 us, its down_proj (128 x 112, BK 64, past 48 KiB) 343 -> 266 us; fp32 TinyLlama
+q_proj (128 x 64, BK 32) 101.8 -> 99.6 us, and at 32 tokens 45.4 -> 35.9 us (twice the
+bytes in flight per warp).
 """
 
 from __future__ import annotations
@@ -38,24 +42,25 @@ from xdsl.rewriter import InsertPoint, Rewriter
 from xdsl.utils.exceptions import PassFailedException
 
 from deplodock.dialects import tile
-from deplodock.dialects.hardware import MAX_STATIC_SHARED_BYTES
+from deplodock.dialects.hardware import MAX_SHARED_BYTES
 from deplodock.passes.constant_pool import ConstantPool
 from deplodock.passes.tile import schedule
 from deplodock.passes.tile.choices import Choice, Tunable, has_knob
-from deplodock.passes.tile.contraction import k_loop_of
+from deplodock.passes.tile.contraction import k_loop_of, operand_bytes
 from deplodock.passes.tile.nests import body_ops, start_of
 
 #: Chunk lengths the pass accepts (and the tuner may choose from).
 CHUNKS: tuple[int, ...] = (4, 8, 16, 32, 64)
 
-#: The default chunk, and those for kernels on tensor cores, deepest first (module doc).
+#: The default chunk, and those the heuristic tries, deepest first (module doc): for kernels
+#: on tensor cores and for those on the FMA pipe.
 DEFAULT_CHUNK = 16
 MMA_CHUNKS: tuple[int, ...] = (64, 32)
-#: What one slot of an MMA kernel's slabs is sized with: 16-bit elements, rows padded by up
-#: to 8 of them (`tile-pad-shared`), two slots (`tile-multibuffer`'s default depth).
-MMA_ELEMENT_BYTES = 2
-MMA_ROW_PAD = 8
-MMA_SLOTS = 2
+FMA_CHUNKS: tuple[int, ...] = (32, 16)
+#: What one slot of the slabs is sized with: rows padded by up to one 16-byte vector
+#: (`tile-pad-shared`), two slots (`tile-multibuffer`'s default depth).
+ROW_PAD_BYTES = 16
+SLOTS = 2
 #: Elements of a computed operand's chunk one thread may copy (and `tile-register-prefetch`
 #: hold in registers, for each input of the prologue) for a deeper MMA chunk to be taken.
 MAX_PREFETCH_ELEMENTS = 16
@@ -78,25 +83,26 @@ def computes_an_operand(loop: tile.ForOp) -> bool:
 
 
 def default_chunk(kernel: tile.KernelOp, loop: tile.ForOp) -> int:
-    """For MMA-fragment cells, the deepest of `MMA_CHUNKS` whose slots fit the static
-    shared memory, that K holds twice and, for a computed operand, that gives a thread at
-    most `MAX_PREFETCH_ELEMENTS` of it; else `DEFAULT_CHUNK`."""
-    if schedule.read_knob(kernel, "mma", 0) != 1:
-        return DEFAULT_CHUNK
+    """The deepest of `MMA_CHUNKS` (MMA-fragment cells) or `FMA_CHUNKS` whose two slots of
+    both slabs fit a block's shared memory, that K holds twice and, for a computed operand,
+    that gives a thread at most `MAX_PREFETCH_ELEMENTS` of it, one dividing K first; else
+    `DEFAULT_CHUNK`."""
     bm, bn = schedule.read_knob(kernel, "bm", 0), schedule.read_knob(kernel, "bn", 0)
     threads = max(1, schedule.read_knob(kernel, "threads", 1))
     k, computed = loop.upper, computes_an_operand(loop)
+    element = operand_bytes(kernel)
+    chunks = MMA_CHUNKS if schedule.read_knob(kernel, "mma", 0) == 1 else FMA_CHUNKS
 
     def takes(bk: int) -> bool:
-        slots = MMA_SLOTS * (bm + bn) * (bk + MMA_ROW_PAD) * MMA_ELEMENT_BYTES
+        slots = SLOTS * (bm + bn) * (bk * element + ROW_PAD_BYTES)
         per_thread = max(bm, bn) * bk // threads
         return (
             k >= 2 * bk
-            and slots <= MAX_STATIC_SHARED_BYTES
+            and slots <= MAX_SHARED_BYTES
             and not (computed and per_thread > MAX_PREFETCH_ELEMENTS)
         )
 
-    fitting = [bk for bk in MMA_CHUNKS if takes(bk)]
+    fitting = [bk for bk in chunks if takes(bk)]
     # a chunk that divides K leaves no cleanup loop, whose reads skip shared memory
     whole = [bk for bk in fitting if k % bk == 0]
     return (whole or fitting or [DEFAULT_CHUNK])[0]

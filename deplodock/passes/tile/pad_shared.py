@@ -52,7 +52,7 @@ from deplodock.dialects.element_types import byte_size
 from deplodock.dialects.hardware import (
     CP_ASYNC_BYTES,
     CP_ASYNC_CG_BYTES,
-    MAX_STATIC_SHARED_BYTES,
+    MAX_SHARED_BYTES,
     shared_memref,
 )
 from deplodock.passes.tile import schedule
@@ -278,8 +278,8 @@ def _unpadded_operands(kernel: tile.KernelOp) -> list[str]:
 
 def _check_budget(kernel: tile.KernelOp, threads: tile.ThreadsOp) -> None:
     used = tile.shared_bytes(threads)
-    if used > MAX_STATIC_SHARED_BYTES:
+    if used > MAX_SHARED_BYTES:
         raise PassFailedException(
             f"tile-pad-shared: kernel @{kernel.sym_name.data} needs {used} bytes of shared "
-            f"memory after padding, more than {MAX_STATIC_SHARED_BYTES}"
+            f"memory after padding, more than {MAX_SHARED_BYTES}"
         )

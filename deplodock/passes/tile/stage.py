@@ -49,7 +49,7 @@ from xdsl.rewriter import InsertPoint, Rewriter
 from xdsl.utils.exceptions import PassFailedException
 
 from deplodock.dialects import tile
-from deplodock.dialects.hardware import MAX_STATIC_SHARED_BYTES, is_shared, shared_memref
+from deplodock.dialects.hardware import MAX_SHARED_BYTES, is_shared, shared_memref
 from deplodock.dialects.queries import def_chain_reaches
 from deplodock.passes.constant_pool import ConstantPool
 from deplodock.passes.tile import schedule
@@ -386,10 +386,10 @@ def _chunked(loop: tile.ForOp) -> bool:
 
 def _check_shared_budget(kernel: tile.KernelOp, threads: tile.ThreadsOp) -> None:
     used = tile.shared_bytes(threads)
-    if used > MAX_STATIC_SHARED_BYTES:
+    if used > MAX_SHARED_BYTES:
         raise PassFailedException(
             f"tile-stage: kernel @{kernel.sym_name.data} needs {used} bytes of shared memory "
-            f"for its stages, more than the {MAX_STATIC_SHARED_BYTES} a block may have "
+            f"for its stages, more than the {MAX_SHARED_BYTES} a block may have "
             "(choose smaller bm/bn/bk)"
         )
 

@@ -156,18 +156,18 @@ func.func @forward(%x: memref<32xf32>) {
 
 // -----
 
-// Two 16 KiB slabs and a 24 KiB one: more shared memory than a block may have (48 KiB).
+// 64, 32 and 4 KiB slabs: more shared memory than a block may opt in to (99 KiB).
 tile.kernel @k(%x: memref<64xf32>) {
   tile.grid %b to 1 {
     tile.threads %t to 32 {
-      %s0 = tile.shared_alloc : memref<4096xf32, 3 : i64>
-      %s1 = tile.shared_alloc : memref<4096xf32, 3 : i64>
-      %s2 = tile.shared_alloc : memref<6144xf32, 3 : i64>
+      %s0 = tile.shared_alloc : memref<16384xf32, 3 : i64>
+      %s1 = tile.shared_alloc : memref<8192xf32, 3 : i64>
+      %s2 = tile.shared_alloc : memref<1024xf32, 3 : i64>
     }
   }
   tile.return
 }
-// CHECK: tile.kernel @k: 57344 bytes of shared memory per block, more than the 49152 a block may have
+// CHECK: tile.kernel @k: 102400 bytes of shared memory per block, more than the 101376 a block may have
 
 // -----
 
