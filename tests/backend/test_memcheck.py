@@ -116,16 +116,16 @@ LINEAR = "nn.Linear(96, 40)(torch.randn(33, 96))"  # cp.async into shared, 16-by
         (  # the source row clamped one row too far: the 16-byte copy reads past the weight
             "n0 + row_1 : 39)",
             "n0 + row_1 : 40)",
-            r"out-of-bounds access in kernel linear_kernel: thread 28 of block 2 touches "
+            r"out-of-bounds access in kernel linear_kernel: thread 56 of block 2 touches "
             r"%p_0_weight at element 3840, past its 3840 elements \(kernel\.cu:28: "
             r"dd_cp_async_16\(&p_0_weight_b_s",
         ),
         (  # the next stage's copy one stage too far into the shared ring
-            "&x0_a_s[slot_next * 512 + ",
-            "&x0_a_s[512 + slot_next * 512 + ",
+            "&x0_a_s[slot_next * 1152 + ",
+            "&x0_a_s[1152 + slot_next * 1152 + ",
             r"out-of-bounds access in kernel linear_kernel: thread 0 of block 0 touches "
-            r"shared array x0_a_s at element 1024, past its 1024 elements \(kernel\.cu:46: "
-            r"dd_cp_async_16\(&x0_a_s\[512 \+ slot_next",
+            r"shared array x0_a_s at element 2304, past its 2304 elements \(kernel\.cu:46: "
+            r"dd_cp_async_16\(&x0_a_s\[1152 \+ slot_next",
         ),
         (  # the first stage's weight copies dropped: the vector loads read nothing written
             "dd_cp_async_16(&p_0_weight_b_s[row_1",

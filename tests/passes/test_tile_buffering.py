@@ -113,7 +113,7 @@ def chunk_of(expression: str) -> tuple[int, int]:
 def test_the_fma_pipe_takes_32_deep_chunks_where_their_slots_fit() -> None:
     """TinyLlama's q_proj at 512 tokens: 128 x 64 tiles, two slots of 32-deep chunks are
     55 KiB (dynamic shared memory); K = 48 holds no two chunks of 32, so it keeps 16; a fused
-    prologue whose thread would copy 32 elements of a chunk keeps 16 as well."""
+    prologue (its copy goes through registers) keeps 16 as well."""
     bk, used = chunk_of("nn.Linear(2048, 2048, bias=False)(torch.randn(512, 2048))")
     assert bk == 32 and 48 * 1024 < used <= 99 * 1024
     assert chunk_of("nn.Linear(48, 256, bias=False)(torch.randn(512, 48))")[0] == 16

@@ -22,7 +22,9 @@ through registers), at most `MAX_PREFETCH_ELEMENTS` per thread; else 16. The lis
 for MMA-fragment cells (`tile-thread`'s `mma = 1`): one 16-deep chunk is a single MMA step
 per barrier and per `cp.async` group, too little work to cover the copy's latency. It is 32,
 16 on the FMA pipe: a 32-deep fp32 chunk reads whole 128-byte lines and halves the
-per-chunk barriers, waits and address arithmetic. Modeled on H100 at 512 tokens: bf16
+per-chunk barriers, waits and address arithmetic. A computed operand on the FMA pipe keeps
+16: at 32 the unrolled softmax prologue of attention's P.V (bf16 SDPA of TinyLlama at 128
+tokens) spilled in ptxas. Modeled on H100 at 512 tokens: bf16
 Qwen2.5-7B q_proj (128 x 112 tiles, BK 32) 95 -> 64 us, its k/v projection (64 x 64, BK 64)
 50 -> 37 us, its down_proj (128 x 112, BK 64, past 48 KiB) 343 -> 266 us; fp32 TinyLlama
 q_proj (128 x 64, BK 32) 101.8 -> 99.6 us, and at 32 tokens 45.4 -> 35.9 us (twice the
@@ -85,13 +87,16 @@ def computes_an_operand(loop: tile.ForOp) -> bool:
 def default_chunk(kernel: tile.KernelOp, loop: tile.ForOp) -> int:
     """The deepest of `MMA_CHUNKS` (MMA-fragment cells) or `FMA_CHUNKS` whose two slots of
     both slabs fit a block's shared memory, that K holds twice and, for a computed operand,
-    that gives a thread at most `MAX_PREFETCH_ELEMENTS` of it, one dividing K first; else
-    `DEFAULT_CHUNK`."""
+    that gives a thread at most `MAX_PREFETCH_ELEMENTS` of it, one dividing K first; else,
+    and for a computed operand on the FMA pipe, `DEFAULT_CHUNK`."""
     bm, bn = schedule.read_knob(kernel, "bm", 0), schedule.read_knob(kernel, "bn", 0)
     threads = max(1, schedule.read_knob(kernel, "threads", 1))
     k, computed = loop.upper, computes_an_operand(loop)
     element = operand_bytes(kernel)
-    chunks = MMA_CHUNKS if schedule.read_knob(kernel, "mma", 0) == 1 else FMA_CHUNKS
+    mma = schedule.read_knob(kernel, "mma", 0) == 1
+    if not mma and computed:
+        return DEFAULT_CHUNK
+    chunks = MMA_CHUNKS if mma else FMA_CHUNKS
 
     def takes(bk: int) -> bool:
         slots = SLOTS * (bm + bn) * (bk * element + ROW_PAD_BYTES)
