@@ -5,7 +5,7 @@ Every `cuda.kernel`'s source, then `extern "C" int deplodock_forward(...)`: the 
 then to the outputs (in result order, allocated by the caller); it `cudaMalloc`s the other
 buffers, launches the kernels in order, checks each launch, frees the intermediates and
 returns the first CUDA error (0 on success). A kernel with more than 48 KiB of shared memory
-opts in to it (`cudaFuncSetAttribute`) before its launch.
+opts in to it (`cudaFuncSetAttribute`) once, before the first launch.
 """
 
 from __future__ import annotations
@@ -85,6 +85,7 @@ def host_function(module: ModuleOp, fn: func.FuncOp) -> str:
         outputs.append((out, value))
 
     decls: list[str] = []
+    opt_ins: dict[str, str] = {}  # per kernel past the static shared memory, once
     body: list[str] = []
     frees: list[str] = []
     copies: list[tuple[str, SSAValue]] = []
@@ -102,6 +103,12 @@ def host_function(module: ModuleOp, fn: func.FuncOp) -> str:
                 frees.append(f"  cudaFree({var});")
                 ptr[op.result] = var
             case cuda.LaunchOp():
+                kernel = _kernel(module, op.callee.string_value())
+                if needs_dynamic_shared(smem := kernel.smem.value.data):
+                    opt_in = f"{kernel.sym_name.data}, cudaFuncAttributeMaxDynamicSharedMemorySize"
+                    opt_ins[kernel.sym_name.data] = (
+                        f"  DEPLODOCK_CHECK(cudaFuncSetAttribute({opt_in}, {smem}));"
+                    )
                 body.append(_launch(module, op, ptr))
             case func.ReturnOp():
                 pass
@@ -122,6 +129,7 @@ def host_function(module: ModuleOp, fn: func.FuncOp) -> str:
         f'extern "C" int deplodock_forward({", ".join(params)}) {{',
         "  int status = 0;",
         *decls,
+        *opt_ins.values(),
         *body,
         "cleanup:",
         *frees,
@@ -142,13 +150,9 @@ def _launch(module: ModuleOp, op: cuda.LaunchOp, ptr: dict[SSAValue, str]) -> st
             text = f"const_cast<{element_c_type(value.type.element_type)}*>({text})"
         args.append(text)
     g, b, s = kernel.grid.value.data, kernel.block.value.data, kernel.smem.value.data
-    launch = (
+    return (
         f"  {name}<<<{g}, {b}, {s}>>>({', '.join(args)});\n  DEPLODOCK_CHECK(cudaGetLastError());"
     )
-    if not needs_dynamic_shared(s):
-        return launch
-    opt_in = f"cudaFuncSetAttribute({name}, cudaFuncAttributeMaxDynamicSharedMemorySize, {s})"
-    return f"  DEPLODOCK_CHECK({opt_in});\n{launch}"
 
 
 def _kernel(module: ModuleOp, name: str) -> cuda.KernelOp:

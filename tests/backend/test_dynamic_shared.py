@@ -70,14 +70,15 @@ def test_arrays_past_the_static_limit_are_dynamic_shared_memory():
     assert "cpu_simt.h" in kernel.header_names
 
 
-def test_the_launch_opts_in_before_it_runs():
+def test_the_host_code_opts_in_once_before_the_launch():
     source = module_to_cuda_source(deep_module())
     name = only_kernel(deep_module()).sym_name.data
     opt_in = (
         f"DEPLODOCK_CHECK(cudaFuncSetAttribute({name}, "
         "cudaFuncAttributeMaxDynamicSharedMemorySize, 73728));"
     )
-    assert f"{opt_in}\n  {name}<<<4, 256, 73728>>>(" in source
+    assert source.count(opt_in) == 1
+    assert source.index(opt_in) < source.index(f"{name}<<<4, 256, 73728>>>(")
 
 
 def test_under_the_static_limit_arrays_stay_static():
