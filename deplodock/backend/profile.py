@@ -34,6 +34,8 @@ class KernelProfile:
     resources: KernelResources | None = None
     #: The performance model's prediction for this kernel (us), printed beside the measurement.
     modeled_us: float | None = None
+    #: Dynamic shared memory its launch asks for (bytes; ptxas reports only the static).
+    dynamic_shared_bytes: int = 0
 
     @property
     def gbps(self) -> float:
@@ -62,10 +64,12 @@ def kernel_profiles(
     costs: dict[str, KernelCost],
     resources: dict[str, KernelResources],
     modeled_us: dict[str, float] | None = None,
+    dynamic_shared_bytes: dict[str, int] | None = None,
 ) -> list[KernelProfile]:
     """One row per launch `(name, grid, block)` with the median of its `times` (ms)."""
     rows = []
     modeled_us = modeled_us or {}
+    dynamic_shared_bytes = dynamic_shared_bytes or {}
     for (name, grid, block), samples in zip(launches, times, strict=True):
         median = statistics.median(samples) if samples else float("nan")
         rows.append(
@@ -77,6 +81,7 @@ def kernel_profiles(
                 costs.get(name),
                 resources.get(name),
                 modeled_us.get(name),
+                dynamic_shared_bytes.get(name, 0),
             )
         )
     return rows
@@ -109,7 +114,7 @@ def format_profile_table(
     for r in rows:
         res = r.resources
         regs = str(res.registers) if res else "-"
-        smem = str(res.shared_bytes) if res else "-"
+        smem = str(res.shared_bytes + r.dynamic_shared_bytes) if res else "-"
         spill = str(res.spill_stores + res.spill_loads) if res else "-"
         exact = "" if r.cost is None or r.cost.exact else "~"
         model = f"{r.modeled_us:.1f}" if r.modeled_us is not None else ""

@@ -244,8 +244,9 @@ def profile_on_cuda(
     flush, spin = L2Flusher(device.l2_bytes), GpuSpin()
     times = time_kernels(compiled, prepared.arguments, warmup, iters, flush, spin)
     launches = [(s.name, s.grid, s.block) for s in compiled.launches]
+    dynamic = {s.name: s.smem for s in compiled.launches}
     rows = kernel_profiles(
-        launches, times, prepared.costs, compiled.build.kernels, prepared.modeled_us
+        launches, times, prepared.costs, compiled.build.kernels, prepared.modeled_us, dynamic
     )
     return format_profile_table(rows, ceilings, prepared.dtype, device.name)
 

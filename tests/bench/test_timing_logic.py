@@ -133,6 +133,7 @@ def test_profile_rows_and_table() -> None:
         [[0.002, 0.001, 0.003], [0.001]],
         {"rms": cost},
         {"rms": KernelResources(registers=40, spill_stores=8, spill_loads=4, shared_bytes=32)},
+        dynamic_shared_bytes={"rms": 65536},
     )
     assert rows[0].time_ms == 0.002
     assert rows[0].gbps == pytest.approx(3_000_000 / 2e-6 / 1e9)  # 1500 GB/s
@@ -141,8 +142,9 @@ def test_profile_rows_and_table() -> None:
     ceilings = Ceilings(copy_gbps=3000.0, fp32_gflops=50_000.0, bf16_gflops=600_000.0)
     table = format_profile_table(rows, ceilings, "fp32", "NVIDIA H100").splitlines()
     assert table[0] == "profile: per-kernel median times on NVIDIA H100"
+    # smem: 32 bytes static + 65536 dynamic
     assert table[2].split() == [
-        "rms", "2.0", "67%", "1500", "50%", "1000", "2%", "40", "32", "12", "128", "256"
+        "rms", "2.0", "67%", "1500", "50%", "1000", "2%", "40", "65568", "12", "128", "256"
     ]  # fmt: skip
     assert table[3].split()[:3] == ["other", "1.0", "33%"] and "-" in table[3].split()
     assert table[4].split()[:2] == ["total", "3.0"]

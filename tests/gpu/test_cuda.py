@@ -36,6 +36,11 @@ def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:
         "nn.Linear(256, 128, dtype=torch.bfloat16)(torch.randn(1, 64, 256, dtype=torch.bfloat16))",
         "F.scaled_dot_product_attention(torch.randn(1, 8, 64, 32), torch.randn(1, 2, 64, 32), "
         "torch.randn(1, 2, 64, 32), is_causal=True, enable_gqa=True)",
+        # past the static 48 KiB: 55 KiB of slabs (128 x 64 tiles, BK 32, two slots) and
+        # 92 KiB (256 x 128 tiles of MMA cells, BK 32, three slots), opted into at launch
+        "nn.Linear(2048, 2048, bias=False)(torch.randn(1, 512, 2048))",
+        "nn.Linear(1024, 5632, bias=False, dtype=torch.bfloat16)"
+        "(torch.randn(1, 512, 1024, dtype=torch.bfloat16))",
     ],
 )
 def test_programs_match_pytorch_on_the_gpu(capsys, code: str) -> None:
