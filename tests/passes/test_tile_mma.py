@@ -322,14 +322,20 @@ def test_a_large_bf16_product_takes_256_by_128_tiles_three_slots_deep() -> None:
     assert 48 * 1024 < tile.shared_bytes(contraction(program)) <= 99 * 1024
 
 
-def test_an_explicit_depth_is_kept_and_fp32_keeps_two_slots() -> None:
+def test_an_explicit_depth_is_kept_and_a_fused_prologue_keeps_two_slots() -> None:
     pipeline = (
         "tile-block{bm=64 bn=64},tile-thread,tile-chunk-k{bk=32},tile-stage,tile-mma,"
         "tile-vectorize,tile-pad-shared,tile-multibuffer{depth=2}"
     )
     assert knob_values(at_tile(linear(128, 128, 128), pipeline), "mma", "depth") == (1, 2)
     fp32 = at_tile(linear(512, 3584, 18944, dt="", bias=False))
-    assert knob_values(fp32, "mma", "depth") == (-1, 2)
+    assert knob_values(fp32, "mma", "bk", "depth") == (-1, 32, 3)  # 3 x 27.6 KiB
+    # attention's P.V computes softmax in its copy (a fused prologue): two slots
+    scores = f"torch.randn(1, 4, 64, 32{BF16}) @ torch.randn(1, 4, 64, 32{BF16}).transpose(-1, -2)"
+    program = at_tile(f"torch.softmax({scores}, dim=-1) @ torch.randn(1, 4, 64, 32{BF16})")
+    kernels = [k for k in program.module.ops if isinstance(k, tile.KernelOp) and k.schedule]
+    depths = [schedule.read_knob(k, "depth", -1) for k in kernels if "depth" in k.schedule.data]
+    assert sorted(depths) == [2, 3]
 
 
 def test_a_256_by_128_mma_tile_matches_pytorch_through_the_emitted_c() -> None:

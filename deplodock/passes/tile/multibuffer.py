@@ -18,11 +18,14 @@ of two; `tile-pipeline` then uses the spare slots to copy ahead.
       tile.barrier                                               ... %a_s[%slot, %mm, %ki] ...
 
 Knob (`schedule`): `depth` (1-4; 1 leaves the kernel as it is), lowered to the most slots
-that fit the shared memory a block may have (`hardware.MAX_SHARED_BYTES`). Default 2, and 3
-for a kernel on tensor cores where three slots fit and the copies only move data: its MMAs
-get through a chunk about ten times faster than FFMAs, so its copies need a chunk more of
-lead (modeled on H100, bf16 gate_proj of Qwen2.5-7B at 512 tokens, 256 x 128 tiles, BK 32:
-224.9 -> 219.1 us). A copy that computes a fused prologue keeps two (`copies_compute`).
+that fit the shared memory a block may have (`hardware.MAX_SHARED_BYTES`). Default 3 where
+three slots fit and the copies only move data, else 2. With `tile-pipeline` the third slot
+puts the copy of chunk c + 2 in flight while chunk c is computed: twice the bytes a warp has
+outstanding, which is what binds a product with few blocks per SM, and a chunk more of lead
+for MMAs, which get through a chunk about ten times faster than FFMAs (modeled on H100: fp32
+q_proj of Qwen2.5-7B at 32 tokens 63.7 -> 54.7 us; bf16 gate_proj at 512 tokens, 256 x 128
+tiles, 224.9 -> 219.1 us). A copy that computes a fused prologue keeps two
+(`copies_compute`).
 """
 
 from __future__ import annotations
@@ -148,17 +151,16 @@ def multibuffer(staged: StagedLoop, depth: int) -> None:
         Rewriter.erase_op(trailing)
 
 
-#: The default depth, and that of a kernel on tensor cores when its slots fit.
+#: The default depth: three slots where they fit and the copies only move data, else two.
+DEEP_DEPTH = 3
 DEFAULT_DEPTH = 2
-MMA_DEPTH = 3
 
 
-def default_depth(kernel: tile.KernelOp, staged: StagedLoop) -> int:
-    """`MMA_DEPTH` for MMA-fragment cells (`tile-thread`'s `mma = 1`) whose slots fit a block's
-    shared memory and whose copies only move data, else `DEFAULT_DEPTH`."""
-    fits = tile.shared_bytes(staged.threads) * MMA_DEPTH <= MAX_SHARED_BYTES
-    mma = schedule.read_knob(kernel, "mma", 0) == 1
-    return MMA_DEPTH if mma and fits and not copies_compute(staged) else DEFAULT_DEPTH
+def default_depth(staged: StagedLoop) -> int:
+    """`DEEP_DEPTH` when its slots fit a block's shared memory and the copies only move data,
+    else `DEFAULT_DEPTH`."""
+    fits = tile.shared_bytes(staged.threads) * DEEP_DEPTH <= MAX_SHARED_BYTES
+    return DEEP_DEPTH if fits and not copies_compute(staged) else DEFAULT_DEPTH
 
 
 #: What a copy that only moves its operand is made of, besides index arithmetic.
@@ -207,7 +209,7 @@ class TileMultibufferPass(Tunable, ModulePass):
             staged = staged_loop(kernel)
             if staged is None or any("depth" in s.attributes for s in staged.slabs):
                 continue
-            depth = schedule.read_knob(kernel, "depth", self.depth or default_depth(kernel, staged))
+            depth = schedule.read_knob(kernel, "depth", self.depth or default_depth(staged))
             if depth not in DEPTHS:
                 raise PassFailedException(
                     f"tile.kernel @{kernel.sym_name.data}: depth must be one of "
