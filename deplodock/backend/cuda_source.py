@@ -109,7 +109,7 @@ def host_function(module: ModuleOp, fn: func.FuncOp) -> str:
                     opt_ins[kernel.sym_name.data] = (
                         f"  DEPLODOCK_CHECK(cudaFuncSetAttribute({opt_in}, {smem}));"
                     )
-                body.append(_launch(module, op, ptr))
+                body.append(_launch(kernel, op, ptr))
             case func.ReturnOp():
                 pass
             case _:
@@ -139,8 +139,7 @@ def host_function(module: ModuleOp, fn: func.FuncOp) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _launch(module: ModuleOp, op: cuda.LaunchOp, ptr: dict[SSAValue, str]) -> str:
-    kernel = _kernel(module, op.callee.string_value())
+def _launch(kernel: cuda.KernelOp, op: cuda.LaunchOp, ptr: dict[SSAValue, str]) -> str:
     name = kernel.sym_name.data
     args = []
     for value, is_const in zip(op.args, kernel.readonly_args, strict=True):

@@ -30,7 +30,7 @@ from deplodock.backend.build import Build, build_module, kernel_ops
 from deplodock.backend.device import DeviceInfo
 from deplodock.dialects import cuda
 from deplodock.dialects.element_types import torch_dtype
-from deplodock.dialects.hardware import MAX_STATIC_SHARED_BYTES
+from deplodock.dialects.hardware import needs_dynamic_shared
 from deplodock.dialects.queries import forward_function
 
 
@@ -179,7 +179,7 @@ class CudaProgram:
         try:
             function = self.cuda_module.get_function(name)
             smem = kernel.smem.value.data
-            if smem > MAX_STATIC_SHARED_BYTES:  # past it a kernel must opt in
+            if needs_dynamic_shared(smem):  # past the static limit a kernel must opt in
                 function.set_attribute(self.driver.smem_attribute, smem)
             return function.prepare("P" * len(kernel.arg_types))
         except self.driver.error as error:

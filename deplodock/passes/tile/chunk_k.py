@@ -44,11 +44,12 @@ from xdsl.rewriter import InsertPoint, Rewriter
 from xdsl.utils.exceptions import PassFailedException
 
 from deplodock.dialects import tile
-from deplodock.dialects.hardware import MAX_SHARED_BYTES
+from deplodock.dialects.hardware import MAX_SHARED_BYTES, MAX_VECTOR_BYTES
 from deplodock.passes.constant_pool import ConstantPool
 from deplodock.passes.tile import schedule
 from deplodock.passes.tile.choices import Choice, Tunable, has_knob
 from deplodock.passes.tile.contraction import k_loop_of, operand_bytes
+from deplodock.passes.tile.multibuffer import DEFAULT_DEPTH
 from deplodock.passes.tile.nests import body_ops, start_of
 
 #: Chunk lengths the pass accepts (and the tuner may choose from).
@@ -59,10 +60,6 @@ CHUNKS: tuple[int, ...] = (4, 8, 16, 32, 64)
 DEFAULT_CHUNK = 16
 MMA_CHUNKS: tuple[int, ...] = (64, 32)
 FMA_CHUNKS: tuple[int, ...] = (32, 16)
-#: What one slot of the slabs is sized with: rows padded by up to one 16-byte vector
-#: (`tile-pad-shared`), two slots (`tile-multibuffer`'s default depth).
-ROW_PAD_BYTES = 16
-SLOTS = 2
 #: Elements of a computed operand's chunk one thread may copy (and `tile-register-prefetch`
 #: hold in registers, for each input of the prologue) for a deeper MMA chunk to be taken.
 MAX_PREFETCH_ELEMENTS = 16
@@ -99,7 +96,9 @@ def default_chunk(kernel: tile.KernelOp, loop: tile.ForOp) -> int:
     chunks = MMA_CHUNKS if mma else FMA_CHUNKS
 
     def takes(bk: int) -> bool:
-        slots = SLOTS * (bm + bn) * (bk * element + ROW_PAD_BYTES)
+        # rows padded by up to one widest vector (`tile-pad-shared`), in as many slots as
+        # `tile-multibuffer` gives at the least (it takes three where they fit)
+        slots = DEFAULT_DEPTH * (bm + bn) * (bk * element + MAX_VECTOR_BYTES)
         per_thread = max(bm, bn) * bk // threads
         return (
             k >= 2 * bk

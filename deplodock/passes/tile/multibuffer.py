@@ -34,7 +34,7 @@ from dataclasses import dataclass
 
 from xdsl.context import Context
 from xdsl.dialects import arith
-from xdsl.dialects.builtin import AnyFloat, IntegerAttr, MemRefType, ModuleOp, StringAttr
+from xdsl.dialects.builtin import IntegerAttr, MemRefType, ModuleOp, StringAttr
 from xdsl.ir import SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
@@ -45,6 +45,7 @@ from deplodock.dialects.hardware import MAX_SHARED_BYTES, shared_memref
 from deplodock.passes.constant_pool import ConstantPool
 from deplodock.passes.tile import schedule
 from deplodock.passes.tile.choices import Choice, Tunable, grid, has_knob
+from deplodock.passes.tile.copy_loops import copy_loops
 from deplodock.passes.tile.nests import body_ops
 
 DEPTHS: tuple[int, ...] = (1, 2, 3, 4)
@@ -163,29 +164,14 @@ def default_depth(staged: StagedLoop) -> int:
     return DEEP_DEPTH if fits and not copies_compute(staged) else DEFAULT_DEPTH
 
 
-#: What a copy that only moves its operand is made of, besides index arithmetic.
-_MOVES = (
-    tile.LoadOp,
-    tile.LoadVectorOp,
-    tile.StoreOp,
-    tile.StoreVectorOp,
-    arith.ExtFOp,
-    arith.TruncFOp,
-    arith.SelectOp,
-    arith.ConstantOp,
-)
-
-
 def copies_compute(staged: StagedLoop) -> bool:
     """Whether a copy computes what it stages (a fused prologue, `tile-stage`) rather than
-    only moving it. Such a prologue reads its inputs through L1 once per tile (softmax's row
-    for attention's P.V), and a third slot would shrink the L1 the shared memory leaves
-    (modeled on H100: bf16 attention of Qwen2.5-7B at 128 tokens, 62.8 -> 74.5 us)."""
-    return any(
-        not isinstance(op, _MOVES) and any(isinstance(r.type, AnyFloat) for r in op.results)
-        for copy in staged.copies
-        for op in copy.walk()
-    )
+    storing a global load unchanged (`CopyLoop.direct_load`). Such a prologue reads its
+    inputs through L1 once per tile (softmax's row for attention's P.V), and a third slot
+    would shrink the L1 the shared memory leaves (modeled on H100: bf16 attention of
+    Qwen2.5-7B at 128 tokens, 62.8 -> 74.5 us)."""
+    plain = {copy.loop for copy in copy_loops(staged.threads) if copy.direct_load is not None}
+    return any(loop not in plain for loop in staged.copies)
 
 
 @dataclass(frozen=True)
