@@ -21,7 +21,10 @@ reduction: the number of reduce-loop iterations may not grow (a row statistic pl
 fine; a matmul redone for every element of its consumer is not). A P with reduce loops
 is not cloned while another kernel also reads B (or B is returned): P would stay and its
 reductions run twice. It is tried again once those readers have been fused away, so a
-softmax still becomes one kernel while a matmul with two consumers is computed once.
+softmax still becomes one kernel while a matmul with two consumers is computed once. The
+exception is a consumer that reduces over the same rows and runs before B's other readers
+(`_takes_over`): it computes P's value, stores it to B as P did, and P's launch goes, so the
+row max and row sum of a softmax before `@ V` are one kernel with two outputs.
 Nor is a P with reduce loops fused where its value feeds a contraction (`_contraction_operand`:
 a norm before a linear, a softmax before `@ V`): the row statistic would sit between the
 contraction's output loops and the tile passes could no longer block it. The statistic stays
@@ -46,7 +49,7 @@ from xdsl.pattern_rewriter import (
     RewritePattern,
     op_type_rewrite_pattern,
 )
-from xdsl.rewriter import Rewriter
+from xdsl.rewriter import InsertPoint, Rewriter
 from xdsl.traits import SymbolTable
 from xdsl.transforms.common_subexpression_elimination import cse
 from xdsl.transforms.dead_code_elimination import region_dce
@@ -227,11 +230,14 @@ def fuse(
     consumer_args: Sequence[SSAValue],
     position: int,
     producer: Producer,
+    keep: bool = False,
 ) -> tuple[loop.KernelOp, list[SSAValue]]:
     """A copy of the consumer with the loads of its argument `position` inlined.
 
     Returns the new kernel and its launch operands: P's inputs that the consumer did not
-    read take the place of the fused buffer, which is dropped once no load is left.
+    read take the place of the fused buffer, which is dropped once no load is left. With
+    `keep`, the consumer also stores each inlined value where it loaded it (it takes over
+    P's output for B's later readers; see `_takes_over`).
     """
     fused = consumer.clone()
     block = fused.body.block
@@ -254,6 +260,10 @@ def fuse(
     for op in list(fused.walk()):
         if isinstance(op, loop.LoadOp) and op.memref is fused_arg:
             value = inline_element(producer, op, fused, arg_map)
+            if keep:
+                Rewriter.insert_op(
+                    loop.StoreOp(value, fused_arg, op.indices), InsertPoint.before(op)
+                )
             op.res.replace_all_uses_with(value)
             Rewriter.erase_op(op)
     cse(fused)  # the inlined copies of one producer value, and of one reduce loop, merge
@@ -369,6 +379,61 @@ def _broadcast_into_reduce(user: Operation, indexed: set[SSAValue]) -> bool:
     return False
 
 
+def _takes_over(
+    module: ModuleOp,
+    consumer: loop.LaunchOp,
+    kernel: loop.KernelOp,
+    position: int,
+    producer: loop.LaunchOp,
+) -> bool:
+    """Whether the consumer can compute a reducing producer's output B and store it for B's
+    other readers, so that the producer's launch goes (a multi-output fusion): the consumer
+    reduces too (two statistics of the same rows become one row kernel; a matmul is not
+    turned into a kernel with two outputs for a copy of it), it loads B once, in loops that
+    each index B and none a reduction (so it stores every element exactly once), and every
+    other reader of B comes after it and reads B as a contraction operand.
+
+    Softmax before `@ V` is the case: the row max is read by the row sum's kernel and by
+    the P.V product; the sum's kernel computes the max itself and writes it, so the two
+    statistics are one kernel (whose loops `tile-online-softmax` then merges into one
+    sweep) instead of two launches."""
+    if not reduction_iterations(kernel):
+        return False
+    argument = kernel.body.block.args[position]
+    loads = [use.operation for use in argument.uses]
+    if len(loads) != 1 or not isinstance(load := loads[0], loop.LoadOp):
+        return False
+    indexed = {
+        v for index in load.indices for v in def_chain(index) if isinstance(v, BlockArgument)
+    }
+    parent = load.parent_op()
+    while isinstance(parent, loop.ForOp):
+        if parent.is_reduce or parent.induction_var not in indexed:
+            return False
+        parent = parent.parent_op()
+    buffer = consumer.args[position]
+    readers = {use.operation for use in buffer.uses} - {consumer, producer}
+    return all(_contraction_reader(module, consumer, reader, buffer) for reader in readers)
+
+
+def _contraction_reader(
+    module: ModuleOp, consumer: loop.LaunchOp, reader: Operation, buffer: SSAValue
+) -> bool:
+    """Whether `reader`, a launch after `consumer`, reads `buffer` only as an operand of a
+    contraction: it would never clone B's producer, so nothing is lost when the consumer
+    takes the producer over (an elementwise reader, which would, waits for it instead)."""
+    if (
+        not isinstance(reader, loop.LaunchOp)
+        or reader.parent_block() is not consumer.parent_block()
+    ):
+        return False
+    kernel = kernel_of(module, reader)
+    if kernel is None or not consumer.is_before_in_block(reader):
+        return False
+    positions = [k for k, arg in enumerate(reader.args) if arg is buffer]
+    return all(_contraction_operand(kernel, k) for k in positions)
+
+
 def _read_elsewhere(buffer: SSAValue, consumer: loop.LaunchOp, producer: loop.LaunchOp) -> bool:
     """Whether `buffer` outlives fusing its producer into `consumer`: another launch reads
     it or the function returns it, so the producer's kernel stays and runs anyway."""
@@ -397,12 +462,13 @@ class FuseProducers(RewritePattern):
             if producer is None or (consumer, producer.launch) in self.rejected:
                 continue
             reductions = reduction_iterations(producer.kernel)
-            if reductions and _read_elsewhere(op.args[position], op, producer.launch):
-                continue  # not rejected: retried once the other readers are fused away
             if reductions and _contraction_operand(consumer, position):
                 self.rejected.add((consumer, producer.launch))
                 continue
-            fused, args = fuse(consumer, op.args, position, producer)
+            keep = bool(reductions) and _read_elsewhere(op.args[position], op, producer.launch)
+            if keep and not _takes_over(module, op, consumer, position, producer.launch):
+                continue  # not rejected: retried once the other readers are fused away
+            fused, args = fuse(consumer, op.args, position, producer, keep)
             budget = self.max_recompute * (work(consumer) + work(producer.kernel))
             reductions += reduction_iterations(consumer)
             if work(fused) > budget or reduction_iterations(fused) > reductions:
@@ -411,6 +477,10 @@ class FuseProducers(RewritePattern):
                 continue
             rewriter.replace(consumer, fused)
             rewriter.replace(op, loop.LaunchOp(op.callee, args))
+            if keep:  # the consumer writes B now
+                rewriter.erase(producer.launch)
+                if _launch_count(func, producer.kernel) == 0:
+                    rewriter.erase(producer.kernel)
             return
 
     def _producer(

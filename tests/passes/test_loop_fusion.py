@@ -366,3 +366,35 @@ def test_a_reduction_feeding_a_contraction_stays_a_kernel(name: str) -> None:
     assert last in contractions, "the final product is a blocked contraction"
     assert any(isinstance(op, tile.SharedAllocOp) for op in last.walk())
     assert run_and_compare(program, seed=2).ok
+
+
+#: Statistics that feed a contraction, and the launches left: the attention product (QK^T,
+#: the softmax's max and sum in one kernel, P.V) and LayerNorm before a linear.
+STATISTICS = {
+    "softmax-pv": (
+        "torch.softmax(torch.randn(2, 4, 16, 8) @ torch.randn(2, 4, 16, 8).transpose(-1, -2),"
+        " dim=-1) @ torch.randn(2, 4, 16, 8)",
+        3,
+        2,
+    ),
+    "layernorm-linear": ("nn.Linear(64, 16)(nn.LayerNorm(64)(torch.randn(4, 64)))", 2, 3),
+}
+
+
+@pytest.mark.parametrize("name", list(STATISTICS))
+def test_statistics_of_the_same_rows_are_one_kernel(name: str) -> None:
+    """The row statistics a contraction reads are computed by one kernel that writes each of
+    them (`_takes_over`), and the program still matches PyTorch at the loop level and
+    through the emitted CUDA executed on the CPU."""
+    from tests.e2e.test_ops_all_levels import captured_expression, lowered_expression
+
+    expr, launches, outputs = STATISTICS[name]
+    _, arguments, expected = captured_expression(expr)
+    module = lowered_expression(expr, "loop")
+    assert sum(1 for op in module.walk() if isinstance(op, loop.LaunchOp)) == launches
+    statistics = kernels(module)[-2]
+    stores = [op for op in statistics.walk() if isinstance(op, loop.StoreOp)]
+    assert len({store.memref for store in stores}) == outputs
+    for stage in ("loop", "cuda"):
+        (out,) = run(lowered_expression(expr, stage), *arguments)
+        assert rel_err(out, expected[0]) <= 1e-5, stage
