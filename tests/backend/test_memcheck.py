@@ -117,14 +117,14 @@ LINEAR = "nn.Linear(96, 40)(torch.randn(33, 96))"  # cp.async into shared, 16-by
             "n0 + row_1 : 39)",
             "n0 + row_1 : 40)",
             r"out-of-bounds access in kernel linear_kernel: thread 56 of block 2 touches "
-            r"%p_0_weight at element 3840, past its 3840 elements \(kernel\.cu:28: "
+            r"%p_0_weight at element 3840, past its 3840 elements \(kernel\.cu:31: "
             r"dd_cp_async_16\(&p_0_weight_b_s",
         ),
         (  # the next stage's copy one stage too far into the shared ring
             "&x0_a_s[slot_next * 1152 + ",
             "&x0_a_s[1152 + slot_next * 1152 + ",
             r"out-of-bounds access in kernel linear_kernel: thread 0 of block 0 touches "
-            r"shared array x0_a_s at element 3456, past its 3456 elements \(kernel\.cu:57: "
+            r"shared array x0_a_s at element 3456, past its 3456 elements \(kernel\.cu:62: "
             r"dd_cp_async_16\(&x0_a_s\[1152 \+ slot_next",
         ),
         (  # the first stage's weight copies dropped: the vector loads read nothing written
@@ -132,7 +132,7 @@ LINEAR = "nn.Linear(96, 40)(torch.randn(33, 96))"  # cp.async into shared, 16-by
             "if (false) dd_cp_async_16(&p_0_weight_b_s[row_1",
             r"uninitialized read in kernel linear_kernel: thread 0 of block 0 reads shared array "
             r"p_0_weight_b_s at element 0, which nothing in this block has written "
-            r"\(kernel\.cu:82: const dd_vec<float, 4> vec_2 = dd_load_vector<float, 4>",
+            r"\(kernel\.cu:87: const dd_vec<float, 4> vec_2 = dd_load_vector<float, 4>",
         ),
     ],
     ids=["cp-async-source", "cp-async-destination", "vector-load-uninitialized"],
