@@ -155,3 +155,30 @@ def test_a_missing_barrier_before_the_prologue_reads_is_caught(level: str) -> No
         lower_program(program, "kernel")
     with pytest.raises(RaceError):
         run(program.module, *random_inputs(program.module, seed=3))
+
+
+#: softmax(s) @ v with its statistics as inputs: the prologue exp(s - max) / sum reads the
+#: row max and sum once per row and the scores along K.
+SOFTMAX_PV = "torch.softmax(torch.randn(2, 24, 40), dim=-1) @ torch.randn(2, 40, 16)"
+
+
+def test_a_prologue_slab_follows_its_streamed_operand() -> None:
+    """The P.V product's slab is `[E][BK]`, in the order of the scores `s[m, k]` that move
+    with K, not of the per-row max and sum its prologue loads first: the copy then reads
+    the scores along their rows (coalesced), which ordered by the row statistics it read
+    one row per thread (28 sectors per request on Qwen2.5-7B's attention at 512 tokens)."""
+    program = program_from_expression(SOFTMAX_PV, seed=1)
+    lower_program(program, "loop")
+    apply_tile_pipeline(program, STAGED)
+    kernel = [op for op in program.module.ops if isinstance(op, tile.KernelOp)][-1]
+    threads = next(op for op in kernel.walk() if isinstance(op, tile.ThreadsOp))
+    (a_copy,) = [c for c in copy_loops(threads) if c.store.memref.name_hint.endswith("_a_s")]
+    assert a_copy.store.memref.type.get_shape() == (16, 8)  # [BM][BK]
+    assert any(isinstance(op, math.ExpOp) for op in a_copy.loop.walk())
+    scores = [
+        load
+        for load in a_copy.loads
+        if load.memref.type.get_shape()[-1] == 40  # s[.., m, k]: the last index is K
+    ]
+    assert scores and all(load.indices[-1] is not a_copy.row.result for load in scores)
+    check_every_level(program)

@@ -238,6 +238,20 @@ def _innermost_moves_with_k(load: tile.LoadOp, ki: SSAValue) -> bool:
     return def_chain_reaches(load.indices[-1], lambda v: v is ki)
 
 
+def _streamed_load(loads: list[tile.LoadOp], ki: SSAValue) -> tile.LoadOp:
+    """The load that sets the slab's order: the first whose address moves with `ki`. A
+    prologue also loads per-row values (the row max and sum of a softmax before `@ V`),
+    read once per row whatever the order; the streamed operand is what must coalesce."""
+    return next(
+        (
+            load
+            for load in loads
+            if any(def_chain_reaches(i, lambda v: v is ki) for i in load.indices)
+        ),
+        loads[0],
+    )
+
+
 def _loads_of(root: Operation, ops: list[Operation]) -> list[tile.LoadOp]:
     """The global loads a candidate copies: the load itself, or those of its prologue."""
     if isinstance(root, tile.LoadOp):
@@ -260,7 +274,7 @@ def _build_stage(
     ki = ki_loop.induction_var
     ops = [*_slice(template.root.operands, threads), template.root]
     loads = _loads_of(template.root, ops)
-    k_inner = _innermost_moves_with_k(loads[0], ki)
+    k_inner = _innermost_moves_with_k(_streamed_load(loads, ki), ki)
     shape = [extent, bk] if k_inner else [bk, extent]
     element = template.value.type
     buffer = _slab_name(loads)
