@@ -10,7 +10,10 @@ Over the query's leading dims `lead = (..., Hq)`:
 `kv(lead)` reads key/value head `h floordiv (Hq / Hk)` for grouped-query attention, inside
 the index maps, so the repeated heads are never materialized. `keep` is `s <= l` for
 `is_causal` (with `tensor.index`, no mask tensor), and-ed with a bool `attn_mask`. f16/bf16
-inputs are computed in f32 (their casts fuse into the loads) and rounded once at the end.
+inputs are computed in f32 (their casts fuse into the loads) and rounded once at the end,
+except the probabilities, which are rounded to the inputs' type before `@ v`, as PyTorch's
+fused kernels round them (its CPU flash kernel and FlashAttention both multiply P in the
+16-bit type): both products are then 16-bit, so both run on tensor cores.
 """
 
 from __future__ import annotations
@@ -94,6 +97,8 @@ class ScaledDotProductAttentionLowering(TorchLowering):
         inputs = [scores] if mask is None else [scores, mask]
         logits = b.elementwise(inputs, (*lead, length, source), compute, logits_body)
         probs = safe_softmax(b, logits, n + 1)
+        if compute != elt:  # rounded once to the inputs' type for P.V (module doc)
+            probs = b.cast(b.cast(probs, elt), compute)
 
         # out over (lead, l, s, ev), summed over s
         space = (*lead, length, source, width)

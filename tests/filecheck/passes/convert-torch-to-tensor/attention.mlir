@@ -36,7 +36,8 @@ func.func @attention(%q: tensor<1x4x6x8xf32>, %kv: tensor<1x2x6x8xf32>) -> tenso
 }
 
 // bf16 attention computes in f32 (one extf per distinct input, one truncf at the end); a
-// bool mask selects -inf where it is false.
+// bool mask selects -inf where it is false. The probabilities are rounded to bf16 (and
+// widened back) before @ v, as PyTorch's fused kernels do: both products are 16-bit.
 // CHECK-LABEL: func.func @attention_mask
 // CHECK-NEXT:    %[[W:.*]] = tensor.elementwise(%q) : (tensor<2x5x8xbf16>) -> tensor<2x5x8xf32> {
 // CHECK:           arith.extf
@@ -48,6 +49,13 @@ func.func @attention(%q: tensor<1x4x6x8xf32>, %kv: tensor<1x2x6x8xf32>) -> tenso
 // CHECK-NEXT:      %[[Y:.*]] = arith.mulf %[[X]], %[[SC]] : f32
 // CHECK-NEXT:      %[[NINF:.*]] = arith.constant 0xff800000 : f32
 // CHECK-NEXT:      arith.select %[[KEEP]], %[[Y]], %[[NINF]] : f32
+// CHECK:         tensor.reduce max
+// CHECK:         tensor.reduce add
+// CHECK:         tensor.elementwise(%{{.*}}) : (tensor<2x5x5xf32>) -> tensor<2x5x5xbf16> {
+// CHECK:           arith.truncf %{{.*}} : f32 to bf16
+// CHECK:         tensor.elementwise(%{{.*}}) : (tensor<2x5x5xbf16>) -> tensor<2x5x5xf32> {
+// CHECK:           arith.extf %{{.*}} : bf16 to f32
+// CHECK:         tensor.reduce add %{{.*}} dims [2] : tensor<2x5x5x8xf32> -> tensor<2x5x1x8xf32>
 // CHECK:         arith.truncf %{{.*}} : f32 to bf16
 // CHECK-NEXT:    tensor.yield %{{.*}} : bf16
 func.func @attention_mask(%q: tensor<2x5x8xbf16>, %m: tensor<5x5xi1>) -> tensor<2x5x8xbf16> {
