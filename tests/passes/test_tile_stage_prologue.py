@@ -182,3 +182,25 @@ def test_a_prologue_slab_follows_its_streamed_operand() -> None:
     ]
     assert scores and all(load.indices[-1] is not a_copy.row.result for load in scores)
     check_every_level(program)
+
+
+def test_per_row_values_of_a_prologue_stay_scalar_in_a_widened_copy() -> None:
+    """`tile-vectorize` widens the P.V copy to 4 scores a load: the row max and sum, which
+    do not depend on the column, stay one scalar load each, shared by the 4 elements (a
+    vector load of them would read 4 rows' statistics). Every level matches PyTorch."""
+    program = program_from_expression(SOFTMAX_PV, seed=1)
+    lower_program(program, "loop")
+    apply_tile_pipeline(program, f"{STAGED},tile-vectorize")
+    kernel = [op for op in program.module.ops if isinstance(op, tile.KernelOp)][-1]
+    (store,) = [
+        op
+        for op in kernel.walk()
+        if isinstance(op, tile.StoreVectorOp) and op.memref.name_hint.endswith("_a_s")
+    ]
+    body = list(store.parent_block().ops)
+    vectors = [op for op in body if isinstance(op, tile.LoadVectorOp)]
+    scalars = [op for op in body if isinstance(op, tile.LoadOp)]
+    assert [len(op.res) for op in vectors] == [4]
+    assert len(scalars) == 2 and all(op.memref.type.get_shape()[-1] == 1 for op in scalars)
+    assert sum(isinstance(op, math.ExpOp) for op in body) == 4
+    check_every_level(program)

@@ -11,10 +11,13 @@
 Two passes widen such a loop to `width` elements per iteration: `tile-async-copy` (a plain
 copy becomes one 16-byte `cp.async`) and `tile-vectorize` (a prologue copy, which computes
 and so cannot be a `cp.async`, loads and stores vectors). Both need the same fact, decided
-here: every global load and the slab store read `width` consecutive elements starting at a
-multiple of `width`, i.e. their last index is `%col + U` with `U` a multiple of `width`, `%col`
-appears nowhere else, and the slab row, the source row and `BK` are multiples of `width`.
-`widen` then rewrites the loop's count and the column to step by `width`.
+here: every global load that depends on the column, and the slab store, read `width`
+consecutive elements starting at a multiple of `width`, i.e. their last index is `%col + U`
+with `U` a multiple of `width`, `%col` appears nowhere else, and the slab row, the source row
+and `BK` are multiples of `width`. A load that does not depend on the column (a per-row value
+of a prologue: the row max and sum of a softmax before `@ V`) is the same for the `width`
+elements: it stays one scalar load, used by each of them (`row_loads`). `widen` then rewrites
+the loop's count and the column to step by `width`.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from xdsl.rewriter import InsertPoint
 
 from deplodock.dialects import tile
 from deplodock.dialects.hardware import is_shared
-from deplodock.dialects.queries import constant_index
+from deplodock.dialects.queries import constant_index, def_chain_reaches
 from deplodock.passes.constant_pool import ConstantPool
 from deplodock.passes.tile import schedule
 
@@ -140,6 +143,16 @@ def _column_only_offsets(copy: CopyLoop) -> bool:
     return True
 
 
+def row_loads(copy: CopyLoop) -> list[tile.LoadOp]:
+    """The copy's global loads whose address does not depend on the column (module doc)."""
+    column = copy.col.result
+    return [
+        load
+        for load in copy.loads
+        if not any(def_chain_reaches(index, lambda v: v is column) for index in load.indices)
+    ]
+
+
 def vector_width(copy: CopyLoop, width: int) -> int:
     """`width` when every access of the copy moves `width` aligned consecutive elements
     (module docstring), else 1."""
@@ -150,9 +163,12 @@ def vector_width(copy: CopyLoop, width: int) -> int:
         return 1
     if slab.get_shape()[-1] % width or copy.store.indices[-1] is not copy.col.result:
         return 1
-    if not copy.loads or not _column_only_offsets(copy):
+    per_row = row_loads(copy)
+    if len(per_row) == len(copy.loads) or not _column_only_offsets(copy):
         return 1
     for load in copy.loads:
+        if load in per_row:
+            continue
         source = load.memref.type
         assert isinstance(source, MemRefType)
         if source.get_shape()[-1] % width:

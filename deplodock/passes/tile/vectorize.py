@@ -56,7 +56,7 @@ from deplodock.dialects.hardware import (
 from deplodock.passes.constant_pool import ConstantPool
 from deplodock.passes.tile import schedule
 from deplodock.passes.tile.choices import Choice, Tunable, grid, has_knob
-from deplodock.passes.tile.copy_loops import copy_loops, vector_width, widen
+from deplodock.passes.tile.copy_loops import copy_loops, row_loads, vector_width, widen
 from deplodock.passes.tile.vectorize_slabs import vectorize_slab_reads
 
 #: Index arithmetic the contiguity check evaluates (on every iterate of the loop).
@@ -172,13 +172,14 @@ def _index_becomes_data(op: Operation) -> bool:
     return takes_index and gives_data
 
 
-def _vectorize_body(loop: tile.ForOp, width: int) -> None:
-    """Loads -> load_vector, data ops repeated per element, stores -> store_vector.
+def _vectorize_body(loop: tile.ForOp, width: int, scalar: Sequence[tile.LoadOp] = ()) -> None:
+    """Loads -> load_vector, data ops repeated per element, stores -> store_vector; the
+    `scalar` loads (the same value for every element) stay as they are.
 
     `lanes[k]` maps each element-0 value of the data path to its element-`k` twin."""
     lanes: list[dict[SSAValue, SSAValue]] = [{} for _ in range(width)]
     for op in list(loop.body.block.ops):
-        if isinstance(op, tile.LoadOp):
+        if isinstance(op, tile.LoadOp) and op not in scalar:
             vector = tile.LoadVectorOp(op.memref, op.indices, width)
             Rewriter.insert_op(vector, InsertPoint.before(op))
             for k, result in enumerate(vector.res):
@@ -265,9 +266,9 @@ class TileVectorizePass(Tunable, ModulePass):
                 width = schedule.read_knob(kernel, "vector", MAX_VECTOR_BYTES)
                 if vectorize_slab_reads(kernel, width):
                     schedule.write_knob(kernel, "vector", _slab_width(kernel))
-                    vectorize_prologue_copies(kernel)
-                elif _reads_fragments(kernel):  # `tile-mma` already reads its slabs in pairs
-                    vectorize_prologue_copies(kernel)
+                # the copies widen whether or not the reads did (a `[BK][BN]` slab of V in
+                # P.V is read along N; `tile-mma` reads its slabs in pairs already)
+                vectorize_prologue_copies(kernel)
                 continue
             vectorize(kernel, self.width)
 
@@ -298,7 +299,8 @@ def vectorize_prologue_copies(kernel: tile.KernelOp) -> int:
         width = vector_width(copy, lanes)
         if width <= 1:
             continue
+        per_row = row_loads(copy)
         widen(copy, width, pool)
-        _vectorize_body(copy.loop, width)
+        _vectorize_body(copy.loop, width, per_row)
         widened += 1
     return widened
