@@ -12,6 +12,7 @@ shape_of(t), element_type_of(t)               # of a tensor or memref type
 memref_of(tensor<4x8xf32>)                    # memref<4x8xf32>
 written_buffers(kernel)                        # {%out}: what some store writes
 def_chain_reaches(address, is_thread_id)       # does it differ between threads?
+indices_reach(load.indices, ki)                # does an access move with ki?
 structural_key(kernel, ignore=("sym_name",))  # equal keys: interchangeable kernels
 ```
 """
@@ -139,6 +140,12 @@ def def_chain_reaches(value: SSAValue, predicate: Callable[[SSAValue], bool]) ->
     """Whether some value of `value`'s def chain (`def_chain`) satisfies `predicate`: does
     an address depend on the thread id, on `ki`, on an output loop?"""
     return any(predicate(current) for current in def_chain(value))
+
+
+def indices_reach(indices: Iterable[SSAValue], value: SSAValue) -> bool:
+    """Whether some index's def chain holds `value`: does an access move with `ki`, with
+    a copy's column?"""
+    return any(def_chain_reaches(index, lambda v: v is value) for index in indices)
 
 
 # --- buffers a kernel touches --------------------------------------------------------------

@@ -329,6 +329,12 @@ def _launch_count(func: FuncOp, kernel: loop.KernelOp) -> int:
     return sum(1 for launch in launches(func) if launch.callee.string_value() == name)
 
 
+def _indexed_by(load: loop.LoadOp) -> set[SSAValue]:
+    """The block arguments (loop ivs) the load's indices are computed from."""
+    chains = (def_chain(index) for index in load.indices)
+    return {v for chain in chains for v in chain if isinstance(v, BlockArgument)}
+
+
 def _contraction_operand(consumer: loop.KernelOp, position: int) -> bool:
     """Whether a value the consumer loads from its argument `position` feeds a contraction:
     it is used inside a reduce loop that an output loop encloses whose induction variable
@@ -345,9 +351,7 @@ def _contraction_operand(consumer: loop.KernelOp, position: int) -> bool:
         load = use.operation
         if not isinstance(load, loop.LoadOp):
             continue
-        indexed = {
-            v for index in load.indices for v in def_chain(index) if isinstance(v, BlockArgument)
-        }
+        indexed = _indexed_by(load)
         if any(_broadcast_into_reduce(user, indexed) for user in _users(load)):
             return True
     return False
@@ -403,9 +407,7 @@ def _takes_over(
     loads = [use.operation for use in argument.uses]
     if len(loads) != 1 or not isinstance(load := loads[0], loop.LoadOp):
         return False
-    indexed = {
-        v for index in load.indices for v in def_chain(index) if isinstance(v, BlockArgument)
-    }
+    indexed = _indexed_by(load)
     parent = load.parent_op()
     while isinstance(parent, loop.ForOp):
         if parent.is_reduce or parent.induction_var not in indexed:

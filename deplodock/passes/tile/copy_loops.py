@@ -31,7 +31,7 @@ from xdsl.rewriter import InsertPoint
 
 from deplodock.dialects import tile
 from deplodock.dialects.hardware import is_shared
-from deplodock.dialects.queries import constant_index, def_chain_reaches
+from deplodock.dialects.queries import constant_index, indices_reach
 from deplodock.passes.constant_pool import ConstantPool
 from deplodock.passes.tile import schedule
 
@@ -145,12 +145,7 @@ def _column_only_offsets(copy: CopyLoop) -> bool:
 
 def row_loads(copy: CopyLoop) -> list[tile.LoadOp]:
     """The copy's global loads whose address does not depend on the column (module doc)."""
-    column = copy.col.result
-    return [
-        load
-        for load in copy.loads
-        if not any(def_chain_reaches(index, lambda v: v is column) for index in load.indices)
-    ]
+    return [load for load in copy.loads if not indices_reach(load.indices, copy.col.result)]
 
 
 def vector_width(copy: CopyLoop, width: int) -> int:

@@ -50,7 +50,7 @@ from xdsl.utils.exceptions import PassFailedException
 
 from deplodock.dialects import tile
 from deplodock.dialects.hardware import MAX_SHARED_BYTES, is_shared, shared_memref
-from deplodock.dialects.queries import def_chain_reaches
+from deplodock.dialects.queries import def_chain_reaches, indices_reach
 from deplodock.passes.constant_pool import ConstantPool
 from deplodock.passes.tile import schedule
 from deplodock.passes.tile.choices import Choice, Tunable, grid, has_knob
@@ -242,14 +242,7 @@ def _streamed_load(loads: list[tile.LoadOp], ki: SSAValue) -> tile.LoadOp:
     """The load that sets the slab's order: the first whose address moves with `ki`. A
     prologue also loads per-row values (the row max and sum of a softmax before `@ V`),
     read once per row whatever the order; the streamed operand is what must coalesce."""
-    return next(
-        (
-            load
-            for load in loads
-            if any(def_chain_reaches(i, lambda v: v is ki) for i in load.indices)
-        ),
-        loads[0],
-    )
+    return next((load for load in loads if indices_reach(load.indices, ki)), loads[0])
 
 
 def _loads_of(root: Operation, ops: list[Operation]) -> list[tile.LoadOp]:

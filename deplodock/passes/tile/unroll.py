@@ -92,16 +92,6 @@ def _strided_threads(loop: tile.ForOp) -> tile.ThreadsOp | None:
     return threads
 
 
-def _trips(loop: tile.ForOp, strided: bool) -> int:
-    """Trips every thread makes of `loop` when that is known at compile time, else 0
-    (`strided`: whether thread-strided loops count)."""
-    if is_serial(loop):
-        return trip_count(loop)
-    if strided and _strided_threads(loop) is not None:
-        return loop.upper // loop.step_value
-    return 0
-
-
 def count_trips(loop: tile.ForOp, threads: tile.ThreadsOp) -> tile.ForOp:
     """Rewrites the thread-strided `loop` to run `%j` over its trips (module doc) and
     returns the new loop; the old one is erased."""
@@ -160,19 +150,22 @@ def unroll_small_loops(kernel: tile.KernelOp, max_trips: int, strided: bool = Tr
     """Marks the kernel's small constant-trip loops `unroll` (see module doc); `strided`:
     thread-strided loops too."""
     sizes: dict[Operation, int] = {}  # loop -> copies of its innermost body after unrolling
-    marked: list[tile.ForOp] = []
+    marked: list[tuple[tile.ForOp, tile.ThreadsOp | None]] = []  # with the strided block
     for op in kernel.walk(region_first=True):  # inner loops before the loops around them
         if not isinstance(op, tile.ForOp):
             continue
         inner = _unrolled_size(op, sizes)
-        trips = _trips(op, strided)
+        threads = _strided_threads(op) if strided and not is_serial(op) else None
+        if is_serial(op):
+            trips = trip_count(op)
+        else:  # a strided loop makes the same trips in every thread
+            trips = op.upper // op.step_value if threads is not None else 0
         if 0 < trips and trips * inner <= max_trips:
-            marked.append(op)
+            marked.append((op, threads))
             sizes[op] = trips * inner
         else:
             sizes[op] = inner
-    for loop in marked:
-        threads = None if is_serial(loop) else _strided_threads(loop)
+    for loop, threads in marked:
         if threads is not None:
             loop = count_trips(loop, threads)
         loop.attributes[UNROLL] = UnitAttr()

@@ -273,10 +273,6 @@ class TileVectorizePass(Tunable, ModulePass):
             vectorize(kernel, self.width)
 
 
-def _reads_fragments(kernel: tile.KernelOp) -> bool:
-    return any(isinstance(op, tile.MmaSyncOp) for op in kernel.walk())
-
-
 def _slab_width(kernel: tile.KernelOp) -> int:
     """The width `vectorize_slab_reads` used: that of the kernel's first vector read."""
     return next(len(op.res) for op in kernel.walk() if isinstance(op, tile.LoadVectorOp))
