@@ -11,10 +11,11 @@ inputs, with odd M and N and with K not a multiple of the vector width.
 from __future__ import annotations
 
 import pytest
-from xdsl.dialects import math
+from xdsl.dialects import arith, math
 
 from deplodock.dialects import make_context, tile
 from deplodock.dialects.hardware import is_shared
+from deplodock.dialects.queries import constant_index
 from deplodock.driver import Program, lower_program, program_from_expression, run_and_compare
 from deplodock.interpreters.shared_memory import RaceError
 from deplodock.passes.tile.copy_loops import copy_loops
@@ -203,4 +204,36 @@ def test_per_row_values_of_a_prologue_stay_scalar_in_a_widened_copy() -> None:
     assert [len(op.res) for op in vectors] == [4]
     assert len(scalars) == 2 and all(op.memref.type.get_shape()[-1] == 1 for op in scalars)
     assert sum(isinstance(op, math.ExpOp) for op in body) == 4
+    check_every_level(program)
+
+
+#: Causal attention: the P.V prologue masks the scores by comparing their column (the key)
+#: with their row (the query), an index that differs for each element of a vector.
+CAUSAL_SDPA = (
+    "F.scaled_dot_product_attention(torch.randn(1, 2, 24, 16), torch.randn(1, 2, 24, 16), "
+    "torch.randn(1, 2, 24, 16), is_causal=True)"
+)
+
+
+def test_a_causal_mask_widens_with_an_index_per_element() -> None:
+    """The causal P.V copy widens to 4 scores a load: its mask `key <= query` is repeated
+    per element, element k comparing the vector's first key plus k (one comparison of the
+    first key for all four would unmask keys past the diagonal). Every level matches
+    PyTorch, whose causal result differs wherever a masked key leaks in."""
+    program = program_from_expression(CAUSAL_SDPA, seed=1)
+    lower_program(program, "loop")
+    apply_tile_pipeline(program, f"{STAGED},tile-vectorize")
+    kernel = [op for op in program.module.ops if isinstance(op, tile.KernelOp)][-1]
+    (store,) = [
+        op
+        for op in kernel.walk()
+        if isinstance(op, tile.StoreVectorOp) and op.memref.name_hint.endswith("_a_s")
+    ]
+    body = list(store.parent_block().ops)
+    assert [len(op.res) for op in body if isinstance(op, tile.LoadVectorOp)] == [4]
+    compares = [op for op in body if isinstance(op, arith.CmpiOp)]
+    assert len(compares) == 4
+    keys = [op.lhs for op in compares]  # `key <= query`
+    shifts = [(key.owner.lhs, constant_index(key.owner.rhs)) for key in keys[1:]]
+    assert shifts == [(keys[0], 1), (keys[0], 2), (keys[0], 3)]
     check_every_level(program)

@@ -13,11 +13,13 @@ copy becomes one 16-byte `cp.async`) and `tile-vectorize` (a prologue copy, whic
 and so cannot be a `cp.async`, loads and stores vectors). Both need the same fact, decided
 here: every global load that depends on the column, and the slab store, read `width`
 consecutive elements starting at a multiple of `width`, i.e. their last index is `%col + U`
-with `U` a multiple of `width`, `%col` appears nowhere else, and the slab row, the source row
-and `BK` are multiples of `width`. A load that does not depend on the column (a per-row value
-of a prologue: the row max and sum of a softmax before `@ V`) is the same for the `width`
-elements: it stays one scalar load, used by each of them (`row_loads`). `widen` then rewrites
-the loop's count and the column to step by `width`.
+with `U` a multiple of `width`, `%col` appears nowhere else but in comparisons, and the slab
+row, the source row and `BK` are multiples of `width`. A load that does not depend on the
+column (a per-row value of a prologue: the row max and sum of a softmax before `@ V`) is the
+same for the `width` elements: it stays one scalar load, used by each of them (`row_loads`).
+A comparison of the column (a causal mask's `key <= query`) differs per element: each element
+compares its own index (`lane_compares`). `widen` then rewrites the loop's count and the
+column to step by `width`.
 """
 
 from __future__ import annotations
@@ -126,7 +128,8 @@ def _column_plus_aligned(value: SSAValue, col: SSAValue, width: int) -> bool:
 
 def _column_only_offsets(copy: CopyLoop) -> bool:
     """Every use of the column is an addition that ends in a last index (of a load or of
-    the slab store): replacing it by `col * width` then shifts exactly those addresses."""
+    the slab store) or in a comparison (`lane_compares`): replacing it by `col * width` then
+    shifts exactly those addresses, and each element's comparison gets its own index."""
     work = [copy.col.result]
     while work:
         value = work.pop()
@@ -138,9 +141,25 @@ def _column_only_offsets(copy: CopyLoop) -> bool:
                     return False
             elif isinstance(user, arith.AddiOp):
                 work.append(user.result)
-            else:
+            elif not isinstance(user, arith.CmpiOp):
                 return False
     return True
+
+
+def lane_compares(copy: CopyLoop, column: SSAValue) -> dict[arith.CmpiOp, set[SSAValue]]:
+    """The comparisons of a widened copy that read its column (`column`, the first element's
+    column, or an addition chain from it): a causal mask's `key <= query`. Element `k` of the
+    vector compares that index plus `k`, so each comparison maps to the operands to offset."""
+    compares: dict[arith.CmpiOp, set[SSAValue]] = {}
+    work = [column]
+    while work:
+        value = work.pop()
+        for use in value.uses:
+            if isinstance(use.operation, arith.AddiOp):
+                work.append(use.operation.result)
+            elif isinstance(use.operation, arith.CmpiOp):
+                compares.setdefault(use.operation, set()).add(value)
+    return compares
 
 
 def row_loads(copy: CopyLoop) -> list[tile.LoadOp]:
@@ -173,9 +192,10 @@ def vector_width(copy: CopyLoop, width: int) -> int:
     return width
 
 
-def widen(copy: CopyLoop, width: int, pool: ConstantPool) -> None:
+def widen(copy: CopyLoop, width: int, pool: ConstantPool) -> SSAValue:
     """Makes the loop run `1/width` as many iterations, its column stepping by `width`
-    (`%col4 = (%l % (BK / width)) * width`): each iteration starts a vector."""
+    (`%col4 = (%l % (BK / width)) * width`): each iteration starts a vector. Returns the
+    new column (the vector's first element)."""
     inner = constant_index(copy.col.rhs)
     assert inner is not None
     copy.loop.ub = IntegerAttr(copy.loop.upper // width, 64)
@@ -186,3 +206,4 @@ def widen(copy: CopyLoop, width: int, pool: ConstantPool) -> None:
     for use in list(copy.col.result.uses):
         if use.operation is not scaled.owner:
             use.operation.operands[use.index] = scaled
+    return scaled

@@ -34,7 +34,7 @@ element, and every store becomes a `tile.store_vector`. The knob used is recorde
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass
 
 import numpy as np
@@ -56,7 +56,13 @@ from deplodock.dialects.hardware import (
 from deplodock.passes.constant_pool import ConstantPool
 from deplodock.passes.tile import schedule
 from deplodock.passes.tile.choices import Choice, Tunable, grid, has_knob
-from deplodock.passes.tile.copy_loops import copy_loops, row_loads, vector_width, widen
+from deplodock.passes.tile.copy_loops import (
+    copy_loops,
+    lane_compares,
+    row_loads,
+    vector_width,
+    widen,
+)
 from deplodock.passes.tile.vectorize_slabs import vectorize_slab_reads
 
 #: Index arithmetic the contiguity check evaluates (on every iterate of the loop).
@@ -172,13 +178,30 @@ def _index_becomes_data(op: Operation) -> bool:
     return takes_index and gives_data
 
 
-def _vectorize_body(loop: tile.ForOp, width: int, scalar: Sequence[tile.LoadOp] = ()) -> None:
+def _vectorize_body(
+    loop: tile.ForOp,
+    width: int,
+    scalar: Sequence[tile.LoadOp] = (),
+    compares: Mapping[arith.CmpiOp, Set[SSAValue]] | None = None,
+    pool: ConstantPool | None = None,
+) -> None:
     """Loads -> load_vector, data ops repeated per element, stores -> store_vector; the
-    `scalar` loads (the same value for every element) stay as they are.
+    `scalar` loads (the same value for every element) stay as they are. Each of `compares`
+    (`copy_loops.lane_compares`) is repeated too, element `k` reading its index operands
+    plus `k` (`pool` holds the constants).
 
     `lanes[k]` maps each element-0 value of the data path to its element-`k` twin."""
     lanes: list[dict[SSAValue, SSAValue]] = [{} for _ in range(width)]
+    compares = compares or {}
     for op in list(loop.body.block.ops):
+        if op in compares:
+            assert isinstance(op, arith.CmpiOp) and pool is not None
+            for index in compares[op]:
+                lanes[0][index] = index
+                for k in range(1, width):
+                    shifted = arith.AddiOp(index, pool.index(k))
+                    Rewriter.insert_op(shifted, InsertPoint.before(op))
+                    lanes[k][index] = shifted.result
         if isinstance(op, tile.LoadOp) and op not in scalar:
             vector = tile.LoadVectorOp(op.memref, op.indices, width)
             Rewriter.insert_op(vector, InsertPoint.before(op))
@@ -201,6 +224,9 @@ def _vectorize_body(loop: tile.ForOp, width: int, scalar: Sequence[tile.LoadOp] 
                 for k in range(width):
                     lanes[k][copies[0].results[i]] = copies[k].results[i]
             Rewriter.erase_op(op)
+        for k in range(width):  # an index is per element only inside its comparison
+            for index in compares.get(op, ()):
+                lanes[k].pop(index, None)
 
 
 def vectorize(kernel: tile.KernelOp, width_default: int) -> bool:
@@ -296,7 +322,7 @@ def vectorize_prologue_copies(kernel: tile.KernelOp) -> int:
         if width <= 1:
             continue
         per_row = row_loads(copy)
-        widen(copy, width, pool)
-        _vectorize_body(copy.loop, width, per_row)
+        column = widen(copy, width, pool)
+        _vectorize_body(copy.loop, width, per_row, lane_compares(copy, column), pool)
         widened += 1
     return widened
