@@ -39,6 +39,7 @@ DEPLODOCK_PASSES: dict[str, tuple[str, str]] = {
     "tile-cooperative-reduce": ("tile.cooperative_reduce", "TileCooperativeReducePass"),
     "tile-unroll": ("tile.unroll", "TileUnrollPass"),
     "tile-hoist-invariant": ("tile.hoist_invariant", "TileHoistInvariantPass"),
+    "tile-causal-skip": ("tile.causal_skip", "TileCausalSkipPass"),
     "tile-cse": ("tile.cse", "TileCsePass"),
     "convert-tile-to-kernel": ("convert_tile_to_kernel", "ConvertTileToKernelPass"),
     "kernel-drop-barriers": ("kernel_drop_barriers", "KernelDropBarriersPass"),

@@ -39,6 +39,7 @@ STAGE_PASSES: dict[str, tuple[str, ...]] = {
         "tile-pipeline",
         "tile-async-copy",
         "tile-register-prefetch",
+        "tile-causal-skip",
         "tile-rows",
         "tile-rows-to-blocks",
         "tile-loops-to-threads",

@@ -18,11 +18,12 @@ Per kernel, each resource gets a time, and the largest one is the kernel's limit
 Instruction counts are per pipe (`instructions.py`); every warp-instruction, an `mma.sync`
 included, takes one issue slot. "Busiest SM" is where the grid's blocks land most densely:
 `ceil(grid / SMs)` blocks, so a grid of 133 blocks on 132 SMs pays two blocks' time in every
-instruction term (wave quantization). DRAM bytes are the compulsory bytes (each touched byte
-once) plus the re-reads that miss in L2, by a reuse-distance estimate (`_dram_bytes`).
-Little's law caps the bandwidth a kernel can pull with few resident warps or few loads in
-flight per warp (the `latency` limiter), which is what makes occupancy and vector width matter
-to a memory-bound kernel.
+instruction term (wave quantization); where blocks do unequal work (a causal P.V block stops
+at its diagonal), one of them is the heaviest traced block. DRAM bytes are the compulsory
+bytes (each touched byte once) plus the re-reads that miss in L2, by a reuse-distance
+estimate (`_dram_bytes`). Little's law caps the bandwidth a kernel can pull with few resident
+warps or few loads in flight per warp (the `latency` limiter), which is what makes occupancy
+and vector width matter to a memory-bound kernel.
 
 Resources overlap, but not perfectly: the busy time is a soft maximum of the terms (their
 p-norm, p fitted), so a kernel limited by DRAM still pays a little for 32-way bank
@@ -262,7 +263,10 @@ def model_kernel(
     )
     grid_waves = waves(device, counters.grid, occ)
     clock = device.boost_clock_ghz * 1e9 * k.clock_fraction
-    busiest_share = math.ceil(counters.grid / device.sm_count) / counters.grid
+    # The busiest SM runs ceil(grid / SMs) blocks, one of them (where blocks do unequal
+    # work) the heaviest.
+    busiest_blocks = math.ceil(counters.grid / device.sm_count) - 1 + counters.heaviest_block
+    busiest_share = busiest_blocks / counters.grid
 
     instructions = counters.instructions
     per_sm = {name: count * busiest_share for name, count in instructions.items()}

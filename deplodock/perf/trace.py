@@ -1,7 +1,8 @@
 """Counters from a trace: run a few blocks of a kernel and record what every warp issues.
 
 A `kernel.func` is run by the kernel-level interpreter for three representative blocks (the
-first, one in the middle, the last), every warp of each. For each op a warp executes with at
+first, one in the middle, the last; 16 spread over the grid where blocks do unequal work,
+`representative_blocks`), every warp of each. For each op a warp executes with at
 least one active lane, `instructions.op_cost` says what it issues; for each memory access the
 tracer sees the active lanes' addresses and counts, per warp request:
 
@@ -28,6 +29,7 @@ nvcc's usual unroll of 4 for a loop without a pragma) or of a straight-line regi
 
 from __future__ import annotations
 
+import math
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Any
@@ -40,7 +42,7 @@ from xdsl.ir import Operation, SSAValue
 from deplodock.dialects import kernel
 from deplodock.dialects.element_types import buffer_bytes, byte_size, numpy_dtype
 from deplodock.dialects.hardware import WARP_SIZE, is_shared
-from deplodock.dialects.queries import enclosing_module
+from deplodock.dialects.queries import def_chain_reaches, enclosing_module
 from deplodock.interpreters import make_interpreter
 from deplodock.interpreters.async_copy import issue_copy
 from deplodock.interpreters.blocks import (
@@ -108,6 +110,9 @@ class KernelCounters:
     bytes_in_flight_per_warp: float
     shared_bytes: int
     source: str = "trace"
+    #: The heaviest traced block's work over the mean block's (1.0 where blocks do equal
+    #: work): an SM that runs it is busy that much longer (`model.model_kernel`).
+    heaviest_block: float = 1.0
 
     def total(self, attribute: str) -> float:
         return float(
@@ -158,11 +163,37 @@ class KernelCounters:
         )
 
 
-def representative_blocks(grid: int) -> tuple[list[int], list[int]]:
-    """Block ids to trace and how many blocks each stands for."""
+def representative_blocks(grid: int, varying: bool = False) -> tuple[list[int], list[int]]:
+    """Block ids to trace and how many blocks each stands for.
+
+    Blocks of a uniform kernel differ only at the edges: the first, one in the middle and
+    the last stand for all. Where a block's loop runs a number of trips that depends on the
+    block (`varies_by_block`: causal attention's P.V stops at the block's diagonal), the
+    middle block would stand for them all whatever its own count; then `VARYING_SAMPLES`
+    blocks spread over the grid by the golden-ratio sequence (which no grid ordering
+    aliases), each standing for an equal share."""
     if grid <= 3:
         return list(range(grid)), [1] * grid
-    return [0, grid // 2, grid - 1], [1, grid - 2, 1]
+    if not varying:
+        return [0, grid // 2, grid - 1], [1, grid - 2, 1]
+    ids = sorted({int(grid * ((k * GOLDEN_FRACTION) % 1.0)) for k in range(VARYING_SAMPLES)})
+    shares = [grid * (k + 1) // len(ids) - grid * k // len(ids) for k in range(len(ids))]
+    return ids, shares
+
+
+#: How many blocks `representative_blocks` traces for a kernel whose blocks do unequal work.
+VARYING_SAMPLES = 16
+GOLDEN_FRACTION = (math.sqrt(5.0) - 1.0) / 2.0
+
+
+def varies_by_block(fn: kernel.FuncOp) -> bool:
+    """Whether a loop of `fn` that carries values starts at a value computed from the block
+    id: its trip count, and so the block's work, then depends on the block."""
+    for op in fn.walk():
+        if isinstance(op, kernel.ForOp) and op.inits:
+            if def_chain_reaches(op.lb, lambda v: isinstance(v.owner, kernel.BlockIdOp)):
+                return True
+    return False
 
 
 #: The pseudo-region of `cp.async` copies: a warp has the copies of one commit group, times
@@ -563,7 +594,11 @@ def trace_kernel(
     trace = _Trace(fn)
     interpreter.get_data(TraceFunctions, "trace", lambda: trace)
     grid, threads = fn.grid_size, fn.block_size
-    ids, weights = representative_blocks(grid) if blocks is None else (blocks, [1] * len(blocks))
+    varying = varies_by_block(fn)
+    if blocks is None:
+        ids, weights = representative_blocks(grid, varying)
+    else:
+        ids, weights = blocks, [1] * len(blocks)
     arguments = [_virtual_buffer(arg.type) for arg in fn.body.block.args]
     stack: list[BlockState] = interpreter.get_data(KernelFunctions, "blocks", list)
     traced = []
@@ -589,4 +624,12 @@ def trace_kernel(
         buffer_bytes={trace.name_of(arg): buffer_bytes(arg.type) for arg in fn.body.block.args},
         bytes_in_flight_per_warp=_bytes_in_flight(trace, unroll),
         shared_bytes=fn.shared_bytes(),
+        heaviest_block=_heaviest_block(traced, weights) if varying else 1.0,
     )
+
+
+def _heaviest_block(traced: list[BlockCounters], weights: list[int]) -> float:
+    """The most instructions a traced block issued, over the blocks' weighted mean."""
+    work = [sum(block.instructions.values()) for block in traced]
+    mean = sum(w * x for w, x in zip(weights, work, strict=True)) / sum(weights)
+    return max(work) / mean if mean else 1.0

@@ -34,6 +34,8 @@ them):
 | `tile-multibuffer` | staged slabs | `depth` slots per slab |
 | `tile-pipeline` | multibuffered slabs | `pipeline`: copies issued `depth - 1` chunks ahead |
 | `tile-async-copy` | staged slabs | `async`: copies as `cp.async` with commit/wait groups |
+| `tile-register-prefetch` | computed slabs | `register_prefetch`: loads a chunk ahead |
+| `tile-causal-skip` | causal P.V (0 past the diagonal) | `causal_skip`: K loop ends there |
 
 Every pass with knobs is `choices.Tunable`: it declares, per kernel, the knob values it
 accepts (`legal_choices`), which is the space the tuner searches.
