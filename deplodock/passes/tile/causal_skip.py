@@ -25,7 +25,7 @@ With 128-row blocks over 512 keys the blocks run 4, 8, 12 and 16 of 16 chunks: 6
 P.V work. Rows past the diagonal computed 0 times a value of V; skipping them also skips a
 V that is infinite or NaN there, which PyTorch's fused attention kernels skip as well.
 
-Knob `causal_skip` (0 or 1, default 1) on the kernel's `schedule`.
+Knob `causal_skip` (0 or 1) on the kernel's `schedule`; default the `enable` option (true).
 """
 
 from __future__ import annotations
@@ -348,6 +348,9 @@ class TileCausalSkipPass(Tunable, ModulePass):
     name = "tile-causal-skip"
     knobs = (MARK,)
 
+    #: The default where the schedule has no `causal_skip` (false: keep every chunk).
+    enable: bool = True
+
     def applies_to(self, kernel: tile.KernelOp) -> bool:
         return not has_knob(kernel, MARK) and _target(kernel) is not None
 
@@ -358,7 +361,7 @@ class TileCausalSkipPass(Tunable, ModulePass):
         for kernel in [k for k in op.ops if isinstance(k, tile.KernelOp)]:
             if (target := _target(kernel)) is None:
                 continue  # not causal, or already shifted (its K loop starts at %skip)
-            on = schedule.read_knob(kernel, MARK, 1)
+            on = schedule.read_knob(kernel, MARK, int(self.enable))
             if on:
                 skip_masked_chunks(*target)
             schedule.write_knob(kernel, MARK, int(bool(on)))

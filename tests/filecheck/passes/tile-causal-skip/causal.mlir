@@ -1,5 +1,6 @@
 // RUN: deplodock-opt %s -p 'convert-loop-to-tile,tile-block{bm=16 bn=16},tile-thread{fm=2 fn=2},tile-chunk-k{bk=8},tile-stage,tile-vectorize,tile-pad-shared,tile-multibuffer{depth=2},tile-pipeline,tile-async-copy,tile-causal-skip' | filecheck %s
 // RUN: deplodock-opt %s -p 'convert-loop-to-tile,tile-block{bm=16 bn=16},tile-thread{fm=2 fn=2},tile-chunk-k{bk=8},tile-stage,tile-vectorize,tile-pad-shared,tile-multibuffer{depth=2},tile-pipeline,tile-async-copy,tile-causal-skip,convert-tile-to-kernel' -t cuda | filecheck %s --check-prefix=CUDA
+// RUN: deplodock-opt %s -p 'convert-loop-to-tile,tile-block{bm=16 bn=16},tile-thread{fm=2 fn=2},tile-chunk-k{bk=8},tile-stage,tile-vectorize,tile-pad-shared,tile-multibuffer{depth=2},tile-pipeline,tile-async-copy,tile-causal-skip{enable=false}' | filecheck %s --check-prefix=OFF
 
 // Causal attention's P.V over 40 keys (the loop kernel that `loop-fusion` leaves: the row
 // max and sum are inputs), scheduled in blocks of 16 query rows and chunks of 8 keys, two
@@ -10,6 +11,8 @@
 // the blocks at m0 = 0, 16 and 32. The K loop's bound stays the constant 40: the loop runs
 // %j from %skip = 40 - kend and recovers the chunk start %ko = %j - %skip, and the
 // pipeline stops fetching at kend instead of 40.
+//
+// With `enable=false` the kernel records `causal_skip = 0` and keeps every chunk.
 //
 // @masked_scores multiplies V by the masked score itself (-inf past the diagonal, not 0):
 // the chunks past the diagonal change the result, and the loop is left as it was.
@@ -32,6 +35,11 @@
 // CHECK-NOT:     causal_skip
 // CHECK-NOT:     %skip
 // CHECK:         tile.for %ko = %c0 to 40 step 8 iter_args
+
+// OFF-LABEL: tile.kernel @scaled_dot_product_attention_kernel_3
+// OFF-SAME:    causal_skip = 0
+// OFF-NOT:     %skip
+// OFF:         tile.for %ko = %c0 to 40 step 8 iter_args
 
 // CUDA:      const int kend = ((m0 + 15) / 8 + 1) * 8 < 40 ? ((m0 + 15) / 8 + 1) * 8 : 40;
 // CUDA-NEXT: const int skip = 40 - kend;
