@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import pytest
 from xdsl.dialects import arith, math
+from xdsl.ir import Operation
 
 from deplodock.dialects import make_context, tile
 from deplodock.dialects.hardware import is_shared
@@ -185,11 +186,10 @@ def test_a_prologue_slab_follows_its_streamed_operand() -> None:
     check_every_level(program)
 
 
-def test_per_row_values_of_a_prologue_stay_scalar_in_a_widened_copy() -> None:
-    """`tile-vectorize` widens the P.V copy to 4 scores a load: the row max and sum, which
-    do not depend on the column, stay one scalar load each, shared by the 4 elements (a
-    vector load of them would read 4 rows' statistics). Every level matches PyTorch."""
-    program = program_from_expression(SOFTMAX_PV, seed=1)
+def widened_prologue_copy(expression: str) -> tuple[Program, list[Operation]]:
+    """The program staged and vectorized, and the body of its last kernel's copy into the
+    A slab (the one that computes the prologue)."""
+    program = program_from_expression(expression, seed=1)
     lower_program(program, "loop")
     apply_tile_pipeline(program, f"{STAGED},tile-vectorize")
     kernel = [op for op in program.module.ops if isinstance(op, tile.KernelOp)][-1]
@@ -198,7 +198,16 @@ def test_per_row_values_of_a_prologue_stay_scalar_in_a_widened_copy() -> None:
         for op in kernel.walk()
         if isinstance(op, tile.StoreVectorOp) and op.memref.name_hint.endswith("_a_s")
     ]
-    body = list(store.parent_block().ops)
+    block = store.parent_block()
+    assert block is not None
+    return program, list(block.ops)
+
+
+def test_per_row_values_of_a_prologue_stay_scalar_in_a_widened_copy() -> None:
+    """`tile-vectorize` widens the P.V copy to 4 scores a load: the row max and sum, which
+    do not depend on the column, stay one scalar load each, shared by the 4 elements (a
+    vector load of them would read 4 rows' statistics). Every level matches PyTorch."""
+    program, body = widened_prologue_copy(SOFTMAX_PV)
     vectors = [op for op in body if isinstance(op, tile.LoadVectorOp)]
     scalars = [op for op in body if isinstance(op, tile.LoadOp)]
     assert [len(op.res) for op in vectors] == [4]
@@ -220,16 +229,7 @@ def test_a_causal_mask_widens_with_an_index_per_element() -> None:
     per element, element k comparing the vector's first key plus k (one comparison of the
     first key for all four would unmask keys past the diagonal). Every level matches
     PyTorch, whose causal result differs wherever a masked key leaks in."""
-    program = program_from_expression(CAUSAL_SDPA, seed=1)
-    lower_program(program, "loop")
-    apply_tile_pipeline(program, f"{STAGED},tile-vectorize")
-    kernel = [op for op in program.module.ops if isinstance(op, tile.KernelOp)][-1]
-    (store,) = [
-        op
-        for op in kernel.walk()
-        if isinstance(op, tile.StoreVectorOp) and op.memref.name_hint.endswith("_a_s")
-    ]
-    body = list(store.parent_block().ops)
+    program, body = widened_prologue_copy(CAUSAL_SDPA)
     assert [len(op.res) for op in body if isinstance(op, tile.LoadVectorOp)] == [4]
     compares = [op for op in body if isinstance(op, arith.CmpiOp)]
     assert len(compares) == 4
