@@ -40,6 +40,7 @@ DEPLODOCK_PASSES: dict[str, tuple[str, str]] = {
     "tile-unroll": ("tile.unroll", "TileUnrollPass"),
     "tile-hoist-invariant": ("tile.hoist_invariant", "TileHoistInvariantPass"),
     "tile-causal-skip": ("tile.causal_skip", "TileCausalSkipPass"),
+    "tile-clamp-masked-loads": ("tile.clamp_masked_loads", "TileClampMaskedLoadsPass"),
     "tile-cse": ("tile.cse", "TileCsePass"),
     "convert-tile-to-kernel": ("convert_tile_to_kernel", "ConvertTileToKernelPass"),
     "kernel-drop-barriers": ("kernel_drop_barriers", "KernelDropBarriersPass"),

@@ -49,6 +49,7 @@ STAGE_PASSES: dict[str, tuple[str, ...]] = {
         "tile-unroll",
         "tile-hoist-invariant",
         "tile-cse",
+        "tile-clamp-masked-loads",
     ),
     "kernel": ("convert-tile-to-kernel", "kernel-drop-barriers"),
     "cuda": ("convert-kernel-to-cuda",),

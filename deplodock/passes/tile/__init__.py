@@ -40,12 +40,14 @@ them):
 Every pass with knobs is `choices.Tunable`: it declares, per kernel, the knob values it
 accepts (`legal_choices`), which is the space the tuner searches.
 
-Two clean-up passes then run on the scheduled kernel (last in the `tile` stage):
+Clean-up passes then run on the scheduled kernel (last in the `tile` stage; `tile-cse` between
+the last two):
 
 | pass | applies to | decides |
 |---|---|---|
 | `tile-unroll` | constant-trip loop nests | `unroll` mark (`#pragma unroll`) up to `unroll` trips |
 | `tile-hoist-invariant` | any `tile.for` | loop-invariant pure ops and read-only loads moved out |
+| `tile-clamp-masked-loads` | loads a `key <= query` mask drops | they read `min(key, query)` |
 
 A new scheduling pass is a module here with the same shape: a function that rewrites one
 `tile.kernel` (using `nests.py` to find loops and `schedule.py` to read its knobs and
