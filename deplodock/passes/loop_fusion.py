@@ -29,6 +29,11 @@ Nor is a P with reduce loops fused where its value feeds a contraction (`_contra
 a norm before a linear, a softmax before `@ V`): the row statistic would sit between the
 contraction's output loops and the tile passes could no longer block it. The statistic stays
 a kernel of its own; the elementwise steps after it still fuse, as the contraction's prologue.
+Nor, past `MAX_RECOMPUTING_COLUMNS` output columns, is a producer with per-element `exp`,
+`log` or division that reads the output of an earlier reduction (`_costly_prologue`): the
+tile passes would redo that math for every block of columns, and the earlier kernel takes
+it as its epilogue instead (the MLP's silu goes with the gate projection; `* up` still
+fuses into the down projection).
 """
 
 from __future__ import annotations
@@ -37,7 +42,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from xdsl.context import Context
-from xdsl.dialects import arith
+from xdsl.dialects import arith, math
 from xdsl.dialects.builtin import IntegerAttr, MemRefType, ModuleOp
 from xdsl.dialects.func import FuncOp
 from xdsl.ir import Block, BlockArgument, Operation, OpResult, SSAValue
@@ -63,6 +68,11 @@ from deplodock.dialects.queries import (
     written_arguments,
 )
 from deplodock.passes.loop_utils import reduction_iterations, work
+
+#: Output columns past which a contraction prologue with per-element `exp`, `log`, division
+#: (`_EXPENSIVE_MATH`) is not fused: the tile passes stage it once per block of at most 128
+#: columns, so beyond two blocks it is recomputed for every further block.
+MAX_RECOMPUTING_COLUMNS = 256
 
 # ---------------------------------------------------------------------------------------------
 # Producer analysis
@@ -383,6 +393,78 @@ def _broadcast_into_reduce(user: Operation, indexed: set[SSAValue]) -> bool:
     return False
 
 
+#: Math that costs a special-function call and its fix-ups per element (an `exp` is about
+#: ten instructions, a division about six), against one multiply-add per column.
+_EXPENSIVE_MATH = (
+    math.ExpOp,
+    math.Exp2Op,
+    math.ExpM1Op,
+    math.LogOp,
+    math.Log2Op,
+    math.Log1pOp,
+    math.TanhOp,
+    math.ErfOp,
+    math.SqrtOp,
+    math.RsqrtOp,
+    math.PowFOp,
+    arith.DivfOp,
+)
+
+
+def _recomputing_columns(consumer: loop.KernelOp, position: int) -> int:
+    """How many output columns of a contraction read each element the consumer loads from
+    argument `position`: the product of the output loops around the reduce loop that the
+    load ignores (1 when the value feeds no contraction). A tiled schedule stages the value
+    once per block, so it is computed `columns / BN` times; a head dimension of 128 is one
+    block, a hidden size of 3584 is 28."""
+    columns = 1
+    for use in consumer.body.block.args[position].uses:
+        load = use.operation
+        if not isinstance(load, loop.LoadOp):
+            continue
+        indexed = _indexed_by(load)
+        for user in _users(load):
+            inside_reduce, count = False, 1
+            parent = user.parent_op()
+            while isinstance(parent, loop.ForOp):
+                if parent.is_reduce:
+                    inside_reduce = True
+                elif inside_reduce and parent.induction_var not in indexed:
+                    count *= parent.trip_count
+                parent = parent.parent_op()
+            columns = max(columns, count)
+    return columns
+
+
+def _reduced_dimensions(consumer: loop.KernelOp, position: int) -> set[int]:
+    """The dimensions of the consumer's argument `position` that its loads index with a
+    reduce loop's induction variable (a contraction's K)."""
+    dims: set[int] = set()
+    for use in consumer.body.block.args[position].uses:
+        load = use.operation
+        if not isinstance(load, loop.LoadOp):
+            continue
+        for dim, index in enumerate(load.indices):
+            for value in def_chain(index):
+                owner = value.block.parent_op() if isinstance(value, BlockArgument) else None
+                if isinstance(owner, loop.ForOp) and owner.is_reduce:
+                    dims.add(dim)
+    return dims
+
+
+def _expensive_per_element(producer: Producer, dims: set[int]) -> bool:
+    """Whether the producer computes `_EXPENSIVE_MATH` for each element along `dims` (what
+    a contraction reduces over), not once per row: SiLU's `exp` is per element, RMSNorm's
+    `rsqrt` of the row's mean square is per row."""
+    moving = {iv for iv, dim in producer.iv_dims.items() if dim in dims}
+    for op in producer.kernel.walk():
+        if any(operand in moving for operand in op.operands):
+            moving.update(op.results)
+            if isinstance(op, _EXPENSIVE_MATH):
+                return True
+    return False
+
+
 def _takes_over(
     module: ModuleOp,
     consumer: loop.LaunchOp,
@@ -467,6 +549,9 @@ class FuseProducers(RewritePattern):
             if reductions and _contraction_operand(consumer, position):
                 self.rejected.add((consumer, producer.launch))
                 continue
+            if _costly_prologue(module, func, consumer, position, producer):
+                self.rejected.add((consumer, producer.launch))
+                continue
             keep = bool(reductions) and _read_elsewhere(op.args[position], op, producer.launch)
             if keep and not _takes_over(module, op, consumer, position, producer.launch):
                 continue  # not rejected: retried once the other readers are fused away
@@ -507,6 +592,45 @@ class FuseProducers(RewritePattern):
         if any(_writes(module, other, x) for other in between for x in inputs):
             return None
         return producer
+
+
+def _costly_prologue(
+    module: ModuleOp, func: FuncOp, consumer: loop.KernelOp, position: int, producer: Producer
+) -> bool:
+    """Whether the producer's expensive per-element math had better be the epilogue of the
+    product it reads than the consumer's contraction prologue.
+
+    As a prologue it is redone for every block of output columns, past
+    `MAX_RECOMPUTING_COLUMNS` columns many times (the SiLU of the MLP before its down
+    projection: its `exp` in each of 28 column blocks at Qwen2.5-7B's hidden size, against
+    the product's tensor cores). When the producer reads the output of an earlier kernel
+    that reduces (the gate projection), it stays for that kernel to take as its epilogue,
+    computed once per element, and the cheap rest (`* up`) still fuses as the prologue.
+    With nothing to take it (inputs of the program) it fuses: a kernel of its own would
+    cost a launch and a round trip through memory. SDPA's softmax before `@ V` is read by
+    128 columns, one block, and fuses."""
+    if _recomputing_columns(consumer, position) <= MAX_RECOMPUTING_COLUMNS:
+        return False
+    if not _expensive_per_element(producer, _reduced_dimensions(consumer, position)):
+        return False
+    return _reads_a_reduction(module, func, producer.launch)
+
+
+def _reads_a_reduction(module: ModuleOp, func: FuncOp, launch: loop.LaunchOp) -> bool:
+    """Whether the launch reads, directly or through elementwise kernels (the copies and
+    reshapes a linear leaves before fusion), the output of a kernel that reduces."""
+    work, seen = [launch], set()
+    while work:
+        current = work.pop()
+        kernel = kernel_of(module, current)
+        if current in seen or kernel is None:
+            continue
+        seen.add(current)
+        if current is not launch and reduction_iterations(kernel) > 0:
+            return True
+        for r in read_arguments(kernel):
+            work.extend(_writers(module, func, current.args[r]))
+    return False
 
 
 class EraseDeadLaunch(RewritePattern):

@@ -398,3 +398,50 @@ def test_statistics_of_the_same_rows_are_one_kernel(name: str) -> None:
     for stage in ("loop", "cuda"):
         (out,) = run(lowered_expression(expr, stage), *arguments)
         assert rel_err(out, expected[0]) <= 1e-5, stage
+
+
+#: The MLP of a Llama-style block at a hidden size of 320 (down's output columns) and 64.
+MLP = (
+    "nn.Linear(64, {h}, bias=False)(F.silu(nn.Linear({h}, 64, bias=False)(torch.randn(1, 4, {h})))"
+    " * nn.Linear({h}, 64, bias=False)(torch.randn(1, 4, {h})))"
+)
+
+
+def _exp_kernels(module: ModuleOp) -> list[str]:
+    from xdsl.dialects import math
+
+    return [
+        k.sym_name.data for k in kernels(module) if any(isinstance(o, math.ExpOp) for o in k.walk())
+    ]
+
+
+def test_silu_is_the_gate_projections_epilogue_past_two_column_blocks() -> None:
+    """With 320 output columns the down projection would recompute silu's exp in every
+    block of columns: silu stays with the gate projection, as its epilogue, and only the
+    multiply by up is the down projection's prologue; loop level and CUDA match PyTorch."""
+    from tests.e2e.test_ops_all_levels import captured_expression, lowered_expression
+
+    expr = MLP.format(h=320)
+    _, arguments, expected = captured_expression(expr)
+    module = lowered_expression(expr, "loop")
+    assert sum(1 for op in module.walk() if isinstance(op, loop.LaunchOp)) == 3
+    gate = kernels(module)[0]
+    assert _exp_kernels(module) == [gate.sym_name.data]
+    assert any(op.is_reduce for op in gate.walk() if isinstance(op, loop.ForOp))
+    for stage in ("loop", "cuda"):
+        (out,) = run(lowered_expression(expr, stage), *arguments)
+        assert rel_err(out, expected[0]) <= 1e-5, stage
+
+
+def test_silu_of_inputs_and_of_few_columns_still_fuses_as_the_prologue() -> None:
+    """Where nothing reduces before silu (its input is the program's), a kernel of its own
+    would cost a launch and a round trip: it stays the prologue. So does the MLP with 64
+    output columns, one block (SDPA's softmax before `@ V` is the same case, 128 columns)."""
+    from tests.e2e.test_ops_all_levels import lowered_expression
+
+    inputs = "nn.Linear(64, 320, bias=False)(F.silu(torch.randn(4, 64)) * torch.randn(4, 64))"
+    module = lowered_expression(inputs, "loop")
+    assert len(kernels(module)) == 1 and len(_exp_kernels(module)) == 1
+    narrow = lowered_expression(MLP.format(h=64), "loop")
+    exp_kernels = _exp_kernels(narrow)
+    assert len(exp_kernels) == 1 and exp_kernels[0] == kernels(narrow)[-1].sym_name.data
