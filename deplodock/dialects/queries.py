@@ -13,6 +13,7 @@ memref_of(tensor<4x8xf32>)                    # memref<4x8xf32>
 written_buffers(kernel)                        # {%out}: what some store writes
 def_chain_reaches(address, is_thread_id)       # does it differ between threads?
 indices_reach(load.indices, ki)                # does an access move with ki?
+computed_from([col], loop.body.block.ops)      # what moves with a copy's column
 structural_key(kernel, ignore=("sym_name",))  # equal keys: interchangeable kernels
 ```
 """
@@ -140,6 +141,17 @@ def def_chain_reaches(value: SSAValue, predicate: Callable[[SSAValue], bool]) ->
     """Whether some value of `value`'s def chain (`def_chain`) satisfies `predicate`: does
     an address depend on the thread id, on `ki`, on an output loop?"""
     return any(predicate(current) for current in def_chain(value))
+
+
+def computed_from(seeds: Iterable[SSAValue], ops: Iterable[Operation]) -> set[SSAValue]:
+    """`seeds` and every result of `ops` (visited in program order) computed from them:
+    the forward counterpart of `def_chain`, over one body (what moves with a copy's
+    column, what a producer computes per element)."""
+    found = set(seeds)
+    for op in ops:
+        if any(operand in found for operand in op.operands):
+            found.update(op.results)
+    return found
 
 
 def indices_reach(indices: Iterable[SSAValue], value: SSAValue) -> bool:

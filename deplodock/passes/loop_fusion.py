@@ -40,6 +40,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from math import prod
 
 from xdsl.context import Context
 from xdsl.dialects import arith, math
@@ -61,6 +62,7 @@ from xdsl.transforms.dead_code_elimination import region_dce
 
 from deplodock.dialects import loop
 from deplodock.dialects.queries import (
+    computed_from,
     def_chain,
     enclosing_module,
     read_arguments,
@@ -356,15 +358,17 @@ def _contraction_operand(consumer: loop.KernelOp, position: int) -> bool:
     block the kernel (one block per row, each reading all of `w`), and its elementwise part
     would run once per output column. It stays a kernel that writes its output once; the
     elementwise rest of the producer chain still fuses, as the contraction's prologue."""
-    argument = consumer.body.block.args[position]
-    for use in argument.uses:
-        load = use.operation
-        if not isinstance(load, loop.LoadOp):
-            continue
-        indexed = _indexed_by(load)
-        if any(_broadcast_into_reduce(user, indexed) for user in _users(load)):
-            return True
-    return False
+    return any(
+        _broadcast_loops(user, _indexed_by(load))
+        for load in _argument_loads(consumer, position)
+        for user in _users(load)
+    )
+
+
+def _argument_loads(consumer: loop.KernelOp, position: int) -> list[loop.LoadOp]:
+    """The loads of the consumer's argument `position`."""
+    uses = consumer.body.block.args[position].uses
+    return [use.operation for use in uses if isinstance(use.operation, loop.LoadOp)]
 
 
 def _users(op: Operation) -> list[Operation]:
@@ -380,17 +384,18 @@ def _users(op: Operation) -> list[Operation]:
     return list(found)
 
 
-def _broadcast_into_reduce(user: Operation, indexed: set[SSAValue]) -> bool:
-    """`user` sits in a reduce loop enclosed by an output loop outside `indexed`."""
-    inside_reduce = False
+def _broadcast_loops(user: Operation, indexed: set[SSAValue]) -> list[loop.ForOp]:
+    """The output loops outside `indexed` that enclose a reduce loop around `user`: the
+    columns of a contraction that each read the value `user` uses."""
+    inside_reduce, loops = False, []
     parent = user.parent_op()
     while isinstance(parent, loop.ForOp):
         if parent.is_reduce:
             inside_reduce = True
         elif inside_reduce and parent.induction_var not in indexed:
-            return True
+            loops.append(parent)
         parent = parent.parent_op()
-    return False
+    return loops
 
 
 #: Math that costs a special-function call and its fix-ups per element (an `exp` is about
@@ -417,33 +422,19 @@ def _recomputing_columns(consumer: loop.KernelOp, position: int) -> int:
     load ignores (1 when the value feeds no contraction). A tiled schedule stages the value
     once per block, so it is computed `columns / BN` times; a head dimension of 128 is one
     block, a hidden size of 3584 is 28."""
-    columns = 1
-    for use in consumer.body.block.args[position].uses:
-        load = use.operation
-        if not isinstance(load, loop.LoadOp):
-            continue
-        indexed = _indexed_by(load)
-        for user in _users(load):
-            inside_reduce, count = False, 1
-            parent = user.parent_op()
-            while isinstance(parent, loop.ForOp):
-                if parent.is_reduce:
-                    inside_reduce = True
-                elif inside_reduce and parent.induction_var not in indexed:
-                    count *= parent.trip_count
-                parent = parent.parent_op()
-            columns = max(columns, count)
-    return columns
+    counts = [
+        prod(column.trip_count for column in _broadcast_loops(user, _indexed_by(load)))
+        for load in _argument_loads(consumer, position)
+        for user in _users(load)
+    ]
+    return max(counts, default=1)
 
 
 def _reduced_dimensions(consumer: loop.KernelOp, position: int) -> set[int]:
     """The dimensions of the consumer's argument `position` that its loads index with a
     reduce loop's induction variable (a contraction's K)."""
     dims: set[int] = set()
-    for use in consumer.body.block.args[position].uses:
-        load = use.operation
-        if not isinstance(load, loop.LoadOp):
-            continue
+    for load in _argument_loads(consumer, position):
         for dim, index in enumerate(load.indices):
             for value in def_chain(index):
                 owner = value.block.parent_op() if isinstance(value, BlockArgument) else None
@@ -456,13 +447,11 @@ def _expensive_per_element(producer: Producer, dims: set[int]) -> bool:
     """Whether the producer computes `_EXPENSIVE_MATH` for each element along `dims` (what
     a contraction reduces over), not once per row: SiLU's `exp` is per element, RMSNorm's
     `rsqrt` of the row's mean square is per row."""
-    moving = {iv for iv, dim in producer.iv_dims.items() if dim in dims}
-    for op in producer.kernel.walk():
-        if any(operand in moving for operand in op.operands):
-            moving.update(op.results)
-            if isinstance(op, _EXPENSIVE_MATH):
-                return True
-    return False
+    ops = list(producer.kernel.walk())
+    moving = computed_from([iv for iv, dim in producer.iv_dims.items() if dim in dims], ops)
+    return any(
+        isinstance(op, _EXPENSIVE_MATH) and any(v in moving for v in op.operands) for op in ops
+    )
 
 
 def _takes_over(

@@ -44,6 +44,7 @@ from xdsl.rewriter import InsertPoint, Rewriter
 
 from deplodock.dialects import tile
 from deplodock.dialects.hardware import is_shared
+from deplodock.dialects.queries import computed_from, constant_index
 from deplodock.passes.constant_pool import ConstantPool
 from deplodock.passes.tile import schedule
 from deplodock.passes.tile.choices import Choice, Tunable, grid, has_knob
@@ -77,8 +78,8 @@ def offset_of(value: SSAValue) -> Offset | None:
                 return None
             return Offset(None, start.low, parent.upper - 1)
         return None
-    if isinstance(owner, arith.ConstantOp) and isinstance(owner.value, IntegerAttr):
-        return Offset(None, owner.value.value.data, owner.value.value.data)
+    if (constant := constant_index(value)) is not None:
+        return Offset(None, constant, constant)
     if not isinstance(owner, arith.AddiOp | arith.MuliOp | arith.DivSIOp | arith.RemSIOp):
         return None
     lhs, rhs = offset_of(owner.lhs), offset_of(owner.rhs)
@@ -112,21 +113,29 @@ class Mask:
     strict: bool
 
 
-#: `cmpi` predicates with the key on the left, and their mirror images.
+#: `cmpi` predicates that hold for keys up to a query, with the key on the left (and
+#: whether strictly), and their mirror images with it on the right.
 _KEY_FIRST = {"sle": False, "slt": True}
 _QUERY_FIRST = {"sge": False, "sgt": True}
+
+
+def key_bound(op: arith.CmpiOp) -> tuple[SSAValue, SSAValue, bool] | None:
+    """`(key, query, strict)` when `op` is `key <= query` (`strict`: `<`), written either
+    way round; None for any other comparison."""
+    predicate = arith.CMPI_COMPARISON_OPERATIONS[op.predicate.value.data]
+    if predicate in _KEY_FIRST:
+        return op.lhs, op.rhs, _KEY_FIRST[predicate]
+    if predicate in _QUERY_FIRST:
+        return op.rhs, op.lhs, _QUERY_FIRST[predicate]
+    return None
 
 
 def mask_of(op: arith.CmpiOp) -> Mask | None:
     """The causal mask `op` is, when its key is an offset within the chunk and its query an
     offset from a block's origin."""
-    predicate = arith.CMPI_COMPARISON_OPERATIONS[op.predicate.value.data]
-    if predicate in _KEY_FIRST:
-        key, query, strict = op.lhs, op.rhs, _KEY_FIRST[predicate]
-    elif predicate in _QUERY_FIRST:
-        key, query, strict = op.rhs, op.lhs, _QUERY_FIRST[predicate]
-    else:
+    if (bound := key_bound(op)) is None:
         return None
+    key, query, strict = bound
     key_offset, query_offset = offset_of(key), offset_of(_unclamped(query))
     if key_offset is None or query_offset is None:
         return None
@@ -139,7 +148,7 @@ def _unclamped(query: SSAValue) -> SSAValue:
     """The row before a partial tile's clamp `min(m, M - 1)`: never below the clamped row,
     so its last value bounds the block's last query."""
     owner = query.owner
-    if isinstance(owner, arith.MinSIOp) and isinstance(owner.rhs.owner, arith.ConstantOp):
+    if isinstance(owner, arith.MinSIOp) and constant_index(owner.rhs) is not None:
         return owner.lhs
     return query
 
@@ -211,15 +220,6 @@ def first_chunk_copies(threads: tile.ThreadsOp) -> list[ChunkCopy]:
     return found
 
 
-def _moving_with(start: SSAValue, loop: tile.ForOp) -> set[SSAValue]:
-    """The values of the loop's body computed from `start` (a copy's column: the key)."""
-    found = {start}
-    for op in loop.body.block.ops:
-        if any(v in found for v in op.operands):
-            found.update(op.results)
-    return found
-
-
 def zero_when_masked(copy: ChunkCopy) -> list[Mask]:
     """The masks under which every value `copy` stores is 0 (empty: not provably 0).
 
@@ -234,7 +234,7 @@ def zero_when_masked(copy: ChunkCopy) -> list[Mask]:
     }
     if not masks:
         return []
-    key_values = _moving_with(copy.col.result, copy.loop)
+    key_values = computed_from([copy.col.result], copy.loop.body.block.ops)
     values = [v for store in copy.stores for v in _stored(store)]
     if any(_known(v, masks, key_values) is not Known.ZERO for v in values):
         return []
@@ -289,9 +289,9 @@ def _retarget_bounds(loop: tile.ForOp, ko: SSAValue, kend: SSAValue, pool: Const
     for op in loop.body.block.ops:
         if not any(v is ko or _from(v, ko) for v in op.operands):
             continue
-        if isinstance(op, arith.CmpiOp) and _is_constant(op.rhs, bound):
+        if isinstance(op, arith.CmpiOp) and constant_index(op.rhs) == bound:
             op.operands[1] = kend
-        elif isinstance(op, arith.MinSIOp) and _is_constant(op.rhs, bound - chunk):
+        elif isinstance(op, arith.MinSIOp) and constant_index(op.rhs) == bound - chunk:
             if last_start is None:
                 subtract = arith.SubiOp(kend, pool.index(chunk))
                 subtract.result.name_hint = "last_chunk"
@@ -305,40 +305,23 @@ def _from(value: SSAValue, source: SSAValue) -> bool:
     return isinstance(owner, arith.AddiOp) and (owner.lhs is source or owner.rhs is source)
 
 
-def _is_constant(value: SSAValue, number: int) -> bool:
-    owner = value.owner
-    return (
-        isinstance(owner, arith.ConstantOp)
-        and isinstance(owner.value, IntegerAttr)
-        and owner.value.value.data == number
-    )
-
-
 def skip_masked_chunks(threads: tile.ThreadsOp, loop: tile.ForOp, masks: list[Mask]) -> None:
     """Shifts the K loop to run `[0, kend)` only (module docstring)."""
     pool = ConstantPool.adopting(threads.body.block)
     build = schedule.IndexBuilder(InsertPoint.before(loop), pool)
     kend = _chunk_end(build, pool, masks, loop.upper, loop.step_value)
     skip = build.add(arith.SubiOp(pool.index(loop.upper), kend), "skip")
-    shifted = tile.ForOp(skip, loop.upper, loop.step_value, list(loop.inits))
-    shifted.attributes.update(loop.attributes)
-    Rewriter.insert_op(shifted, InsertPoint.before(loop))
+    name = loop.induction_var.name_hint
+    shifted, ko = schedule.rebuild_loop(
+        loop,
+        skip,
+        loop.upper,
+        loop.step_value,
+        lambda body, j: body.add(arith.SubiOp(j, skip), name),
+        pool,
+    )
     shifted.induction_var.name_hint = "j"
-    for old, new in zip(loop.body.block.args[1:], shifted.body.block.args[1:], strict=True):
-        old.replace_all_uses_with(new)
-        new.name_hint = old.name_hint
-    body = shifted.body.block
-    for op in list(body.ops):
-        Rewriter.erase_op(op)
-    schedule.move_ops(list(loop.body.block.ops), InsertPoint.at_end(body))
-    ko = arith.SubiOp(shifted.induction_var, skip)
-    ko.result.name_hint = loop.induction_var.name_hint
-    Rewriter.insert_op(ko, InsertPoint.at_start(body))
-    loop.induction_var.replace_all_uses_with(ko.result)
-    for old, new in zip(loop.results, shifted.results, strict=True):
-        old.replace_all_uses_with(new)
-    Rewriter.erase_op(loop)
-    _retarget_bounds(shifted, ko.result, kend, pool)
+    _retarget_bounds(shifted, ko, kend, pool)
 
 
 @dataclass(frozen=True)

@@ -27,13 +27,15 @@ from dataclasses import dataclass
 
 from xdsl.context import Context
 from xdsl.dialects import arith, math
-from xdsl.dialects.builtin import IntegerAttr, ModuleOp
+from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import BlockArgument, Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
 from deplodock.dialects import tile
 from deplodock.dialects.hardware import is_shared
+from deplodock.dialects.queries import constant_index
+from deplodock.passes.tile.causal_skip import key_bound
 
 #: Index arithmetic that keeps non-negative operands non-negative.
 _NON_NEGATIVE_OPS = (
@@ -45,11 +47,6 @@ _NON_NEGATIVE_OPS = (
     arith.MinSIOp,
     arith.MaxSIOp,
 )
-
-#: `cmpi` predicates under which the kept keys are at most the query: `key <= query` or
-#: `key < query` with the key on the left, their mirror images with it on the right.
-_KEY_LEFT = ("sle", "slt")
-_KEY_RIGHT = ("sge", "sgt")
 
 
 def non_negative(value: SSAValue) -> bool:
@@ -67,7 +64,8 @@ def non_negative(value: SSAValue) -> bool:
         )
     op = value.owner
     if isinstance(op, arith.ConstantOp):
-        return isinstance(op.value, IntegerAttr) and op.value.value.data >= 0
+        constant = constant_index(value)
+        return constant is not None and constant >= 0
     if isinstance(op, tile.BlockTileOp):
         return True
     return isinstance(op, _NON_NEGATIVE_OPS) and all(non_negative(v) for v in op.operands)
@@ -106,16 +104,13 @@ def _is_float_math(op: Operation) -> bool:
 
 def _mask_bounds(select: arith.SelectOp) -> tuple[SSAValue, SSAValue] | None:
     """(key, query) of the select's condition when it keeps only keys up to the query
-    (`key <= query` or `key < query`): there `min(key, query)` is the key itself."""
+    (`key <= query` or `key < query`, `causal_skip.key_bound`): there `min(key, query)` is
+    the key itself."""
     cmp = select.cond.owner
-    if not isinstance(cmp, arith.CmpiOp):
+    if not isinstance(cmp, arith.CmpiOp) or (bound := key_bound(cmp)) is None:
         return None
-    predicate = arith.CMPI_COMPARISON_OPERATIONS[cmp.predicate.value.data]
-    if predicate in _KEY_LEFT:
-        return cmp.lhs, cmp.rhs
-    if predicate in _KEY_RIGHT:
-        return cmp.rhs, cmp.lhs
-    return None
+    key, query, _ = bound
+    return key, query
 
 
 def clamp(load: tile.LoadOp) -> bool:

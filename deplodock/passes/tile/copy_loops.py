@@ -24,11 +24,12 @@ column to step by `width`.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from xdsl.dialects import arith
 from xdsl.dialects.builtin import IntegerAttr, MemRefType, StringAttr
-from xdsl.ir import BlockArgument, Operation, SSAValue
+from xdsl.ir import BlockArgument, Operation, SSAValue, Use
 from xdsl.rewriter import InsertPoint
 
 from deplodock.dialects import tile
@@ -126,39 +127,40 @@ def _column_plus_aligned(value: SSAValue, col: SSAValue, width: int) -> bool:
     return False
 
 
+def _column_uses(column: SSAValue) -> Iterator[Use]:
+    """Every use of the column and of the additions computed from it (through which it
+    reaches an address or a comparison); the additions' own uses follow theirs."""
+    work = [column]
+    while work:
+        for use in work.pop().uses:
+            if isinstance(use.operation, arith.AddiOp):
+                work.append(use.operation.result)
+            yield use
+
+
 def _column_only_offsets(copy: CopyLoop) -> bool:
     """Every use of the column is an addition that ends in a last index (of a load or of
     the slab store) or in a comparison (`lane_compares`): replacing it by `col * width` then
     shifts exactly those addresses, and each element's comparison gets its own index."""
-    work = [copy.col.result]
-    while work:
-        value = work.pop()
-        for use in value.uses:
-            user: Operation = use.operation
-            if isinstance(user, tile.LoadOp | tile.StoreOp):
-                last = len(user.operands) - 1
-                if use.index != last or (isinstance(user, tile.StoreOp) and user is not copy.store):
-                    return False
-            elif isinstance(user, arith.AddiOp):
-                work.append(user.result)
-            elif not isinstance(user, arith.CmpiOp):
+    for use in _column_uses(copy.col.result):
+        user: Operation = use.operation
+        if isinstance(user, tile.LoadOp | tile.StoreOp):
+            last = len(user.operands) - 1
+            if use.index != last or (isinstance(user, tile.StoreOp) and user is not copy.store):
                 return False
+        elif not isinstance(user, arith.AddiOp | arith.CmpiOp):
+            return False
     return True
 
 
-def lane_compares(copy: CopyLoop, column: SSAValue) -> dict[arith.CmpiOp, set[SSAValue]]:
+def lane_compares(column: SSAValue) -> dict[arith.CmpiOp, set[SSAValue]]:
     """The comparisons of a widened copy that read its column (`column`, the first element's
     column, or an addition chain from it): a causal mask's `key <= query`. Element `k` of the
     vector compares that index plus `k`, so each comparison maps to the operands to offset."""
     compares: dict[arith.CmpiOp, set[SSAValue]] = {}
-    work = [column]
-    while work:
-        value = work.pop()
-        for use in value.uses:
-            if isinstance(use.operation, arith.AddiOp):
-                work.append(use.operation.result)
-            elif isinstance(use.operation, arith.CmpiOp):
-                compares.setdefault(use.operation, set()).add(value)
+    for use in _column_uses(column):
+        if isinstance(use.operation, arith.CmpiOp):
+            compares.setdefault(use.operation, set()).add(use.operation.operands[use.index])
     return compares
 
 

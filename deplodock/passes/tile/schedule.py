@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from xdsl.dialects import arith
@@ -149,6 +149,36 @@ def move_ops(ops: Sequence[Operation], point: InsertPoint) -> None:
     for op in ops:
         op.detach()
         Rewriter.insert_op(op, point)
+
+
+def rebuild_loop(
+    loop: tile.ForOp,
+    lb: SSAValue,
+    ub: int,
+    step: int,
+    index: Callable[[IndexBuilder, SSAValue], SSAValue],
+    constants: ConstantPool,
+) -> tuple[tile.ForOp, SSAValue]:
+    """`loop` over a new range `lb to ub step step`, with its body, iter_args, results and
+    attributes: `index(build, %new_iv)` computes, first in the body, the value that takes
+    the old induction variable's place. Returns the new loop and that value; the old loop
+    is erased. (`tile-unroll` counts a strided copy's trips this way, `tile-causal-skip`
+    starts a K loop late.)"""
+    new = tile.ForOp(lb, ub, step, list(loop.inits))
+    new.attributes.update(loop.attributes)
+    Rewriter.insert_op(new, InsertPoint.before(loop))
+    build = IndexBuilder(InsertPoint.at_end(new.body.block), constants)
+    replacement = index(build, new.induction_var)
+    for old, arg in zip(loop.iter_args, new.iter_args, strict=True):
+        arg.name_hint = old.name_hint
+        old.replace_all_uses_with(arg)
+    loop.induction_var.replace_all_uses_with(replacement)
+    move_ops(list(loop.body.block.ops), InsertPoint.at_end(new.body.block))
+    for old, result in zip(loop.res, new.res, strict=True):
+        result.name_hint = old.name_hint
+        old.replace_all_uses_with(result)
+    Rewriter.erase_op(loop)
+    return new, replacement
 
 
 def flatten_into(

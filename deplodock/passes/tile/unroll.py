@@ -96,23 +96,17 @@ def count_trips(loop: tile.ForOp, threads: tile.ThreadsOp) -> tile.ForOp:
     """Rewrites the thread-strided `loop` to run `%j` over its trips (module doc) and
     returns the new loop; the old one is erased."""
     pool = ConstantPool.adopting(threads.body.block)
-    step = loop.step_value
-    new = tile.ForOp(pool.index(0), loop.upper // step, 1, list(loop.inits))
+    step, thread, name = loop.step_value, loop.lb, loop.induction_var.name_hint
+    new, element = schedule.rebuild_loop(
+        loop,
+        pool.index(0),
+        loop.upper // step,
+        1,
+        lambda build, trip: build.addi(thread, build.muli(trip, step), name),
+        pool,
+    )
     new.induction_var.name_hint = "j"
-    new.attributes.update(loop.attributes)
-    Rewriter.insert_op(new, InsertPoint.before(loop))
     build = schedule.IndexBuilder(InsertPoint.at_end(new.body.block), pool)
-    thread = loop.lb
-    element = build.addi(thread, build.muli(new.induction_var, step), loop.induction_var.name_hint)
-    for old, arg in zip(loop.iter_args, new.iter_args, strict=True):
-        arg.name_hint = old.name_hint
-        old.replace_all_uses_with(arg)
-    loop.induction_var.replace_all_uses_with(element)
-    schedule.move_ops(list(loop.body.block.ops), build.point)
-    for old, result in zip(loop.res, new.res, strict=True):
-        result.name_hint = old.name_hint
-        old.replace_all_uses_with(result)
-    Rewriter.erase_op(loop)
     _split_rows_and_columns(element, thread, new.induction_var, step, build)
     schedule.drop_unused_constants(threads)
     return new

@@ -194,14 +194,7 @@ def _vectorize_body(
     lanes: list[dict[SSAValue, SSAValue]] = [{} for _ in range(width)]
     compares = compares or {}
     for op in list(loop.body.block.ops):
-        if op in compares:
-            assert isinstance(op, arith.CmpiOp) and pool is not None
-            for index in compares[op]:
-                lanes[0][index] = index
-                for k in range(1, width):
-                    shifted = arith.AddiOp(index, pool.index(k))
-                    Rewriter.insert_op(shifted, InsertPoint.before(op))
-                    lanes[k][index] = shifted.result
+        indices = _element_indices(op, compares.get(op, ()), width, pool)
         if isinstance(op, tile.LoadOp) and op not in scalar:
             vector = tile.LoadVectorOp(op.memref, op.indices, width)
             Rewriter.insert_op(vector, InsertPoint.before(op))
@@ -213,10 +206,10 @@ def _vectorize_body(
         elif isinstance(op, tile.StoreOp):
             values = [lanes[k].get(op.value, op.value) for k in range(width)]
             Rewriter.replace_op(op, tile.StoreVectorOp(values, op.memref, op.indices))
-        elif any(o in lanes[0] for o in op.operands):
+        elif any(indices) or any(o in lanes[0] for o in op.operands):
             copies = []
             for k in range(width):
-                copy = op.clone(value_mapper=dict(lanes[k]))
+                copy = op.clone(value_mapper={**lanes[k], **indices[k]})
                 Rewriter.insert_op(copy, InsertPoint.before(op))
                 copies.append(copy)
             for i, old in enumerate(op.results):
@@ -224,9 +217,23 @@ def _vectorize_body(
                 for k in range(width):
                     lanes[k][copies[0].results[i]] = copies[k].results[i]
             Rewriter.erase_op(op)
-        for k in range(width):  # an index is per element only inside its comparison
-            for index in compares.get(op, ()):
-                lanes[k].pop(index, None)
+
+
+def _element_indices(
+    op: Operation, indices: Set[SSAValue], width: int, pool: ConstantPool | None
+) -> list[dict[SSAValue, SSAValue]]:
+    """Per element `k` of the vector, what each of the comparison `op`'s `indices` becomes:
+    itself for element 0, `index + k` (inserted before `op`) for the others. Empty maps for
+    an op that compares no column."""
+    elements: list[dict[SSAValue, SSAValue]] = [{} for _ in range(width)]
+    for index in indices:
+        assert pool is not None
+        elements[0][index] = index
+        for k in range(1, width):
+            shifted = arith.AddiOp(index, pool.index(k))
+            Rewriter.insert_op(shifted, InsertPoint.before(op))
+            elements[k][index] = shifted.result
+    return elements
 
 
 def vectorize(kernel: tile.KernelOp, width_default: int) -> bool:
@@ -323,6 +330,6 @@ def vectorize_prologue_copies(kernel: tile.KernelOp) -> int:
             continue
         per_row = row_loads(copy)
         column = widen(copy, width, pool)
-        _vectorize_body(copy.loop, width, per_row, lane_compares(copy, column), pool)
+        _vectorize_body(copy.loop, width, per_row, lane_compares(column), pool)
         widened += 1
     return widened
