@@ -21,6 +21,7 @@ DEPLODOCK_PASSES: dict[str, tuple[str, str]] = {
     "tile-split-k": ("tile.split_k", "TileSplitKPass"),
     "tile-block": ("tile.block", "TileBlockPass"),
     "tile-thread": ("tile.thread", "TileThreadPass"),
+    "tile-shared-statistics": ("tile.shared_statistics", "TileSharedStatisticsPass"),
     "tile-chunk-k": ("tile.chunk_k", "TileChunkKPass"),
     "tile-stage": ("tile.stage", "TileStagePass"),
     "tile-pad-shared": ("tile.pad_shared", "TilePadSharedPass"),

@@ -14,11 +14,12 @@ dead ops removed, and P's launch, kernel and buffer go away once nothing else re
 
 P qualifies when it writes B with exactly one store whose indices are P's free-loop ivs
 (each loop `0 to dim`, each dim an iv or the constant 0 for a size-1 dim), so P computes
-each element of B independently. The guard `max-recompute` bounds the recomputation: a
-fusion is kept only if work(fused) <= max_recompute * (work(C) + work(P)), where work is the
-sum over ops of the product of their enclosing trip counts, and only if it recomputes no
-reduction: the number of reduce-loop iterations may not grow (a row statistic placed once per row is
-fine; a matmul redone for every element of its consumer is not). A P with reduce loops
+each element of B independently (other outputs beside B are fine if P reads none of them).
+The guard `max-recompute` bounds the recomputation: a fusion is kept only if
+work(fused) <= max_recompute * (work(C) + work(P)), where work is the sum over ops of the
+product of their enclosing trip counts, and only if it recomputes no reduction: the number
+of reduce-loop iterations may not grow (a row statistic placed once per row is fine; a
+matmul redone for every element of its consumer is not). A P with reduce loops
 is not cloned while another kernel also reads B (or B is returned): P would stay and its
 reductions run twice. It is tried again once those readers have been fused away, so a
 softmax still becomes one kernel while a matmul with two consumers is computed once. The
@@ -26,9 +27,12 @@ exception is a consumer that reduces over the same rows and runs before B's othe
 (`_takes_over`): it computes P's value, stores it to B as P did, and P's launch goes, so the
 row max and row sum of a softmax before `@ V` are one kernel with two outputs.
 Nor is a P with reduce loops fused where its value feeds a contraction (`_contraction_operand`:
-a norm before a linear, a softmax before `@ V`): the row statistic would sit between the
-contraction's output loops and the tile passes could no longer block it. The statistic stays
-a kernel of its own; the elementwise steps after it still fuse, as the contraction's prologue.
+a norm before a linear) over more than `MAX_RECOMPUTING_COLUMNS` output columns: the row
+statistic would be recomputed for every block of columns. The statistic stays a kernel of its
+own; the elementwise steps after it still fuse, as the contraction's prologue. Over fewer
+columns (a softmax before `@ V`, whose head dimension is 64 or 128), a statistic read once per
+row fuses (`_row_statistic`, option `row-statistics`): it sits between the contraction's output
+loops, where `tile-block` keeps it and `tile-shared-statistics` computes it once per block row.
 Nor, past `MAX_RECOMPUTING_COLUMNS` output columns, is a producer with per-element `exp`,
 `log` or division that reads the output of an earlier reduction (`_costly_prologue`): the
 tile passes would redo that math for every block of columns, and the earlier kernel takes
@@ -167,13 +171,15 @@ def _slice(store: loop.StoreOp, kernel: loop.KernelOp, chain: Sequence[loop.ForO
 
 
 def analyse_producer(launch: loop.LaunchOp, kernel: loop.KernelOp, position: int):
-    """P's description if it fully and independently writes its argument `position`."""
+    """P's description if it fully and independently writes its argument `position` (with
+    one store; other outputs, such as the second statistic of a kernel that took over the
+    first, may be written beside it, as long as P reads none of what it writes)."""
     target = kernel.body.block.args[position]
-    all_stores = [op for op in kernel.walk() if isinstance(op, loop.StoreOp)]
-    if len(all_stores) != 1 or all_stores[0].memref is not target:
+    mine = [op for op in kernel.walk() if isinstance(op, loop.StoreOp) and op.memref is target]
+    if len(mine) != 1:
         return None
-    store = all_stores[0]
-    if position in read_arguments(kernel):
+    store = mine[0]
+    if read_arguments(kernel) & written_arguments(kernel):
         return None
     chain = _free_chain(store, kernel)
     if chain is None or (iv_dims := _iv_dims(store, chain)) is None:
@@ -365,6 +371,29 @@ def _contraction_operand(consumer: loop.KernelOp, position: int) -> bool:
     )
 
 
+def _row_statistic(consumer: loop.KernelOp, position: int) -> bool:
+    """Whether a reduction's output that feeds a contraction may still fuse into it: every
+    load of it sits outside the consumer's reduce loops (one value per row, like SDPA's row
+    max and sum) and at most `MAX_RECOMPUTING_COLUMNS` output columns read it. The tile
+    passes then compute the statistic once per block of rows into shared memory
+    (`tile-shared-statistics`), once or twice per row over the columns, instead of a kernel
+    of its own that costs a launch and writes it out; over wider outputs (a norm before a
+    linear of hidden size 3584: 28 column blocks) the statistic keeps its kernel."""
+    loads = _argument_loads(consumer, position)
+    if not loads or any(_inside_reduce(load) for load in loads):
+        return False
+    return _recomputing_columns(consumer, position) <= MAX_RECOMPUTING_COLUMNS
+
+
+def _inside_reduce(op: Operation) -> bool:
+    parent = op.parent_op()
+    while isinstance(parent, loop.ForOp):
+        if parent.is_reduce:
+            return True
+        parent = parent.parent_op()
+    return False
+
+
 def _argument_loads(consumer: loop.KernelOp, position: int) -> list[loop.LoadOp]:
     """The loads of the consumer's argument `position`."""
     uses = consumer.body.block.args[position].uses
@@ -489,6 +518,12 @@ def _takes_over(
     return all(_contraction_reader(module, consumer, reader, buffer) for reader in readers)
 
 
+def _single_output(kernel: loop.KernelOp) -> bool:
+    """Whether the kernel writes one buffer: a consumer that takes it over removes its
+    launch, which must then have written nothing else."""
+    return len(written_arguments(kernel)) == 1
+
+
 def _contraction_reader(
     module: ModuleOp, consumer: loop.LaunchOp, reader: Operation, buffer: SSAValue
 ) -> bool:
@@ -518,6 +553,7 @@ class FuseProducers(RewritePattern):
     """Fuses into a launch's kernel one producer of a buffer it reads (see module doc)."""
 
     max_recompute: int
+    row_statistics: bool = True
     rejected: set[tuple[Operation, Operation]] = field(
         default_factory=set[tuple[Operation, Operation]]
     )
@@ -535,14 +571,21 @@ class FuseProducers(RewritePattern):
             if producer is None or (consumer, producer.launch) in self.rejected:
                 continue
             reductions = reduction_iterations(producer.kernel)
-            if reductions and _contraction_operand(consumer, position):
+            if (
+                reductions
+                and _contraction_operand(consumer, position)
+                and not (self.row_statistics and _row_statistic(consumer, position))
+            ):
                 self.rejected.add((consumer, producer.launch))
                 continue
             if _costly_prologue(module, func, consumer, position, producer):
                 self.rejected.add((consumer, producer.launch))
                 continue
             keep = bool(reductions) and _read_elsewhere(op.args[position], op, producer.launch)
-            if keep and not _takes_over(module, op, consumer, position, producer.launch):
+            if keep and not (
+                _single_output(producer.kernel)
+                and _takes_over(module, op, consumer, position, producer.launch)
+            ):
                 continue  # not rejected: retried once the other readers are fused away
             fused, args = fuse(consumer, op.args, position, producer, keep)
             budget = self.max_recompute * (work(consumer) + work(producer.kernel))
@@ -651,12 +694,22 @@ class LoopFusionPass(ModulePass):
     name = "loop-fusion"
 
     max_recompute: int = 8
+    #: Fuse row statistics into narrow contractions (`_row_statistic`); false keeps them
+    #: kernels of their own (to compare, or to look at one alone).
+    row_statistics: bool = True
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        patterns: list[RewritePattern] = [EraseDeadLaunch(), FuseProducers(self.max_recompute)]
-        PatternRewriteWalker(
+        patterns: list[RewritePattern] = [
+            EraseDeadLaunch(),
+            FuseProducers(self.max_recompute, self.row_statistics),
+        ]
+        walker = PatternRewriteWalker(
             GreedyRewritePatternApplier(patterns, dce_enabled=False),
             apply_recursively=True,
             walk_reverse=True,
-        ).rewrite_module(op)
+        )
+        # Again until nothing fuses: a producer left for other readers (`keep`) is retried
+        # only when its consumer's launch is visited after those readers went away.
+        while walker.rewrite_module(op):
+            pass
         rename_kernels(op)

@@ -30,6 +30,7 @@ STAGE_PASSES: dict[str, tuple[str, ...]] = {
         "tile-grid-stride",
         "tile-block",
         "tile-thread",
+        "tile-shared-statistics",
         "tile-chunk-k",
         "tile-stage",
         "tile-mma",

@@ -336,40 +336,63 @@ def test_a_reduction_is_never_recomputed_per_consumer_element() -> None:
     assert sum(reduction_iterations(k) for k in fused) == 8 * 32 * 16 + 8 * 8 * 32
 
 
-#: A normalisation feeding a contraction: RMSNorm before a linear, softmax before P @ V.
+#: A normalisation feeding a contraction: RMSNorm before a linear, softmax before P @ V;
+#: `{n}` is the number of output columns.
 NORM_INTO_CONTRACTION = {
-    "rmsnorm-linear": "nn.Linear(48, 40, bias=False)(nn.RMSNorm(48)(torch.randn(3, 7, 48)))",
+    "rmsnorm-linear": "nn.Linear(48, {n}, bias=False)(nn.RMSNorm(48)(torch.randn(3, 7, 48)))",
     "softmax-matmul": (
         "torch.softmax(torch.randn(2, 37, 16) @ torch.randn(2, 37, 16).transpose(-1, -2), dim=-1)"
-        " @ torch.randn(2, 37, 16)"
+        " @ torch.randn(2, 37, {n})"
     ),
 }
 
 
-@pytest.mark.parametrize("name", sorted(NORM_INTO_CONTRACTION))
-def test_a_reduction_feeding_a_contraction_stays_a_kernel(name: str) -> None:
-    """The row statistics are not fused into the contraction (which would become one block
-    per row reading the whole other operand); the elementwise rest is, as its prologue, and
-    the contraction is still blocked by the tile passes."""
+def _scheduled(name: str, columns: int):
     from deplodock.dialects import tile
     from deplodock.driver import lower_program, program_from_expression, run_and_compare
 
-    program = program_from_expression(NORM_INTO_CONTRACTION[name], seed=1)
+    program = program_from_expression(NORM_INTO_CONTRACTION[name].format(n=columns), seed=1)
     lower_program(program, "loop")
     assert run_and_compare(program, seed=2).ok
     lower_program(program, "tile")
     kernels = [op for op in program.module.ops if isinstance(op, tile.KernelOp)]
     contractions = [k for k in kernels if k.schedule and "bm" in k.schedule.data]
+    assert kernels[-1] in contractions, "the final product is a blocked contraction"
+    assert run_and_compare(program, seed=2).ok
+    return kernels, contractions
+
+
+@pytest.mark.parametrize("name", sorted(NORM_INTO_CONTRACTION))
+def test_a_reduction_feeding_a_wide_contraction_stays_a_kernel(name: str) -> None:
+    """Over 320 output columns (three blocks of them) the row statistics are not fused into
+    the contraction, which would recompute them per block of columns; the elementwise rest
+    is, as its prologue, and the contraction is still blocked by the tile passes."""
+    kernels, contractions = _scheduled(name, 320)
     assert len(contractions) == (1 if name == "rmsnorm-linear" else 2)
     assert len(kernels) > len(contractions)  # the statistics kernel(s)
-    last = kernels[-1]
-    assert last in contractions, "the final product is a blocked contraction"
-    assert any(isinstance(op, tile.SharedAllocOp) for op in last.walk())
-    assert run_and_compare(program, seed=2).ok
 
 
-#: Statistics that feed a contraction, and the launches left: the attention product (QK^T,
-#: the softmax's max and sum in one kernel, P.V) and LayerNorm before a linear.
+@pytest.mark.parametrize("name", sorted(NORM_INTO_CONTRACTION))
+def test_the_statistics_of_a_narrow_contraction_are_computed_in_it(name: str) -> None:
+    """Over 40 output columns the row statistics fuse into the contraction: no kernel of
+    their own, the contraction still blocked, its warps computing them once per block row
+    into a shared array (`tile-shared-statistics`); tile level and PyTorch agree."""
+    from deplodock.dialects import tile
+
+    kernels, contractions = _scheduled(name, 40)
+    assert kernels == contractions
+    statistics = [
+        op
+        for op in kernels[-1].walk()
+        if isinstance(op, tile.SharedAllocOp) and "statistics" in op.attributes
+    ]
+    assert len(statistics) == 1
+    assert any(isinstance(op, tile.CombineOp) for op in kernels[-1].walk())
+
+
+#: Statistics that feed a contraction, and the launches left: the attention product with
+#: the statistics kept kernels of their own (QK^T, the softmax's max and sum in one kernel,
+#: P.V) and LayerNorm before a linear of 320 columns.
 STATISTICS = {
     "softmax-pv": (
         "torch.softmax(torch.randn(2, 4, 16, 8) @ torch.randn(2, 4, 16, 8).transpose(-1, -2),"
@@ -377,27 +400,32 @@ STATISTICS = {
         3,
         2,
     ),
-    "layernorm-linear": ("nn.Linear(64, 16)(nn.LayerNorm(64)(torch.randn(4, 64)))", 2, 3),
+    "layernorm-linear": ("nn.Linear(64, 320)(nn.LayerNorm(64)(torch.randn(4, 64)))", 2, 3),
 }
 
 
 @pytest.mark.parametrize("name", list(STATISTICS))
 def test_statistics_of_the_same_rows_are_one_kernel(name: str) -> None:
-    """The row statistics a contraction reads are computed by one kernel that writes each of
-    them (`_takes_over`), and the program still matches PyTorch at the loop level and
-    through the emitted CUDA executed on the CPU."""
+    """The row statistics a contraction reads, where they stay kernels of their own (the
+    linear is wide; `row-statistics=false` for the attention product), are computed by one
+    kernel that writes each of them (`_takes_over`), and the program still matches PyTorch
+    at the loop level and through the emitted CUDA executed on the CPU."""
+    from deplodock.passes.pipelines import lower
     from tests.e2e.test_ops_all_levels import captured_expression, lowered_expression
 
     expr, launches, outputs = STATISTICS[name]
     _, arguments, expected = captured_expression(expr)
-    module = lowered_expression(expr, "loop")
+    module = lowered_expression(expr, "tensor").clone()
+    ConvertTensorToLoopPass().apply(make_context(), module)
+    LoopFusionPass(row_statistics=False).apply(make_context(), module)
     assert sum(1 for op in module.walk() if isinstance(op, loop.LaunchOp)) == launches
     statistics = kernels(module)[-2]
     stores = [op for op in statistics.walk() if isinstance(op, loop.StoreOp)]
     assert len({store.memref for store in stores}) == outputs
-    for stage in ("loop", "cuda"):
-        (out,) = run(lowered_expression(expr, stage), *arguments)
-        assert rel_err(out, expected[0]) <= 1e-5, stage
+    (out,) = run(module, *arguments)
+    assert rel_err(out, expected[0]) <= 1e-5, "loop"
+    (out,) = run(lower(module, "cuda", start="loop"), *arguments)
+    assert rel_err(out, expected[0]) <= 1e-5, "cuda"
 
 
 #: The MLP of a Llama-style block at a hidden size of 320 (down's output columns) and 64.

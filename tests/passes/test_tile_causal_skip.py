@@ -15,7 +15,11 @@ from deplodock.perf.trace import (
     trace_kernel,
     varies_by_block,
 )
-from tests.passes.test_tile_stage_prologue import apply_tile_pipeline, check_every_level
+from tests.passes.test_tile_stage_prologue import (
+    apply_pipeline,
+    apply_tile_pipeline,
+    check_every_level,
+)
 
 #: Causal attention over 40 keys: P.V in blocks of 16 query rows and chunks of 8 keys, so
 #: the blocks need 2, 4 and 5 of the 5 chunks.
@@ -24,7 +28,8 @@ CAUSAL = (
     " torch.randn(1, 2, 40, 16{dt}), is_causal=True)"
 )
 SCHEDULE = (
-    "tile-block{{bm=16 bn=16}},tile-thread{{fm=2 fn=2}},tile-chunk-k{{bk=8}},tile-stage,"
+    "tile-block{{bm=16 bn=16}},tile-thread{{fm=2 fn=2}},tile-shared-statistics,"
+    "tile-chunk-k{{bk=8}},tile-stage,"
     "tile-vectorize,tile-pad-shared,tile-multibuffer{{depth={depth}}},tile-pipeline,"
     "tile-async-copy,tile-register-prefetch{{enable={prefetch} min_cells=1}},tile-causal-skip"
 )
@@ -149,9 +154,11 @@ def _masked_score(value):
 
 
 def _traced_pv(skip: bool):
-    """The P.V kernel of `CAUSAL` at the kernel level, traced for the performance model."""
+    """The P.V kernel of `CAUSAL` at the kernel level, traced for the performance model
+    (its statistics a kernel of their own: only the product's work varies by block)."""
     program = program_from_expression(CAUSAL.format(dt=""), seed=1)
-    lower_program(program, "loop")
+    lower_program(program, "tensor")
+    apply_pipeline(program, "convert-tensor-to-loop,loop-fusion{row-statistics=false}", "loop")
     pipeline = SCHEDULE.format(depth=2, prefetch="false")
     apply_tile_pipeline(program, pipeline if skip else pipeline.removesuffix(",tile-causal-skip"))
     lower_program(program, "kernel")

@@ -8,7 +8,7 @@ from deplodock.dialects import kernel, tile
 from deplodock.driver import lower_program, program_from_expression, run_and_compare
 from deplodock.passes.pipelines import STAGE_PASSES
 from deplodock.perf.trace import trace_kernel
-from tests.passes.test_tile_stage_prologue import apply_tile_pipeline
+from tests.passes.test_tile_stage_prologue import apply_pipeline, apply_tile_pipeline
 
 CAUSAL = (
     "F.scaled_dot_product_attention(torch.randn(1, 2, 40, 16), torch.randn(1, 2, 40, 16),"
@@ -16,17 +16,25 @@ CAUSAL = (
 )
 
 
-def statistics_kernel(program) -> tile.KernelOp:
-    """The kernel that computes the row max and sum of the scores (the second)."""
-    return [op for op in program.module.ops if isinstance(op, tile.KernelOp)][1]
+def statistics_phase(program) -> tile.ForOp:
+    """The loop of the P.V kernel in which its warps compute the row max and sum of the
+    scores (`tile-shared-statistics`): the one that writes the `statistics` array."""
+    pv = [op for op in program.module.ops if isinstance(op, tile.KernelOp)][-1]
+    return next(
+        op
+        for op in pv.walk()
+        if isinstance(op, tile.ForOp)
+        and any(isinstance(s, tile.StoreOp) and s.memref.name_hint == "stats_s" for s in op.walk())
+    )
 
 
 def test_the_statistics_read_the_diagonal_past_it() -> None:
-    """In the default schedule the statistics kernel's score load reads at
-    `min(key, query)`, and every level still matches PyTorch's causal attention."""
+    """In the default schedule the score loads of the statistics (computed by the P.V
+    kernel's warps, a row each) read at `min(key, query)`, and every level still matches
+    PyTorch's causal attention."""
     program = program_from_expression(CAUSAL, seed=1)
     lower_program(program, "tile")
-    loads = [op for op in statistics_kernel(program).walk() if isinstance(op, tile.LoadOp)]
+    loads = [op for op in statistics_phase(program).walk() if isinstance(op, tile.LoadOp)]
     clamped = [load for load in loads if isinstance(load.indices[-1].owner, arith.MinSIOp)]
     assert loads and clamped == loads
     for stage in ("tile", "kernel", "cuda"):
@@ -37,9 +45,11 @@ def test_the_statistics_read_the_diagonal_past_it() -> None:
 
 
 def _statistics_bytes(clamp: bool) -> float:
-    """Distinct bytes of the scores the traced statistics kernel reads."""
+    """Distinct bytes of the scores the traced statistics kernel reads (kept a kernel of its
+    own, `loop-fusion{row-statistics=false}`, to be traced alone)."""
     program = program_from_expression(CAUSAL, seed=1)
-    lower_program(program, "loop")
+    lower_program(program, "tensor")
+    apply_pipeline(program, "convert-tensor-to-loop,loop-fusion{row-statistics=false}", "loop")
     names = [n for n in STAGE_PASSES["tile"][1:] if clamp or n != "tile-clamp-masked-loads"]
     apply_tile_pipeline(program, ",".join(names))
     lower_program(program, "kernel")

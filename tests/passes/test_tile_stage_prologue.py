@@ -27,7 +27,10 @@ SILU_MUL_DOWN = (
     "(F.silu(torch.randn(20, {k}{dt})) * torch.randn(20, {k}{dt}))"
 )
 
-STAGED = "tile-block{bm=16 bn=16},tile-thread{fm=2 fn=2},tile-chunk-k{bk=8},tile-stage"
+STAGED = (
+    "tile-block{bm=16 bn=16},tile-thread{fm=2 fn=2},tile-shared-statistics,tile-chunk-k{bk=8},"
+    "tile-stage"
+)
 PIPELINES = {
     "staged": STAGED,
     "vector": f"{STAGED},tile-vectorize,tile-pad-shared",
@@ -56,16 +59,21 @@ def program_at_tile(k: int, pipeline: str | None, bf16: bool = False) -> Program
     return program
 
 
-def apply_tile_pipeline(program: Program, pipeline: str) -> None:
-    """Lowers a loop-level program to the tile level with `pipeline` instead of the default
-    scheduling passes."""
+def apply_pipeline(program: Program, pipeline: str, stage: str) -> None:
+    """Runs the `deplodock-opt` pipeline string on the program, which it leaves at `stage`."""
     from deplodock.cli.opt import DeplodockOptMain
 
-    opt = DeplodockOptMain(args=["-p", f"convert-loop-to-tile,{pipeline}"])
+    opt = DeplodockOptMain(args=["-p", pipeline])
     opt.setup_pipeline()
     opt.pipeline.apply(make_context(), program.module)
     program.module.verify()
-    program.stage = "tile"
+    program.stage = stage
+
+
+def apply_tile_pipeline(program: Program, pipeline: str) -> None:
+    """Lowers a loop-level program to the tile level with `pipeline` instead of the default
+    scheduling passes."""
+    apply_pipeline(program, f"convert-loop-to-tile,{pipeline}", "tile")
 
 
 def contraction(program: Program) -> tile.KernelOp:
@@ -204,14 +212,15 @@ def widened_prologue_copy(expression: str) -> tuple[Program, list[Operation]]:
 
 
 def test_per_row_values_of_a_prologue_stay_scalar_in_a_widened_copy() -> None:
-    """`tile-vectorize` widens the P.V copy to 4 scores a load: the row max and sum, which
-    do not depend on the column, stay one scalar load each, shared by the 4 elements (a
-    vector load of them would read 4 rows' statistics). Every level matches PyTorch."""
+    """`tile-vectorize` widens the P.V copy to 4 scores a load: the row max and sum (read
+    from the shared array `tile-shared-statistics` fills), which do not depend on the
+    column, stay one scalar load each, shared by the 4 elements (a vector load of them
+    would read 4 rows' statistics). Every level matches PyTorch."""
     program, body = widened_prologue_copy(SOFTMAX_PV)
     vectors = [op for op in body if isinstance(op, tile.LoadVectorOp)]
     scalars = [op for op in body if isinstance(op, tile.LoadOp)]
     assert [len(op.res) for op in vectors] == [4]
-    assert len(scalars) == 2 and all(op.memref.type.get_shape()[-1] == 1 for op in scalars)
+    assert len(scalars) == 2 and all(op.memref.name_hint == "stats_s" for op in scalars)
     assert sum(isinstance(op, math.ExpOp) for op in body) == 4
     check_every_level(program)
 

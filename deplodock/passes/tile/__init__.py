@@ -26,6 +26,7 @@ them):
 | `tile-split-k` | contractions whose tiles leave SMs idle | `splits`: K slices + a combine kernel |
 | `tile-block` | contractions | `bm` x `bn` output tile per block, raster `group` |
 | `tile-thread` | blocked contractions | `fm` x `fn` cells per thread, `quads` order, `mma` layout |
+| `tile-shared-statistics` | contractions with row statistics | `shared_statistics`: per block row |
 | `tile-chunk-k` | register-tiled contractions | `bk`, the K chunk |
 | `tile-stage` | chunked contractions | `stage`: operands copied through shared memory |
 | `tile-mma` | staged bf16/f16 contractions in the MMA layout | the K chunk as `mma.sync` m16n8k16 |

@@ -10,7 +10,9 @@ Inside the block, two serial loops `mm < BM`, `nn < BN` sweep the tile (still ru
 every thread: `tile-thread` maps them onto threads and registers next). The row and column
 of a cell are clamped to the matrix for everything the cell *computes* (so a partial tile
 never reads out of bounds) and a `tile.if` keeps its *stores* to the cells inside the matrix.
-A reduce nest over several axes (a convolution's cin, kh, kw) becomes one K loop.
+A reduce nest over several axes (a convolution's cin, kh, kw) becomes one K loop. Row
+statistics (`contraction.py`) move into the cell with the other per-row ops, recomputed per
+cell until `tile-shared-statistics` shares them.
 
     tile.for %i = %c0 to 128 {                  %m0, %n0 = tile.block_tile %b counts [2, 4]
       tile.for %j = %c0 to 256 {                            sizes [64, 64] group 8
@@ -224,7 +226,7 @@ def block_contraction(found: Contraction, bm: int, bn: int, group: int) -> None:
     for z, loop in zip(batch_origins, found.batch_axes, strict=True):
         build.delinearize(z, [loop])
     for outer in found.free[:-1]:
-        schedule.move_ops([op for op in body_ops(outer) if not isinstance(op, tile.ForOp)], point)
+        schedule.move_ops([op for op in body_ops(outer) if op not in found.free], point)
     cell_ops = body_ops(found.free[-1])
     schedule.move_ops(cell_ops, point)
     stores = [op for op in cell_ops if not _is_pure(op)]

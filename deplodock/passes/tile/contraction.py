@@ -2,7 +2,7 @@
 
 A *contraction* is an unscheduled kernel whose loop nest is
 
-    output loops { [recomputable ops]  reduce nest (K) { acc += a * b }  epilogue }
+    output loops { [recomputable ops] [row statistics]  reduce nest (K) { acc += a * b }  epilogue }
 
 where `a` depends on some output axes and `b` on others. Each free loop is then an **M**
 axis (only `a` uses it: the rows of A), an **N** axis (only `b` uses it: the columns of B),
@@ -10,6 +10,10 @@ or a **batch** axis (both, or neither). A linear `x[m, k] * w[n, k]` has M = (m)
 a bmm adds a batch axis; a convolution lowered through an index map has M = (n, oh, ow)
 and N = (cout), with K = (cin, kh, kw). Fused prologues (inside `a` or `b`) and epilogues
 (bias, activation, residual) ride along unchanged.
+
+A *row statistic* is a reduce loop between the output loops whose value depends on the M
+and batch axes only (SDPA's row max and row sum of the scores, fused before `@ V`): it rides
+along like a recomputable op until `tile-shared-statistics` computes it once per block row.
 
 `find_contraction` returns this description or None; `tile-block` uses it to tile the
 output axes, and the later passes find its structure again through the ops it wrote
@@ -20,7 +24,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from xdsl.dialects import arith
 from xdsl.dialects.builtin import BFloat16Type, Float16Type, Float32Type
@@ -34,7 +38,6 @@ from deplodock.passes.tile import schedule
 from deplodock.passes.tile.nests import (
     body_ops,
     combiner_of,
-    free_chain,
     is_hoistable,
     is_serial,
     reduce_chain,
@@ -58,6 +61,8 @@ class Contraction:
     m_axes: list[tile.ForOp]
     n_axes: list[tile.ForOp]
     batch_axes: list[tile.ForOp]
+    #: Row statistics (see the module docstring), in program order.
+    statistics: list[tile.ForOp] = field(default_factory=list[tile.ForOp])
 
     @property
     def m(self) -> int:
@@ -107,6 +112,38 @@ def _epilogue_is_simple(ops: Sequence[Operation], written: set[SSAValue]) -> boo
     return True
 
 
+def _is_statistic(op: Operation, written: set[SSAValue]) -> bool:
+    """A serial reduce loop that stores nothing and reads only buffers the kernel never
+    writes: a value per row that may be computed anywhere before its uses."""
+    if not isinstance(op, tile.ForOp) or not op.is_reduce or not is_serial(op):
+        return False
+    inner = [inner for inner in op.walk() if inner is not op]
+    return all(isinstance(i, tile.ForOp | tile.YieldOp) or is_hoistable(i, written) for i in inner)
+
+
+def _output_chain(
+    loop: tile.ForOp, written: set[SSAValue]
+) -> tuple[list[tile.ForOp], list[tile.ForOp]]:
+    """The perfect nest of serial free loops from `loop` (`nests.free_chain`), where a level
+    may also hold row statistics beside its one inner free loop; and those statistics."""
+    chain, statistics = [loop], []
+    while True:
+        ops = body_ops(chain[-1])
+        free = [op for op in ops if isinstance(op, tile.ForOp) and not op.is_reduce]
+        if len(free) != 1 or not is_serial(free[0]):
+            return chain, statistics
+        others = [op for op in ops if op is not free[0]]
+        if not all(is_hoistable(op, written) or _is_statistic(op, written) for op in others):
+            return chain, statistics
+        statistics += [op for op in others if isinstance(op, tile.ForOp)]
+        chain.append(free[0])
+
+
+def _loop_ivs_used(loop: tile.ForOp, free: Sequence[tile.ForOp]) -> set[int]:
+    """Which free loops (by position in the nest) anything inside `loop` is computed from."""
+    return {k for op in loop.walk() for v in op.operands for k in _free_ivs_used(v, free)}
+
+
 def find_contraction(kernel: tile.KernelOp) -> Contraction | None:
     """The contraction structure of an unscheduled kernel, or None."""
     threads = schedule.threads_of(kernel)
@@ -119,7 +156,7 @@ def find_contraction(kernel: tile.KernelOp) -> Contraction | None:
         return None
     if not all(is_hoistable(op, written) for op in top if op is not loops[0]):
         return None
-    free = free_chain(loops[0], written)
+    free, statistics = _output_chain(loops[0], written)
     inner_ops = body_ops(free[-1])
     reduces = [op for op in inner_ops if isinstance(op, tile.ForOp)]
     if len(reduces) != 1 or not reduces[0].is_reduce or not is_serial(reduces[0]):
@@ -141,7 +178,10 @@ def find_contraction(kernel: tile.KernelOp) -> Contraction | None:
     m_axes = [loop for k, loop in enumerate(free) if k in uses_a and k not in uses_b]
     n_axes = [loop for k, loop in enumerate(free) if k in uses_b and k not in uses_a]
     batch = [loop for loop in free if loop not in m_axes and loop not in n_axes]
-    found = Contraction(kernel, threads, free, red, m_axes, n_axes, batch)
+    n_positions = {free.index(loop) for loop in n_axes}
+    if any(_loop_ivs_used(stat, free) & n_positions for stat in statistics):
+        return None  # a value per output column is no row statistic
+    found = Contraction(kernel, threads, free, red, m_axes, n_axes, batch, statistics)
     if found.m < MIN_TILED_EXTENT or found.n < MIN_TILED_EXTENT:
         return None
     return found
@@ -162,8 +202,10 @@ def thread_tiles_of(threads: tile.ThreadsOp) -> list[tile.ThreadTileOp]:
 
 
 def k_loop_of(threads: tile.ThreadsOp) -> tile.ForOp | None:
-    """The register-tiled reduce loop: the first top-level reduce loop of the block."""
-    return next((op for op in schedule.top_loops(threads) if op.is_reduce), None)
+    """The register-tiled reduce loop: the last top-level reduce loop of the block (row
+    statistics, where `tile-shared-statistics` left them to each thread, come before it)."""
+    reduces = [op for op in schedule.top_loops(threads) if op.is_reduce]
+    return reduces[-1] if reduces else None
 
 
 def defined_in(value: SSAValue, block: Block) -> bool:

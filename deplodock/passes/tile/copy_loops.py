@@ -33,7 +33,6 @@ from xdsl.ir import BlockArgument, Operation, SSAValue, Use
 from xdsl.rewriter import InsertPoint
 
 from deplodock.dialects import tile
-from deplodock.dialects.hardware import is_shared
 from deplodock.dialects.queries import constant_index, indices_reach
 from deplodock.passes.constant_pool import ConstantPool
 from deplodock.passes.tile import schedule
@@ -60,11 +59,9 @@ class CopyLoop:
 
     @property
     def loads(self) -> list[tile.LoadOp]:
-        return [
-            op
-            for op in self.loop.body.block.ops
-            if isinstance(op, tile.LoadOp) and not is_shared(op.memref.type)
-        ]
+        """What the copy reads: global loads, and the row statistics that
+        `tile-shared-statistics` keeps in shared memory (slabs are only written here)."""
+        return [op for op in self.loop.body.block.ops if isinstance(op, tile.LoadOp)]
 
     @property
     def direct_load(self) -> tile.LoadOp | None:

@@ -166,7 +166,7 @@ class _Cell:
     valid: SSAValue | None  # None when every thread has the cell
 
 
-def _cells(sweep: tile.ForOp, pool: ConstantPool) -> list[_Cell]:
+def sweep_cells(sweep: tile.ForOp, pool: ConstantPool) -> list[_Cell]:
     """`%lane + c * S` for each cell, before the first sweep."""
     start, bound, step = sweep.lb, sweep.upper, sweep.step_value
     build = schedule.IndexBuilder(InsertPoint.before(sweep), pool)
@@ -221,18 +221,19 @@ def unroll_sweep(loop: tile.ForOp, cells: Sequence[_Cell]) -> None:
     Rewriter.erase_op(loop)
 
 
-def share_loads(threads: tile.ThreadsOp, readonly: set[SSAValue]) -> None:
-    """A read-only load repeated later in the threads body (at its top or under `tile.if`)
-    reuses the first load of the same element at the top of the body."""
+def share_loads(scope: Operation, readonly: set[SSAValue]) -> None:
+    """A read-only load repeated later in the body of `scope` (the threads body, or a loop of
+    it; at its top or under `tile.if`) reuses the first load of the same element at the top
+    of that body."""
     first: dict[tuple, SSAValue] = {}
-    for op in list(threads.body.walk()):
+    for op in list(scope.regions[0].walk()):
         if not isinstance(op, tile.LoadOp) or op.memref not in readonly:
             continue
         key = (op.memref, *op.indices)
         if key in first:
             op.res.replace_all_uses_with(first[key])
             Rewriter.erase_op(op)
-        elif op.parent_op() is threads:
+        elif op.parent_op() is scope:
             first[key] = op.res
 
 
@@ -240,7 +241,7 @@ def keep_in_registers(kernel: tile.KernelOp, sweeps: _Sweeps) -> None:
     threads = schedule.threads_of(kernel)
     assert threads is not None
     pool = ConstantPool.adopting(threads.body.block)
-    cells = _cells(sweeps.first, pool)
+    cells = sweep_cells(sweeps.first, pool)
     readonly = {key[0] for key in sweeps.repeated}
     for loop in sweeps.loops:
         unroll_sweep(loop, cells)  # type: ignore[arg-type]

@@ -127,9 +127,11 @@ def default_splits(found: Contraction, sms: int = DEFAULT_SMS) -> int:
 
 
 def can_split(found: Contraction) -> bool:
-    """A split sums partial accumulators, so the accumulator must start at zero."""
+    """A split sums partial accumulators, so the accumulator must start at zero; and each
+    slice would redo the row statistics over the whole row, so a contraction with some
+    (SDPA's P.V) is not split."""
     root = found.reduce[0]
-    return is_identity(root.inits[0], ReduceKind.ADD)
+    return is_identity(root.inits[0], ReduceKind.ADD) and not found.statistics
 
 
 # --- the rewrite -----------------------------------------------------------------------------

@@ -56,6 +56,7 @@ from deplodock.passes.tile import schedule
 from deplodock.passes.tile.choices import Choice, Tunable, grid, has_knob
 from deplodock.passes.tile.contraction import defined_in, thread_tiles_of
 from deplodock.passes.tile.nests import body_ops
+from deplodock.passes.tile.shared_statistics import STATISTICS_ATTR
 
 #: Operand names and their bit in the `stage` knob.
 OPERAND_BITS: dict[str, int] = {"a": 1, "b": 2}
@@ -90,7 +91,8 @@ class Stage:
 
 def _slice(values: Iterable[SSAValue], threads: tile.ThreadsOp) -> list[Operation]:
     """The ops inside the block that `values` are computed from, in program order
-    (constants of the block's top level and the thread tiles excluded: they stay shared)."""
+    (constants of the block's top level, the thread tiles and shared arrays excluded: they
+    stay shared)."""
     found: dict[Operation, None] = {}
     work = list(values)
     while work:
@@ -100,7 +102,7 @@ def _slice(values: Iterable[SSAValue], threads: tile.ThreadsOp) -> list[Operatio
         op = value.owner
         if op in found or not defined_in(value, threads.body.block):
             continue
-        if isinstance(op, tile.ThreadTileOp):
+        if isinstance(op, tile.ThreadTileOp | tile.SharedAllocOp):
             continue
         if isinstance(op, arith.ConstantOp) and op.parent_block() is threads.body.block:
             continue
@@ -196,7 +198,7 @@ def _prologue_root(
     if root.parent_block() is not ki_loop.body.block:
         return None
     ops = [*_slice(root.operands, threads), root]
-    if not all(_pure(op) or _global_load(op) for op in ops):
+    if not all(_pure(op) or _global_load(op) or _statistic_load(op) for op in ops):
         return None
     loads = {op.res for op in ops if isinstance(op, tile.LoadOp)}
     computed = _dependent_ops(ops, loads)
@@ -210,6 +212,16 @@ def _pure(op: Operation) -> bool:
 
 def _global_load(op: Operation) -> bool:
     return isinstance(op, tile.LoadOp) and not is_shared(op.memref.type)
+
+
+def _statistic_load(op: Operation) -> bool:
+    """A read of the row statistics `tile-shared-statistics` keeps in shared memory: written
+    before the K loop, so the copy may read it like a global input."""
+    return (
+        isinstance(op, tile.LoadOp)
+        and isinstance(alloc := op.memref.owner, tile.SharedAllocOp)
+        and STATISTICS_ATTR in alloc.attributes
+    )
 
 
 def _group(roots: list[Operation], ki_loop: tile.ForOp, threads: tile.ThreadsOp) -> list[Stage]:
@@ -362,7 +374,7 @@ def stage_operands(kernel: tile.KernelOp, mask: int) -> int:
     ko_loop = next(
         (op for op in schedule.top_loops(threads) if op.is_reduce and _chunked(op)), None
     )
-    if ko_loop is None or any(isinstance(op, tile.SharedAllocOp) for op in threads.body.ops):
+    if ko_loop is None or any(_is_slab(op) for op in threads.body.ops):
         return 0
     ki_loop = next(op for op in body_ops(ko_loop) if isinstance(op, tile.ForOp))
     pool = ConstantPool.adopting(threads.body.block)
@@ -384,6 +396,11 @@ def stage_operands(kernel: tile.KernelOp, mask: int) -> int:
     for stage in built:
         staged |= OPERAND_BITS[stage.operand]
     return staged
+
+
+def _is_slab(op: Operation) -> bool:
+    """A shared array this pass made (the block is staged already)."""
+    return isinstance(op, tile.SharedAllocOp) and "stage" in op.attributes
 
 
 def _chunked(loop: tile.ForOp) -> bool:

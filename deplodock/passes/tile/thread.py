@@ -291,7 +291,7 @@ def thread_contraction(
     rep.seed(rows.induction_var, ROW, {(i, 0): v for i, v in enumerate(row_tile.positions)})
     rep.seed(cols.induction_var, COL, {(0, j): v for j, v in enumerate(col_tile.positions)})
     for op in body_ops(cols):
-        if isinstance(op, tile.ForOp) and op.is_reduce:
+        if isinstance(op, tile.ForOp) and op.is_reduce and rep.op_axes(op) == BOTH:
             rep.interchange(op, point)
         else:
             rep.replicate([op], point)

@@ -22,6 +22,11 @@ that stay rolled. Two kinds of loop have such a count:
   Left as it was, nvcc sees a loop whose count depends on the thread and emits a remainder
   loop and a divide, shift and multiply per element.
 
+A loop marked `rolled` by the pass that built it stays rolled (nvcc still unrolls it a few
+trips where it sees fit): `tile-shared-statistics` unrolls each trip of its row loop into the
+row's cells itself, and marked `unroll` as well, the fp32 P.V product of TinyLlama's attention
+at 512 tokens (32 rows a warp) spilled 12 bytes.
+
 Rewrite: the loop gets the unit attribute `unroll`. The mark goes through
 `convert-tile-to-kernel` onto the `kernel.for`, and the CUDA printer puts `#pragma unroll`
 before that loop, leaving the unrolling itself to nvcc (which then keeps small register tiles
@@ -64,6 +69,10 @@ from deplodock.passes.tile.nests import is_serial, trip_count
 
 #: The unit attribute that asks for a fully unrolled loop (kept on `kernel.for`).
 UNROLL = "unroll"
+#: The unit attribute of a loop this pass leaves rolled whatever its trips: its body is
+#: already unrolled straight-line code (`tile-shared-statistics`' row loop, each trip a
+#: row's cells in registers), so unrolling it too would hold every trip's values at once.
+ROLLED = "rolled"
 #: Loads into registers: a thread-strided loop holding one is left rolled (module doc).
 REGISTER_LOADS = (tile.LoadOp, tile.LoadVectorOp)
 
@@ -154,7 +163,7 @@ def unroll_small_loops(kernel: tile.KernelOp, max_trips: int, strided: bool = Tr
             trips = trip_count(op)
         else:  # a strided loop makes the same trips in every thread
             trips = op.upper // op.step_value if threads is not None else 0
-        if 0 < trips and trips * inner <= max_trips:
+        if 0 < trips and trips * inner <= max_trips and ROLLED not in op.attributes:
             marked.append((op, threads))
             sizes[op] = trips * inner
         else:

@@ -1,4 +1,4 @@
-// RUN: deplodock-opt %s -p convert-tensor-to-loop,loop-fusion | filecheck %s
+// RUN: deplodock-opt %s -p 'convert-tensor-to-loop,loop-fusion{row-statistics=false}' | filecheck %s
 
 func.func @forward(%x0: tensor<4x16xf32> {deplodock.input = "x0"}, %x1: tensor<16x8xf32> {deplodock.input = "x1"}) -> tensor<4x8xf32> {
   %softmax = tensor.reduce max %x0 dims [1] : tensor<4x16xf32> -> tensor<4x1xf32>
@@ -34,9 +34,10 @@ func.func @forward(%x0: tensor<4x16xf32> {deplodock.input = "x0"}, %x1: tensor<1
   func.return %matmul_4 : tensor<4x8xf32>
 }
 
-// softmax(x) @ w. The row max and the row sum of exp(x - max) feed the contraction, so
-// neither is cloned into it (it stays blockable); the elementwise rest (exp, * 1/sum) is
-// its prologue. The max has two readers, the sum's kernel and the contraction: the sum's
+// softmax(x) @ w with `row-statistics=false` (by default, over so few columns, both
+// statistics fuse into the contraction: row_statistic.mlir). The row max and the row sum
+// of exp(x - max) feed the contraction, so neither is cloned into it; the elementwise
+// rest (exp, * 1/sum) is its prologue. The max has two readers, the sum's kernel and the contraction: the sum's
 // kernel, a reduction over the same rows that runs first, takes it over. It computes the
 // max itself and also stores it, and the max's own launch goes: two statistics, one kernel.
 // CHECK:      loop.kernel @softmax_kernel(%x0: memref<4x16xf32>, %softmax: memref<4x1xf32>, %softmax_1: memref<4x1xf32>) {
