@@ -74,6 +74,7 @@ from deplodock.dialects.queries import (
     written_arguments,
 )
 from deplodock.passes.loop_utils import reduction_iterations, work
+from deplodock.passes.tile.contraction import MIN_TILED_EXTENT
 
 #: Output columns past which a contraction prologue with per-element `exp`, `log`, division
 #: (`_EXPENSIVE_MATH`) is not fused: the tile passes stage it once per block of at most 128
@@ -382,7 +383,29 @@ def _row_statistic(consumer: loop.KernelOp, position: int) -> bool:
     loads = _argument_loads(consumer, position)
     if not loads or any(_inside_reduce(load) for load in loads):
         return False
+    if min(_statistic_rows(consumer, load) for load in loads) < MIN_TILED_EXTENT:
+        return False  # too few rows to block (decoding's one query): it keeps its kernel
     return _recomputing_columns(consumer, position) <= MAX_RECOMPUTING_COLUMNS
+
+
+def _statistic_rows(consumer: loop.KernelOp, load: loop.LoadOp) -> int:
+    """The rows of the contraction that read the statistic at `load`: the output loops
+    indexing it that the other operand (the loads indexed by an output column) does not
+    also index (those are batch axes, a head). Fewer than `MIN_TILED_EXTENT` and the tile
+    passes cannot block the product: SDPA decoding one query over 4096 keys would run in one
+    block per head (modeled on H100, Qwen2.5-7B: 153 -> 205 us)."""
+    indexed = _indexed_by(load)
+    columns = {c.induction_var for user in _users(load) for c in _broadcast_loops(user, indexed)}
+    other: set[SSAValue] = set()
+    for op in consumer.walk():
+        if isinstance(op, loop.LoadOp) and _indexed_by(op) & columns:
+            other |= _indexed_by(op)
+    rows, parent = 1, load.parent_op()
+    while isinstance(parent, loop.ForOp):
+        if not parent.is_reduce and parent.induction_var in indexed - other:
+            rows *= parent.trip_count
+        parent = parent.parent_op()
+    return rows
 
 
 def _inside_reduce(op: Operation) -> bool:
