@@ -31,8 +31,9 @@ a norm before a linear) over more than `MAX_RECOMPUTING_COLUMNS` output columns:
 statistic would be recomputed for every block of columns. The statistic stays a kernel of its
 own; the elementwise steps after it still fuse, as the contraction's prologue. Over fewer
 columns (a softmax before `@ V`, whose head dimension is 64 or 128), a statistic read once per
-row fuses (`_row_statistic`, option `row-statistics`): it sits between the contraction's output
-loops, where `tile-block` keeps it and `tile-shared-statistics` computes it once per block row.
+row fuses where the product has rows enough to block (`_row_statistic`, option
+`row-statistics`): it sits between the contraction's output loops, where `tile-block` keeps
+it and `tile-shared-statistics` computes it once per block row.
 Nor, past `MAX_RECOMPUTING_COLUMNS` output columns, is a producer with per-element `exp`,
 `log` or division that reads the output of an earlier reduction (`_costly_prologue`): the
 tile passes would redo that math for every block of columns, and the earlier kernel takes
