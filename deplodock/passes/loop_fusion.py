@@ -727,13 +727,9 @@ class LoopFusionPass(ModulePass):
             EraseDeadLaunch(),
             FuseProducers(self.max_recompute, self.row_statistics),
         ]
-        walker = PatternRewriteWalker(
+        PatternRewriteWalker(
             GreedyRewritePatternApplier(patterns, dce_enabled=False),
             apply_recursively=True,
             walk_reverse=True,
-        )
-        # Again until nothing fuses: a producer left for other readers (`keep`) is retried
-        # only when its consumer's launch is visited after those readers went away.
-        while walker.rewrite_module(op):
-            pass
+        ).rewrite_module(op)
         rename_kernels(op)

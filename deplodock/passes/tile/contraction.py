@@ -23,7 +23,7 @@ output axes, and the later passes find its structure again through the ops it wr
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from xdsl.dialects import arith
@@ -217,6 +217,39 @@ def defined_in(value: SSAValue, block: Block) -> bool:
         parent = owner_block.parent_op()
         owner_block = parent.parent_block() if parent is not None else None
     return False
+
+
+def block_slice(values: Iterable[SSAValue], threads: tile.ThreadsOp) -> list[Operation]:
+    """The ops inside the block that `values` are computed from, in program order
+    (constants of the block's top level, the thread tiles and shared arrays excluded: they
+    stay shared). What a pass clones to compute a value again for another cell or row."""
+    found: dict[Operation, None] = {}
+    work = list(values)
+    while work:
+        value = work.pop()
+        if isinstance(value, BlockArgument):
+            continue
+        op = value.owner
+        if op in found or not defined_in(value, threads.body.block):
+            continue
+        if isinstance(op, tile.ThreadTileOp | tile.SharedAllocOp):
+            continue
+        if isinstance(op, arith.ConstantOp) and op.parent_block() is threads.body.block:
+            continue
+        found[op] = None
+        work.extend(op.operands)
+    return sorted(found, key=program_order)
+
+
+def program_order(op: Operation) -> tuple[int, ...]:
+    """A key that orders ops of nested blocks as they appear in the program text."""
+    path: list[int] = []
+    current: Operation | None = op
+    while current is not None and current.parent_block() is not None:
+        block = current.parent_block()
+        path.insert(0, block.get_operation_index(current))  # type: ignore[union-attr]
+        current = block.parent_op()  # type: ignore[union-attr]
+    return tuple(path)
 
 
 def operand_bytes(kernel: tile.KernelOp) -> int:

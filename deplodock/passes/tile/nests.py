@@ -159,6 +159,13 @@ def combiner_of(innermost: tile.ForOp, position: int) -> Combiner | None:
     return Combiner(kind, op, list(op.operands).index(acc))
 
 
+def is_plain_reduction(loop: tile.ForOp, written: set[SSAValue]) -> bool:
+    """Whether every value the reduce nest headed by `loop` carries is a plain reduction
+    (`combiner_of`), so that threads may split its iterations and combine."""
+    innermost = reduce_chain(loop, written)[-1]
+    return all(combiner_of(innermost, p) is not None for p in range(len(loop.inits)))
+
+
 def is_identity(value: SSAValue, kind: ReduceKind) -> bool:
     """True when `value` is an `arith.constant` holding the identity of `kind`."""
     owner = value.owner

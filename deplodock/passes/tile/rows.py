@@ -63,10 +63,10 @@ from deplodock.passes.tile.cooperative_reduce import cooperative_reduce
 from deplodock.passes.tile.nests import (
     body_ops,
     chain_size,
-    combiner_of,
     free_chain,
     has_reduce_loop,
     is_hoistable,
+    is_plain_reduction,
     is_serial,
     loop_work,
     next_power_of_two,
@@ -128,10 +128,8 @@ def _row_nest(kernel: tile.KernelOp) -> list[tile.ForOp] | None:
         chain = reduce_chain(loop, written) if loop.is_reduce else free_chain(loop, written)
         if any(isinstance(op, tile.ForOp) for op in chain[-1].body.walk() if op is not chain[-1]):
             return None  # serial work per element (attention's P @ V): more threads per row
-        if loop.is_reduce:
-            innermost = reduce_chain(loop, written)[-1]
-            if any(combiner_of(innermost, p) is None for p in range(len(loop.inits))):
-                return None  # not a plain reduction: it could not be split over a group
+        if loop.is_reduce and not is_plain_reduction(loop, written):
+            return None  # not a plain reduction: it could not be split over a group
     if any(isinstance(op, tile.CombineOp) for op in kernel.walk()):
         return None
     return rows

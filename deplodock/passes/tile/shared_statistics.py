@@ -5,18 +5,23 @@ statistics (`contraction.py`): serial reduce loops beside the K loop that depend
 cell each. SDPA fused with `@ V` is the case: every thread computes the row max and the row
 sum of the scores for each of its FM rows, and the BN / FN threads sharing a row all do.
 
-Rewrite: the block's warps take its BM rows in turn (warp `w` rows `w`, `w + warps`, ...); for
-each row, the statistics' loops are strided over the 32 lanes and combined with
-`tile.combine <kind> width 32` (reads of a row coalesce; a statistic that reads another, the
-sum reading the max, sees the combined value), and lane 0 stores each value to a shared
-array `stats_s[S][BM]`. A `tile.barrier` publishes it, and each cell's statistic becomes a
-load of `stats_s[s, cell]`, which `tile-stage` copies along with the prologue.
+Rewrite: the block's warps take its BM rows in turn (trip `%rr` of a loop every thread runs:
+warp `w` takes row `%rr * warps + w`); for each row, the statistics' loops are strided over
+the 32 lanes, and where a lane holds at most `MAX_CELLS` elements of the row they are
+unrolled into its cells (`row_on_chip.sweep_cells`): each element is loaded once, for every
+statistic. `tile.combine <kind> width 32` finishes each one (a statistic that reads another,
+the sum reading the max, sees the combined value), and lane 0 stores it to a shared array
+`stats_s[S][BM]`. A `tile.barrier` publishes it, and each cell's statistic becomes a load of
+`stats_s[s, cell]`, which `tile-stage` copies along with the prologue.
 
-    %max = tile.for %r = %c0 to 512 ...         %stats_s = tile.shared_alloc : memref<2x64xf32, 3>
-    %max_1 = tile.for %r = %c0 to 512 ...       tile.for %sr = %warp to 64 step 8 {
-    %sum = tile.for ... (%max)           ==>      %max_p = tile.for %r = %lane to 512 step 32 ...
-    %sum_1 = tile.for ... (%max_1)                %max = tile.combine max %max_p width 32 : f32
-                                                  ... lane 0: tile.store %max, %stats_s[%c0, %sr]
+    %max = tile.for %r = %c0 to 64 ...          %stats_s = tile.shared_alloc : memref<2x64xf32, 3>
+    %max_1 = tile.for %r = %c0 to 64 ...        tile.for %rr = %c0 to 8 {  (%sr = %rr * 8 + %warp)
+    %sum = tile.for ... (%max)           ==>      %x0 = tile.load %s[%sr, %lane]
+    %sum_1 = tile.for ... (%max_1)                %x1 = tile.load %s[%sr, %lane + 32]
+                                                  %max = tile.combine max (max(%x0, %x1)) width 32
+                                                  %sum = tile.combine add (exp(%x0 - %max) + ...)
+                                                  lane 0: tile.store %max, %stats_s[%c0, %sr] ...
+                                                } {rolled}
                                                 tile.barrier
                                                 %max_0 = tile.load %stats_s[%c0, %mm] ...
 
@@ -44,9 +49,14 @@ from deplodock.dialects.queries import written_buffers
 from deplodock.passes.constant_pool import ConstantPool
 from deplodock.passes.tile import schedule
 from deplodock.passes.tile.choices import Choice, Tunable, has_knob
-from deplodock.passes.tile.contraction import defined_in, k_loop_of, thread_tiles_of
+from deplodock.passes.tile.contraction import (
+    block_slice,
+    k_loop_of,
+    program_order,
+    thread_tiles_of,
+)
 from deplodock.passes.tile.cooperative_reduce import cooperative_reduce
-from deplodock.passes.tile.nests import body_ops, combiner_of, is_serial, reduce_chain
+from deplodock.passes.tile.nests import body_ops, is_plain_reduction, is_serial
 from deplodock.passes.tile.row_on_chip import share_loads, sweep_cells, unroll_sweep
 from deplodock.passes.tile.unroll import ROLLED
 
@@ -92,12 +102,6 @@ def _cells_reached(loop: tile.ForOp) -> set[SSAValue]:
     return cells
 
 
-def _plain(loop: tile.ForOp, written: set[SSAValue]) -> bool:
-    """Whether every carried value is a plain reduction lanes may split (`combiner_of`)."""
-    innermost = reduce_chain(loop, written)[-1]
-    return all(combiner_of(innermost, p) is not None for p in range(len(loop.inits)))
-
-
 def find_statistics(kernel: tile.KernelOp) -> Statistics | None:
     """The row statistics of a register-tiled contraction, grouped by row cell, or None."""
     threads = schedule.threads_of(kernel)
@@ -121,7 +125,9 @@ def find_statistics(kernel: tile.KernelOp) -> Statistics | None:
     types: set[Attribute] = set()
     for loop in loops:
         cells = _cells_reached(loop)
-        if len(cells) != 1 or (cell := cells.pop()) not in positions or not _plain(loop, written):
+        if len(cells) != 1 or (cell := cells.pop()) not in positions:
+            return None
+        if not is_plain_reduction(loop, written):
             return None
         by_cell[positions.index(cell)].append(loop)
         types |= {result.type for result in loop.res}
@@ -133,23 +139,10 @@ def find_statistics(kernel: tile.KernelOp) -> Statistics | None:
 def _slice(loops: list[tile.ForOp], threads: tile.ThreadsOp) -> list[Operation]:
     """The ops of the block the loops read (index math of the row: its origin, clamp and
     delinearization; arithmetic on an earlier statistic, LayerNorm's mean), in program
-    order; thread tiles, the loops themselves and the block's constants excluded."""
+    order; the loops themselves (cloned on their own) excluded."""
     inside = {op for loop in loops for op in loop.walk()}
-    found: set[Operation] = set()
-    work = [v for op in inside for v in op.operands]
-    while work:
-        value = work.pop()
-        if isinstance(value, BlockArgument) or not defined_in(value, threads.body.block):
-            continue
-        op = value.owner
-        if op in found or op in inside or isinstance(op, tile.ThreadTileOp | tile.ForOp):
-            continue
-        if isinstance(op, arith.ConstantOp) and op.parent_block() is threads.body.block:
-            continue
-        found.add(op)
-        work.extend(op.operands)
-    block_ops = list(threads.body.block.ops)
-    return sorted(found, key=block_ops.index)
+    found = block_slice((v for op in inside for v in op.operands), threads)
+    return [op for op in found if op not in inside and not isinstance(op, tile.ForOp)]
 
 
 def share_statistics(stats: Statistics, kernel: tile.KernelOp) -> None:
@@ -161,7 +154,7 @@ def share_statistics(stats: Statistics, kernel: tile.KernelOp) -> None:
     values = [result for loop in template for result in loop.res]
     alloc = tile.SharedAllocOp(shared_memref(values[0].type, [len(values), rows]), "stats_s")
     alloc.attributes[STATISTICS_ATTR] = UnitAttr()
-    first = min((loop for group in stats.by_cell for loop in group), key=_index_in_block)
+    first = min((loop for group in stats.by_cell for loop in group), key=program_order)
     Rewriter.insert_op(alloc, InsertPoint.before(first))
     build = schedule.IndexBuilder(InsertPoint.before(first), pool)
     warps = threads.count // WARP_SIZE
@@ -185,8 +178,7 @@ def share_statistics(stats: Statistics, kernel: tile.KernelOp) -> None:
         row = inner.add(arith.MinSIOp(row, pool.index(rows - 1)), "sr_in")
     # The row's index math and the statistics, cloned for row `%sr` of the block.
     mapping: dict[SSAValue, SSAValue] = {stats.row_tile.positions[0]: row}
-    block_ops = list(threads.body.block.ops)
-    for op in sorted([*_slice(template, threads), *template], key=block_ops.index):
+    for op in sorted([*_slice(template, threads), *template], key=program_order):
         clone = op.clone(value_mapper=mapping)
         Rewriter.insert_op(clone, body)
         for old, new in zip(op.results, clone.results, strict=True):
@@ -214,7 +206,7 @@ def share_statistics(stats: Statistics, kernel: tile.KernelOp) -> None:
     for group in stats.by_cell:
         for loop in reversed(group):
             Rewriter.erase_op(loop)
-    _erase_dead(threads)
+    schedule.erase_dead(list(threads.body.block.ops))
 
 
 def _row_in_registers(
@@ -234,19 +226,6 @@ def _row_in_registers(
         unroll_sweep(sweep, cells)
     arguments = {arg for arg in kernel.body.block.args if isinstance(arg.type, MemRefType)}
     share_loads(phase, arguments - written)
-
-
-def _index_in_block(op: Operation) -> int:
-    block = op.parent_block()
-    assert block is not None
-    return block.get_operation_index(op)
-
-
-def _erase_dead(threads: tile.ThreadsOp) -> None:
-    """Index math at the block's top level that only the per-cell statistics used."""
-    for op in reversed(list(threads.body.block.ops)):
-        if op.dialect_name() == "arith" and not op.regions and not any(r.uses for r in op.results):
-            Rewriter.erase_op(op)
 
 
 @dataclass(frozen=True)

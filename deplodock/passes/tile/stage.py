@@ -54,7 +54,7 @@ from deplodock.dialects.queries import def_chain_reaches, indices_reach
 from deplodock.passes.constant_pool import ConstantPool
 from deplodock.passes.tile import schedule
 from deplodock.passes.tile.choices import Choice, Tunable, grid, has_knob
-from deplodock.passes.tile.contraction import defined_in, thread_tiles_of
+from deplodock.passes.tile.contraction import block_slice, defined_in, thread_tiles_of
 from deplodock.passes.tile.nests import body_ops
 from deplodock.passes.tile.shared_statistics import STATISTICS_ATTR
 
@@ -87,39 +87,6 @@ class Stage:
     @property
     def template(self) -> Candidate:
         return self.members[0]
-
-
-def _slice(values: Iterable[SSAValue], threads: tile.ThreadsOp) -> list[Operation]:
-    """The ops inside the block that `values` are computed from, in program order
-    (constants of the block's top level, the thread tiles and shared arrays excluded: they
-    stay shared)."""
-    found: dict[Operation, None] = {}
-    work = list(values)
-    while work:
-        value = work.pop()
-        if isinstance(value, BlockArgument):
-            continue
-        op = value.owner
-        if op in found or not defined_in(value, threads.body.block):
-            continue
-        if isinstance(op, tile.ThreadTileOp | tile.SharedAllocOp):
-            continue
-        if isinstance(op, arith.ConstantOp) and op.parent_block() is threads.body.block:
-            continue
-        found[op] = None
-        work.extend(op.operands)
-    return sorted(found, key=_position)
-
-
-def _position(op: Operation) -> tuple[int, ...]:
-    """A key that orders ops of nested blocks as they appear in the program text."""
-    path: list[int] = []
-    current: Operation | None = op
-    while current is not None and current.parent_block() is not None:
-        block = current.parent_block()
-        path.insert(0, block.get_operation_index(current))  # type: ignore[union-attr]
-        current = block.parent_op()  # type: ignore[union-attr]
-    return tuple(path)
 
 
 def _cells_used(ops: Iterable[Operation]) -> list[tuple[SSAValue, int]]:
@@ -181,7 +148,7 @@ def find_prologue_stages(ki_loop: tile.ForOp, threads: tile.ThreadsOp) -> list[S
 
 def _axes(value: SSAValue, threads: tile.ThreadsOp) -> frozenset[int]:
     """The thread-tile axes (0: rows, 1: columns) a value depends on."""
-    ops = _slice([value], threads)
+    ops = block_slice([value], threads)
     return frozenset(axis for _, axis in _cells_used(ops))
 
 
@@ -197,7 +164,7 @@ def _prologue_root(
         return None
     if root.parent_block() is not ki_loop.body.block:
         return None
-    ops = [*_slice(root.operands, threads), root]
+    ops = [*block_slice(root.operands, threads), root]
     if not all(_pure(op) or _global_load(op) or _statistic_load(op) for op in ops):
         return None
     loads = {op.res for op in ops if isinstance(op, tile.LoadOp)}
@@ -231,7 +198,7 @@ def _group(roots: list[Operation], ki_loop: tile.ForOp, threads: tile.ThreadsOp)
     for root in roots:
         if isinstance(root, tile.LoadOp) and is_shared(root.memref.type):
             continue
-        ops = [*_slice(root.operands, threads), root]
+        ops = [*block_slice(root.operands, threads), root]
         cells = _cells_used(ops)
         if len(cells) != 1 or not _depends_on(ops, ki):
             continue
@@ -277,7 +244,7 @@ def _build_stage(
     extent = tile_op.cell_count * tile_op.thread_grid[tile_op.axis]
     bk = ki_loop.upper
     ki = ki_loop.induction_var
-    ops = [*_slice(template.root.operands, threads), template.root]
+    ops = [*block_slice(template.root.operands, threads), template.root]
     loads = _loads_of(template.root, ops)
     k_inner = _innermost_moves_with_k(_streamed_load(loads, ki), ki)
     shape = [extent, bk] if k_inner else [bk, extent]
@@ -352,20 +319,6 @@ def _dependent_ops(ops: list[Operation], roots: set[SSAValue]) -> set[Operation]
     return found
 
 
-def _erase_dead(block_ops: list[Operation]) -> None:
-    """Index arithmetic the replaced loads no longer use goes (pure ops without uses)."""
-    changed = True
-    while changed:
-        changed = False
-        for op in block_ops:
-            if op.parent is None:
-                continue
-            pure = op.dialect_name() in ("arith", "math") or isinstance(op, tile.LoadOp)
-            if pure and not op.regions and all(not r.uses for r in op.results):
-                Rewriter.erase_op(op)
-                changed = True
-
-
 def stage_operands(kernel: tile.KernelOp, mask: int) -> int:
     """Stages the operands selected by `mask`; returns the mask of those staged."""
     threads = schedule.threads_of(kernel)
@@ -384,13 +337,13 @@ def stage_operands(kernel: tile.KernelOp, mask: int) -> int:
         stages = [s for s in find(ki_loop, threads) if OPERAND_BITS[s.operand] & mask]
         for stage in stages:
             _build_stage(stage, ko_loop, ki_loop, threads, pool, copy_point)
-        _erase_dead(list(ki_loop.body.block.ops))
+        schedule.erase_dead(list(ki_loop.body.block.ops))
         built += stages
     if not built:
         return 0
     Rewriter.insert_op(tile.BarrierOp(), InsertPoint.before(ki_loop))
     Rewriter.insert_op(tile.BarrierOp(), InsertPoint.after(ki_loop))
-    _erase_dead(list(threads.body.block.ops))
+    schedule.erase_dead(list(threads.body.block.ops))
     _check_shared_budget(kernel, threads)
     staged = 0
     for stage in built:
