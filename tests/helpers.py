@@ -64,3 +64,13 @@ def tiny_llama() -> tuple[Any, torch.Tensor]:
     model = randomize_weights(AutoModelForCausalLM.from_config(config), seed=2).eval()
     input_ids = torch.randint(0, 128, (1, 8), generator=torch.Generator().manual_seed(1))
     return model, input_ids
+
+
+def fma_tile_pipeline() -> str:
+    """The default tile passes (after `convert-loop-to-tile`) with fp32 products kept on the
+    FMA pipe (`tile-thread{tf32x3=0}`): for tests about the FMA schedule of an fp32 GEMM,
+    which by default multiplies as tf32x3 on tensor cores."""
+    from deplodock.passes.pipelines import STAGE_PASSES
+
+    names = STAGE_PASSES["tile"][1:]
+    return ",".join("tile-thread{tf32x3=0}" if n == "tile-thread" else n for n in names)

@@ -15,7 +15,9 @@ the result is marked inexact.
 What is counted:
 - `flops`: every `arith`/`math` op with a float result except constants, selects and
   conversions; `math.fma` counts 2. The warp-shuffle combine's adds count on every lane. A
-  `kernel.mma_sync` is the whole warp's 2 x M x N x K (4096 for m16n8k16), a 32nd per lane.
+  `kernel.mma_sync` is the whole warp's 2 x M x N x K (4096 for m16n8k16), a 32nd per lane;
+  a tf32 one that adds a rounding correction (`correction`) counts none, as the products it
+  refines are counted once.
 - `load_bytes`/`store_bytes`: global memory accesses as issued (element size x executions),
   which includes re-reads that caches serve. `shared_bytes`: `__shared__` loads + stores.
 - `footprint_bytes`: per global buffer, min(issued bytes, buffer size) for loads plus the same
@@ -223,7 +225,8 @@ class _Counter:
             case kernel.ForOp():
                 counts.add(self.count_for(op, weight))
             case kernel.MmaSyncOp():  # every lane of the warp runs it: a 32nd of its flops each
-                counts.flops += self.total(weight) * op.SHAPE.flops // WARP_SIZE
+                if not op.is_correction:
+                    counts.flops += self.total(weight) * op.shape.flops // WARP_SIZE
             case _ if op.regions:
                 self.exact = False  # an op this counter does not model: its body is skipped
             case _ if _is_flop(op):

@@ -464,6 +464,16 @@ inline void check_mma_warp(const Fiber& f, const MmaExchange* posted) {
   }
 }
 
+inline void check_tf32(const Fiber& f, float v) {
+  if (f2u(v) & 0x1fffu) {
+    std::fprintf(stderr,
+                 "cpu_simt: thread %d of block %u passes %.9g to a tf32 mma.sync, not a tf32 "
+                 "value (split it with dd_split_tf32 first)\n",
+                 f.tid, blockIdx.x, (double)v);
+    std::abort();
+  }
+}
+
 inline void mma_m16n8k16(bool bf16, const unsigned (&a)[4], const unsigned (&b)[2],
                          const float (&c)[4], float (&d)[4]) {
   Fiber* f = current;
@@ -488,6 +498,43 @@ inline void mma_m16n8k16(bool bf16, const unsigned (&a)[4], const unsigned (&b)[
     const int row = g + 8 * (i >> 1), col = 2 * q + (i & 1);
     float sum = 0.0f;
     for (int k = 0; k < 16; ++k) sum += A[row][k] * B[k][col];
+    d[i] = sum + c[i];
+  }
+}
+
+// mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 (PTX ISA, "Matrix Fragments for
+// mma.m16n8k8", .tf32): A 16x8, B 8x8 (k x n), C and D 16x8 fp32; lane l (g = l >> 2,
+// q = l % 4) holds a_i at row g + 8 * (i & 1), column q + 4 * (i >> 1); b_i at row (k)
+// q + 4 * i, column g; c_i and d_i as in the m16n8k16 above. One element per register. An
+// operand that is not a tf32 value (low 13 bits set) aborts: deplodock always splits them
+// with dd_split_tf32 first, and the emulation does not guess what the tensor cores make of the
+// dropped bits. Sums as mma_m16n8k16 does (k in order, in fp32, then C): the product of two
+// tf32 values is exact in fp32.
+inline void mma_m16n8k8_tf32(const float (&a)[4], const float (&b)[2], const float (&c)[4],
+                             float (&d)[4]) {
+  Fiber* f = current;
+  check_mma_warp(*f, nullptr);
+  const int lane = f->tid & 31;
+  for (float v : a) check_tf32(*f, v);
+  for (float v : b) check_tf32(*f, v);
+  MmaExchange& x = f->worker->warps[f->tid >> 5].mma[f->shfl_phase];
+  f->shfl_phase ^= 1;
+  for (int i = 0; i < 4; ++i) x.a[lane][i] = a[i];
+  for (int i = 0; i < 2; ++i) x.b[lane][i] = b[i];
+  x.serial[lane] = ++f->mma_count;
+  yield(State::AtWarpSync);
+  check_mma_warp(*f, &x);
+  float A[16][8], B[8][8];
+  for (int l = 0; l < 32; ++l) {
+    const int g = l >> 2, q = l & 3;
+    for (int i = 0; i < 4; ++i) A[g + 8 * (i & 1)][q + 4 * (i >> 1)] = x.a[l][i];
+    for (int i = 0; i < 2; ++i) B[q + 4 * i][g] = x.b[l][i];
+  }
+  const int g = lane >> 2, q = lane & 3;
+  for (int i = 0; i < 4; ++i) {
+    const int row = g + 8 * (i >> 1), col = 2 * q + (i & 1);
+    float sum = 0.0f;
+    for (int k = 0; k < 8; ++k) sum += A[row][k] * B[k][col];
     d[i] = sum + c[i];
   }
 }
@@ -1156,6 +1203,44 @@ DD_DEVICE void dd_mma_m16n8k16(float& d0, float& d1, float& d2, float& d3, __hal
       d, {dd_pack_pair(a0, a1), dd_pack_pair(a2, a3), dd_pack_pair(a4, a5), dd_pack_pair(a6, a7)},
       {dd_pack_pair(b0, b1), dd_pack_pair(b2, b3)}, {c0, c1, c2, c3});
   d0 = d[0], d1 = d[1], d2 = d[2], d3 = d[3];
+}
+
+// `dd_split_tf32(x, hi, lo)`: x = hi + lo in two tf32 values (fp32 values whose low 13 bits
+// are zero), what a tf32 MMA takes: hi is x to nearest on 10 mantissa bits, ties away from
+// zero (half a tf32 unit added to the bits, the low 13 cleared); lo is the exact rest
+// x - hi with its low 13 bits cleared (dialects/common/mma.py, split_tf32, says why). Plain
+// C, the same on the GPU and in the emulation: an integer add and two masks, cheaper than
+// cvt.rna.tf32.f32, which sm_90 has no single instruction for.
+DD_DEVICE void dd_split_tf32(float x, float& hi, float& lo) {
+#if defined(__CUDA_ARCH__)
+  hi = __uint_as_float((__float_as_uint(x) + 0x1000u) & ~0x1fffu);
+  lo = __uint_as_float(__float_as_uint(x - hi) & ~0x1fffu);
+#elif !defined(__CUDACC__)
+  hi = deplodock_simt::u2f((deplodock_simt::f2u(x) + 0x1000u) & ~0x1fffu);
+  lo = deplodock_simt::u2f(deplodock_simt::f2u(x - hi) & ~0x1fffu);
+#endif
+}
+
+// `dd_mma_m16n8k8_tf32(d0, ..., d3, a0, ..., a3, b0, b1, c0, ..., c3)`: PTX
+// `mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32`, D = A x B + C for the whole warp,
+// one tf32 element (an fp32 value with its low 13 bits zero, `dd_split_tf32`) per register
+// (layout: `mma_m16n8k8_tf32` above, and dialects/common/mma.py). Every lane must call it.
+DD_DEVICE void dd_mma_m16n8k8_tf32(float& d0, float& d1, float& d2, float& d3, float a0, float a1,
+                                   float a2, float a3, float b0, float b1, float c0, float c1,
+                                   float c2, float c3) {
+#if defined(__CUDA_ARCH__)
+  asm volatile(
+      "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, "
+      "{%4, %5, %6, %7}, {%8, %9}, {%10, %11, %12, %13};\n"
+      : "=f"(d0), "=f"(d1), "=f"(d2), "=f"(d3)
+      : "r"(__float_as_uint(a0)), "r"(__float_as_uint(a1)), "r"(__float_as_uint(a2)),
+        "r"(__float_as_uint(a3)), "r"(__float_as_uint(b0)), "r"(__float_as_uint(b1)), "f"(c0),
+        "f"(c1), "f"(c2), "f"(c3));
+#elif !defined(__CUDACC__)
+  float d[4];
+  deplodock_simt::mma_m16n8k8_tf32({a0, a1, a2, a3}, {b0, b1}, {c0, c1, c2, c3}, d);
+  d0 = d[0], d1 = d[1], d2 = d[2], d3 = d[3];
+#endif
 }
 
 // ---- memcheck: checked device primitives ----------------------------------------------

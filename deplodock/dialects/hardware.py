@@ -143,8 +143,12 @@ WIDE_VECTOR_BYTES: tuple[int, ...] = (8, MAX_VECTOR_BYTES)
 SWIZZLE_CHUNK_BYTES = MAX_VECTOR_BYTES
 
 
-#: `mma.sync` with bf16 or f16 inputs and fp32 accumulation (m16n8k16) needs sm_80 or newer.
+#: `mma.sync` with bf16 or f16 inputs and fp32 accumulation (m16n8k16) needs sm_80 or newer,
+#: as does its tf32 form (m16n8k8).
 MMA_MIN_CAPABILITY: tuple[int, int] = (8, 0)
+#: The tensor cores' tf32 rate as a fraction of their bf16/f16 one, in flops: NVIDIA's dense
+#: peaks are half (A100 156 vs 312 TFLOP/s, H100 SXM 494.7 vs 989.4).
+TF32_MMA_RATE = 0.5
 
 
 def cp_async_cache(nbytes: int) -> str:

@@ -251,10 +251,18 @@ class ShflXorOp(IRDLOperation):
 @irdl_op_definition
 class MmaSyncOp(mma.MmaSyncOpBase):
     """`%d:4 = kernel.mma_sync a(...) b(...) c(...) : bf16`: PTX `mma.sync.aligned.m16n8k16
-    .row.col.f32.bf16.bf16.f32` (or `.f16`), one warp-wide tensor-core MMA (`common/mma.py`)."""
+    .row.col.f32.bf16.bf16.f32` (or `.f16`; `m16n8k8 ... .tf32` for `: tf32`), one warp-wide
+    tensor-core MMA (`common/mma.py`)."""
 
     name = "kernel.mma_sync"
     traits = traits_def(HasAncestor(FuncOp))
+
+
+@irdl_op_definition
+class SplitTf32Op(mma.SplitTf32OpBase):
+    """`%hi, %lo = kernel.split_tf32 %x`: `x` as two tf32 values (`common/mma.py`)."""
+
+    name = "kernel.split_tf32"
 
 
 # --------------------------------------------------------------------------------------------
@@ -385,6 +393,7 @@ Kernel = Dialect(
         BarrierOp,
         ShflXorOp,
         MmaSyncOp,
+        SplitTf32Op,
         ForOp,
         YieldOp,
         IfOp,

@@ -865,11 +865,18 @@ class StoreVectorOp(async_memory.StoreVectorOpBase):
 @irdl_op_definition
 class MmaSyncOp(mma.MmaSyncOpBase):
     """`%d:4 = tile.mma_sync a(...) b(...) c(...) : bf16`: one warp's m16n8k16 tensor-core
-    multiply-accumulate; the 32 threads `[32w, 32w + 32)` of the block form warp `w`
-    (`common/mma.py` has the fragment layout)."""
+    multiply-accumulate (m16n8k8 for `: tf32`); the 32 threads `[32w, 32w + 32)` of the
+    block form warp `w` (`common/mma.py` has the fragment layouts)."""
 
     name = "tile.mma_sync"
     traits = traits_def(HasAncestor(ThreadsOp))
+
+
+@irdl_op_definition
+class SplitTf32Op(mma.SplitTf32OpBase):
+    """`%hi, %lo = tile.split_tf32 %x`: `x` as two tf32 values (`common/mma.py`)."""
+
+    name = "tile.split_tf32"
 
 
 Tile = Dialect(
@@ -898,6 +905,7 @@ Tile = Dialect(
         LoadVectorOp,
         StoreVectorOp,
         MmaSyncOp,
+        SplitTf32Op,
     ],
     [],
 )

@@ -61,7 +61,12 @@ from deplodock.interpreters.common import (
     terminator_impl,
 )
 from deplodock.interpreters.shared_memory import SharedBuffer, shared_buffer_name
-from deplodock.interpreters.simt import LockstepState, buffer_name, mma_operands
+from deplodock.interpreters.simt import (
+    LockstepState,
+    buffer_name,
+    interpret_split_tf32,
+    mma_operands,
+)
 from deplodock.interpreters.values import empty_buffer
 
 
@@ -156,12 +161,16 @@ class KernelFunctions(InterpreterFunctions):
         source = state.lanes.lane_ids ^ op.mask.value.data
         return (values[source],)
 
+    @impl(kernel.SplitTf32Op)
+    def run_split_tf32(self, interpreter: Interpreter, op: kernel.SplitTf32Op, args: PythonValues):
+        return interpret_split_tf32(args[0])
+
     @impl(kernel.MmaSyncOp)
     def run_mma_sync(self, interpreter: Interpreter, op: kernel.MmaSyncOp, args: PythonValues):
         """The warp's fragments in, D's fragments out (`LockstepState.mma`)."""
         state = _block(interpreter, op)
         a, b, c = mma_operands(op, args)
-        return state.lanes.mma(op.SHAPE, a, b, c, op.name)
+        return state.lanes.mma(op.shape, a, b, c, op.name)
 
     # -- control flow -----------------------------------------------------------------------
 

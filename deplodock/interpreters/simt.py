@@ -40,7 +40,7 @@ import numpy as np
 from xdsl.ir import Operation, SSAValue
 from xdsl.utils.exceptions import InterpretationError
 
-from deplodock.dialects.common.mma import MmaShape, MmaSyncOpBase, warp_mma
+from deplodock.dialects.common.mma import MmaShape, MmaSyncOpBase, is_tf32, split_tf32, warp_mma
 from deplodock.dialects.hardware import WARP_SIZE
 from deplodock.dialects.reduce_kind import ReduceKind
 
@@ -367,10 +367,25 @@ class LockstepState:
         def per_warp(lanes: list[np.ndarray]) -> np.ndarray:
             return np.stack(lanes, axis=-1).reshape(-1, WARP_SIZE, len(lanes))
 
+        a_lanes, b_lanes = fragments(a), fragments(b)
+        if not shape.packed:
+            self._check_tf32(a_lanes + b_lanes, what)
         old = fragments(c)  # what a wholly inactive warp keeps
-        d = warp_mma(shape, per_warp(fragments(a)), per_warp(fragments(b)), per_warp(old))
+        d = warp_mma(shape, per_warp(a_lanes), per_warp(b_lanes), per_warp(old))
         d = d.reshape(self.num_lanes, -1)
         return tuple(self.select(d[:, i], old[i]) for i in range(d.shape[1]))
+
+    def _check_tf32(self, operands: list[np.ndarray], what: str) -> None:
+        """A tf32 MMA's A and B must be tf32 values (`common/mma.py`): reports the first
+        active lane passing one with low mantissa bits set."""
+        for values in operands:
+            bad = self.current_mask & ~is_tf32(values)
+            if bad.any():
+                lane = int(np.flatnonzero(bad)[0])
+                raise InterpretationError(
+                    f"{what}: {self.describe_lane(lane)} passes {values[lane]!r}, not a tf32 "
+                    "value (split it with split_tf32 first)"
+                )
 
     def _block_combine(self, kind: ReduceKind, lanes: np.ndarray) -> np.ndarray:
         """The whole-block all-reduce. Each block reduces exactly the values a lone block
@@ -399,3 +414,9 @@ def _extreme(dtype: np.dtype, kind: ReduceKind) -> Any:
     big = np.inf if dtype.kind == "f" else np.iinfo(dtype).max
     low = -np.inf if dtype.kind == "f" else np.iinfo(dtype).min
     return low if kind == ReduceKind.MAX else big
+
+
+def interpret_split_tf32(value: Any) -> tuple[Any, Any]:
+    """`split_tf32` of one value or of every lane's (`common/mma.split_tf32`)."""
+    hi, lo = split_tf32(np.asarray(value, dtype=np.float32))
+    return (hi, lo) if np.ndim(value) else (np.float32(hi), np.float32(lo))

@@ -56,7 +56,12 @@ from deplodock.interpreters.common import (
     terminator_impl,
 )
 from deplodock.interpreters.shared_memory import SharedBuffer, shared_buffer_name
-from deplodock.interpreters.simt import LockstepState, buffer_name, mma_operands
+from deplodock.interpreters.simt import (
+    LockstepState,
+    buffer_name,
+    interpret_split_tf32,
+    mma_operands,
+)
 from deplodock.interpreters.values import empty_buffer
 
 
@@ -172,12 +177,16 @@ class TileFunctions(InterpreterFunctions):
         threads = np.asarray(args[0], dtype=np.int64)
         return tuple(op.position(threads, cell) for cell in range(op.cell_count))  # type: ignore[arg-type]
 
+    @impl(tile.SplitTf32Op)
+    def run_split_tf32(self, interpreter: Interpreter, op: tile.SplitTf32Op, args: PythonValues):
+        return interpret_split_tf32(args[0])
+
     @impl(tile.MmaSyncOp)
     def run_mma_sync(self, interpreter: Interpreter, op: tile.MmaSyncOp, args: PythonValues):
         """The warp's fragments in, D's fragments out (`LockstepState.mma`)."""
         state = _require_threads(interpreter, op)
         a, b, c = mma_operands(op, args)
-        return state.lanes.mma(op.SHAPE, a, b, c, op.name)
+        return state.lanes.mma(op.shape, a, b, c, op.name)
 
     @impl(tile.SharedAllocOp)
     def run_shared_alloc(

@@ -23,7 +23,8 @@ arithmetic of their definitions (division and remainder by the tile counts, grou
 blocked, interleaved or MMA-fragment cells). The asynchronous copies, vector accesses and
 tensor-core MMAs map one to one:
 `tile.copy_async/async_commit/async_wait/load_vector/store_vector/mma_sync` ->
-`kernel.cp_async/cp_async_commit/cp_async_wait/load_vector/store_vector/mma_sync`.
+`kernel.cp_async/cp_async_commit/cp_async_wait/load_vector/store_vector/mma_sync`, and
+`tile.split_tf32` -> `kernel.split_tf32`.
 
 Host ops `tile.alloc/launch` become `kernel.alloc/launch`. No tile op remains.
 """
@@ -636,9 +637,17 @@ class MmaSyncToKernel(RewritePattern):
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: tile.MmaSyncOp, rewriter: PatternRewriter) -> None:
-        new = kernel.MmaSyncOp(op.a, op.b, op.c)
+        new = kernel.MmaSyncOp(op.a, op.b, op.c, op.is_correction)
         for old_result, new_result in zip(op.d, new.d, strict=True):
             new_result.name_hint = old_result.name_hint
+        rewriter.replace(op, new)
+
+
+class SplitTf32ToKernel(RewritePattern):
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: tile.SplitTf32Op, rewriter: PatternRewriter) -> None:
+        new = kernel.SplitTf32Op(op.input)
+        new.hi.name_hint, new.lo.name_hint = op.hi.name_hint, op.lo.name_hint
         rewriter.replace(op, new)
 
 
@@ -690,6 +699,7 @@ class ConvertTileToKernelPass(ModulePass):
             AsyncWaitToKernel(),
             LoadVectorToKernel(),
             MmaSyncToKernel(),
+            SplitTf32ToKernel(),
             StoreVectorToKernel(),
         )
         _walk(op, StoreToKernel(kernels), AtomicAddToKernel(kernels), CombineToShuffles(kernels))

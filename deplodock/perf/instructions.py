@@ -9,7 +9,10 @@ SASS of kernels like ours); where the SASS is available, a report may count from
 
 Classes and their pipes: `fma` and `fp32` (the FP32 pipe), `mma` (the tensor cores: one
 `kernel.mma_sync`, an HMMA.16816, per warp; its 16-bit operands go in as 32-bit registers of
-two values each, the form a vector load of bf16 leaves them in, so packing costs nothing),
+two values each, the form a vector load of bf16 leaves them in, so packing costs nothing; a
+tf32 one, an HMMA.1688, does half the products at half the rate, `hardware.TF32_MMA_RATE`,
+and so takes the tensor cores as long: one `mma` each), `kernel.split_tf32` an integer add,
+two masks and a float subtract,
 `int` (the integer pipe), `sfu` (MUFU: transcendental approximations), `convert` (F2F/I2F),
 `shuffle`, `barrier`, `branch`, and the memory instructions `ld_global`, `st_global`,
 `ld_shared`, `st_shared` and `ldgsts` (counted by the tracer, which sees which buffer an
@@ -27,13 +30,17 @@ from xdsl.dialects.builtin import AnyFloat
 from xdsl.ir import Operation
 
 from deplodock.dialects import kernel
+from deplodock.dialects.common.mma import MMA_M16N8K8_TF32, MMA_M16N8K16
+from deplodock.dialects.hardware import TF32_MMA_RATE
 from deplodock.dialects.queries import constant_index
 from deplodock.dialects.scalar_ops import CAST_OPS
 
 #: Instruction classes executed by the FP32 pipe.
 FP32_CLASSES = ("fma", "fp32")
-#: Flops of one `mma` warp-instruction (an m16n8k16: 4096), what a tensor-core rate divides.
-MMA_FLOPS = kernel.MmaSyncOp.SHAPE.flops
+#: Flops of one `mma` warp-instruction at the 16-bit rate (an m16n8k16: 4096), what a
+#: tensor-core rate divides: a tf32 m16n8k8 is half the flops at half the rate, the same time.
+MMA_FLOPS = MMA_M16N8K16.flops
+assert MMA_M16N8K8_TF32.flops / TF32_MMA_RATE == MMA_FLOPS
 MEMORY_CLASSES = ("ld_global", "st_global", "ld_shared", "st_shared", "ldgsts")
 CLASSES = (
     "fma",
@@ -134,6 +141,8 @@ def op_cost(op: Operation, fused: set[Operation]) -> Cost:
         return {"shuffle": 1}
     if isinstance(op, kernel.MmaSyncOp):
         return {"mma": 1}
+    if isinstance(op, kernel.SplitTf32Op):
+        return {"int": 3, "fp32": 1}  # IADD, 2 x LOP3, FADD
     if isinstance(op, kernel.BarrierOp):
         return {"barrier": 1}
     if isinstance(op, kernel.CpAsyncCommitOp | kernel.CpAsyncWaitOp):

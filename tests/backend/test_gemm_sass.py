@@ -1,12 +1,12 @@
 """The default schedule of real GEMMs, as the GPU would run it: nvcc and the SASS.
 
 For projections of the kernel suite (fp32 and bf16), the kernel's `schedule` says what the
-passes asked for: asynchronous copies into shared memory (`async = 1`) and vector reads of
-the slabs (`vector = W` elements), or, for bf16, tensor-core MMAs (`mma = 1`). The SASS of
-the emitted CUDA must then hold `LDGSTS` (`cp.async`), shared loads of `W x element` bytes
-(`LDS.128` for 4 fp32) and, for bf16, `HMMA.16816.F32.BF16`, and ptxas must report no
-register spills. A control without `tile-async-copy` shows
-the check can fail: its SASS has no `LDGSTS`.
+passes asked for: asynchronous copies into shared memory (`async = 1`) and tensor-core MMAs
+(`mma = 1`: bf16 m16n8k16, fp32 as tf32x3 m16n8k8). The SASS of the emitted CUDA must then
+hold `LDGSTS` (`cp.async`) and `HMMA.16816.F32.BF16` or `HMMA.1688.F32.TF32`, and ptxas must
+report no register spills. On the FMA pipe (`tile-thread{tf32x3=0}`) an fp32 GEMM reads its
+slabs with vector loads (`vector = W` elements): `LDS.128` for 4 fp32. A control without
+`tile-async-copy` shows the check can fail: its SASS has no `LDGSTS`.
 
 Needs nvcc (skipped without it) and cuobjdump (`pip install nvidia-cuda-cuobjdump`, in the
 test extras; skipped with the reason where it is missing).
@@ -28,6 +28,7 @@ from deplodock.dialects import cuda, make_context, tile
 from deplodock.dialects.element_types import byte_size
 from deplodock.driver import lower_program, program_from_expression
 from deplodock.passes.pipelines import lower
+from deplodock.passes.tile.thread import TileThreadPass
 from tests.backend.test_async_vector_cuda import sass_of
 
 pytestmark = pytest.mark.skipif(not nvcc_available(), reason="nvcc is not on PATH")
@@ -81,17 +82,17 @@ def test_the_schedule_asked_for_is_in_the_sass(case: str, tmp_path: Path) -> Non
     module = tile_level(CASES[case])
     kernel = contraction(module)
     assert knob(kernel, "async") == 1, "the default schedule stages through cp.async"
-    mma = "mma" in kernel.schedule.data and knob(kernel, "mma") == 1  # type: ignore[union-attr]
-    assert mma == case.endswith("bf16"), "bf16 GEMMs multiply on tensor cores"
-    # tensor cores read fragments as 2-element pairs; the FMA path, its `vector` slab reads
-    width = 2 if mma else knob(kernel, "vector")
-    vector_bytes = width * slab_element_bytes(kernel)
+    assert knob(kernel, "mma") == 1, "GEMMs multiply on tensor cores (fp32 as tf32x3)"
+    bf16 = case.endswith("bf16")
+    # bf16 fragments are read as 2-element pairs, tf32 ones one element at a time
+    vector_bytes = (2 if bf16 else 1) * slab_element_bytes(kernel)
     source = cuda_source(module)
     resources = compile_cubin(source, arch="sm_90").kernels[kernel.sym_name.data]
     assert (resources.spill_stores, resources.spill_loads) == (0, 0)
     sass = sass_of(source, tmp_path)
     assert "LDGSTS" in sass
-    assert ("HMMA.16816.F32.BF16" in sass) == mma
+    assert ("HMMA.16816.F32.BF16" in sass) == bf16
+    assert ("HMMA.1688.F32.TF32" in sass) == (not bf16)
     if vector_bytes > 4:  # the asked width or wider (ptxas may merge neighbouring reads)
         widths = [int(bits) for bits in re.findall(r"\bLDS(?:\.U)?\.(\d+)", sass)]
         assert widths and max(widths) >= 8 * vector_bytes
@@ -106,7 +107,8 @@ def test_without_async_copies_there_is_no_ldgsts(tmp_path: Path) -> None:
     passes = get_all_passes()
     for name in STAGE_PASSES["tile"]:
         if name != "tile-async-copy":
-            passes[name]()().apply(make_context(), program.module)
+            scheduler = TileThreadPass(tf32x3=0) if name == "tile-thread" else passes[name]()()
+            scheduler.apply(make_context(), program.module)
     sass = sass_of(cuda_source(program.module), tmp_path)
     assert "LDGSTS" not in sass
     assert "LDS.128" in sass  # the slabs are still read 16 bytes at a time
@@ -151,7 +153,10 @@ def test_the_k_loop_issues_little_but_ffma(strided: bool, tmp_path: Path) -> Non
     lower_program(program, "loop")
     passes = get_all_passes()
     for name in STAGE_PASSES["tile"]:
-        scheduler = TileUnrollPass(strided=strided) if name == "tile-unroll" else passes[name]()()
+        scheduler = {
+            "tile-unroll": TileUnrollPass(strided=strided),
+            "tile-thread": TileThreadPass(tf32x3=0),  # the FMA schedule of an fp32 GEMM
+        }.get(name) or passes[name]()()
         scheduler.apply(make_context(), program.module)
     mix = k_loop_mix(sass_of(cuda_source(program.module), tmp_path))
     share = mix["FFMA"] / sum(mix.values())
@@ -205,7 +210,11 @@ def test_a_swizzled_slab_keeps_16_byte_copies_and_reads(tmp_path: Path) -> None:
     lower_program(program, "loop")
     module = program.module
     passes = [*STAGE_PASSES["tile"], *STAGE_PASSES["kernel"], *STAGE_PASSES["cuda"]]
-    spec = ",".join(passes).replace("tile-pad-shared", "tile-pad-shared{swizzle_a=2 swizzle_b=2}")
+    spec = (
+        ",".join(passes)
+        .replace("tile-pad-shared", "tile-pad-shared{swizzle_a=2 swizzle_b=2}")
+        .replace("tile-thread", "tile-thread{tf32x3=0}")  # the FMA path reads LDS.128
+    )
     opt = DeplodockOptMain(args=["-p", spec])
     opt.setup_pipeline()
     opt.pipeline.apply(make_context(), module)

@@ -20,19 +20,26 @@ from deplodock.cli.main import main
 from deplodock.dialects import cuda
 from deplodock.driver import arguments_and_reference, lower_program, program_from_expression
 from deplodock.interpreters.shared_memory import UninitializedReadError
+from tests.helpers import fma_tile_pipeline
 
 
-def cuda_program(expression: str):
+def cuda_program(expression: str, fma: bool = False):
+    """`expression` at the cuda level (with `fma`, an fp32 product on FMAs, not tf32x3)."""
     program = program_from_expression(expression)
     arguments, _ = arguments_and_reference(program, 0)
+    if fma:
+        from tests.passes.test_tile_stage_prologue import apply_tile_pipeline
+
+        lower_program(program, "loop")
+        apply_tile_pipeline(program, fma_tile_pipeline())
     lower_program(program, "cuda")
     return program, arguments
 
 
-def planted(expression: str, old: str, new: str):
+def planted(expression: str, old: str, new: str, fma: bool = False):
     """The program of `expression` at the cuda level, its one kernel's C edited (`old`, which
     must occur once, becomes `new`), and its arguments."""
-    program, arguments = cuda_program(expression)
+    program, arguments = cuda_program(expression, fma)
     (kernel,) = [op for op in program.module.walk() if isinstance(op, cuda.KernelOp)]
     source = kernel.source.data
     assert source.count(old) == 1, source
@@ -107,7 +114,8 @@ def test_a_missing_shared_write_is_an_uninitialized_read() -> None:
     run_on_cpu(program.module, arguments)  # the plain run reads garbage and says nothing
 
 
-LINEAR = "nn.Linear(96, 40)(torch.randn(33, 96))"  # cp.async into shared, 16-byte vector loads
+#: cp.async into shared, 16-byte vector loads (on the FMA pipe: tf32x3 reads single elements)
+LINEAR = "nn.Linear(96, 40)(torch.randn(33, 96))"
 
 
 @pytest.mark.parametrize(
@@ -140,7 +148,7 @@ LINEAR = "nn.Linear(96, 40)(torch.randn(33, 96))"  # cp.async into shared, 16-by
 def test_cp_async_and_vector_accesses_are_checked_over_their_span(
     old: str, new: str, report: str
 ) -> None:
-    program, arguments = planted(LINEAR, old, new)
+    program, arguments = planted(LINEAR, old, new, fma=True)
     with pytest.raises(InterpretationError, match="^" + report):
         run_on_cpu(program.module, arguments, memcheck=True)
 

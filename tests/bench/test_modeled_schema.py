@@ -16,11 +16,13 @@ DOCUMENT_KEYS = {
     "commit",
     "calibration", "summary", "rows",
 }  # fmt: skip
-SUMMARY_KEYS = {"cases", "ok", "geomean_sol_pct", "total_modeled_us", "worst"}
+SUMMARY_KEYS = {
+    "cases", "ok", "geomean_sol_pct", "total_modeled_us", "worst", "gemm_512_fma_peak_pct",
+}  # fmt: skip
 ROW_KEYS = {
     "case", "op", "family", "model", "seq", "dtype", "expression", "status", "reason",
-    "modeled_us", "busy_us", "sol_pct", "limiter", "flops", "dram_bytes", "registers_source",
-    "published_eager_us", "published_shape", "kernels",
+    "modeled_us", "busy_us", "sol_pct", "fma_peak_pct", "limiter", "flops", "dram_bytes",
+    "registers_source", "published_eager_us", "published_shape", "kernels",
 }  # fmt: skip
 KERNEL_KEYS = {
     "kernel", "modeled_us", "busy_us", "ideal_us", "limiter", "sol_pct", "grid", "block",
@@ -36,7 +38,7 @@ def test_modeled_suite_schema_is_stable():
     row = model_case(case, "fp32", "h100", [])
     assert row["status"] == "ok", row["reason"]
     doc = json.loads(json.dumps(document([row], "h100", "fp32")))
-    assert SCHEMA_VERSION == 1
+    assert SCHEMA_VERSION == 2
     assert set(doc) == DOCUMENT_KEYS
     assert set(doc["summary"]) == SUMMARY_KEYS
     assert set(doc["rows"][0]) == ROW_KEYS

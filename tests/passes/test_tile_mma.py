@@ -1,10 +1,12 @@
-"""`tile-mma` and the MMA thread layout: bf16/f16 contractions on tensor cores.
+"""`tile-mma` and the MMA thread layout: bf16/f16 contractions on tensor cores, and fp32 ones
+as tf32x3 (three tf32 MMAs per tile on operands split into `hi + lo`).
 
 The fragment layout is checked against the PTX ISA's table, the heuristic's grid choice, the
-rewrite's shape, and the numerics of every schedule against PyTorch (float64 reference, bf16
-tolerance) at the tile level, the kernel level (race detector on) and, for the default
-pipeline, through the emitted CUDA C run on the CPU. A missing barrier before the MMAs and
-an MMA in a partly active warp are reported.
+rewrite's shape, and the numerics of every schedule against PyTorch (float64 reference, the
+dtype's tolerance: 1e-5 for fp32, so tf32x3 must be as accurate as FMAs) at the tile level,
+the kernel level (race detector on) and, for the default pipeline, through the emitted CUDA
+C run on the CPU. A missing barrier before the MMAs and an MMA in a partly active warp are
+reported.
 """
 
 from __future__ import annotations
@@ -177,10 +179,72 @@ def test_off_keeps_the_fma_inner_product() -> None:
     check(program)
 
 
-def test_fp32_keeps_the_fma_inner_product() -> None:
+def test_fp32_multiplies_as_tf32x3_by_default() -> None:
     program = at_tile(linear(40, 64, 48, dt=""))
+    kernel = contraction(program)
+    assert schedule.read_knob(kernel, "mma", 0) == 1
+    fm, fn = schedule.read_knob(kernel, "fm", 0), schedule.read_knob(kernel, "fn", 0)
+    ops = mmas(program)
+    assert len(ops) == 3 * (fm // 2) * (fn // 2)  # two corrections, then the main product
+    assert [op.is_correction for op in ops[:3]] == [True, True, False]
+    assert all(op.is_tf32 for op in ops)
+    ki = ops[0].parent_op()
+    assert isinstance(ki, tile.ForOp) and ki.step_value == 8
+    splits = [op for op in ki.walk() if isinstance(op, tile.SplitTf32Op)]
+    assert len(splits) == 4 * (fm // 2) + 2 * (fn // 2)  # each fragment element split once
+    check(program, ("tile", "kernel", "cuda"))
+
+
+def test_tf32x3_off_keeps_the_fp32_fma_inner_product() -> None:
+    from deplodock.passes.tile.thread import TileThreadPass
+
+    program = program_from_expression(linear(40, 64, 48, dt=""), seed=1)
+    lower_program(program, "loop")
+    apply_tile_pipeline(program, "tile-block")
+    TileThreadPass(tf32x3=0).apply(make_context(), program.module)
+    apply_tile_pipeline(program, "tile-chunk-k,tile-stage,tile-mma")
     assert not mmas(program)
-    assert "mma" not in contraction(program).schedule.data  # no decision to record
+    assert schedule.read_knob(contraction(program), "mma", -1) == 0
+    check(program)
+
+
+FP32 = {
+    "odd-m-k-tail": linear(17, 40, 18, dt=""),
+    "k-4096": linear(24, 4096, 32, dt="", bias=False),
+    "bmm-batched": "torch.randn(2, 3, 33, 32) @ torch.randn(2, 3, 32, 48)",
+    "split-k": linear(16, 2048, 64, dt="", bias=False),
+}
+
+
+@pytest.mark.parametrize("name", sorted(FP32))
+def test_tf32x3_matches_pytorch_at_fp32_tolerance(name: str) -> None:
+    """Every level against a float64 reference at the fp32 tolerance (1e-5, 1e-4 for
+    K >= 4096): the split products are as accurate as FMAs."""
+    program = at_tile(FP32[name])
+    assert mmas(program), f"{name}: no MMA"
+    check(program, ("tile", "kernel", "cuda"))
+
+
+def test_tf32x3_error_is_at_fma_level_and_one_tf32_pass_would_not_be() -> None:
+    """On K = 512 of standard normals, tf32x3's error against float64 is within a few times
+    that of fp32 FMAs, while rounding the operands to tf32 once (what one tf32 MMA would
+    multiply) is hundreds of times worse: the split is what makes it fp32."""
+    from deplodock.dialects.common.mma import split_tf32
+
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal((64, 512), np.float32), rng.standard_normal((512, 48), np.float32)
+    exact = a.astype(np.float64) @ b.astype(np.float64)
+    program = at_tile("torch.randn(64, 512) @ torch.randn(512, 48)")
+    assert mmas(program)
+    lower_program(program, "kernel")
+    (got,) = run(program.module, a, b)
+    fma = (a @ b).astype(np.float64)
+    one_pass = split_tf32(a)[0].astype(np.float64) @ split_tf32(b)[0].astype(np.float64)
+    scale = np.abs(exact).max()
+    err, err_fma = np.abs(got - exact).max() / scale, np.abs(fma - exact).max() / scale
+    err_one = np.abs(one_pass - exact).max() / scale
+    assert err < 8 * err_fma + 1e-7, (err, err_fma)
+    assert err_one > 100 * err, (err_one, err)
 
 
 def test_a_k_major_b_slab_reads_its_pairs_one_element_at_a_time() -> None:
@@ -329,7 +393,7 @@ def test_an_explicit_depth_is_kept_and_a_fused_prologue_keeps_two_slots() -> Non
     )
     assert knob_values(at_tile(linear(128, 128, 128), pipeline), "mma", "depth") == (1, 2)
     fp32 = at_tile(linear(512, 3584, 18944, dt="", bias=False))
-    assert knob_values(fp32, "mma", "bk", "depth") == (-1, 32, 3)  # 3 x 27.6 KiB
+    assert knob_values(fp32, "mma", "bk", "depth") == (1, 32, 3)  # 3 x 24 KiB, tf32x3
     # attention's P.V computes softmax in its copy (a fused prologue): two slots
     scores = f"torch.randn(1, 4, 64, 32{BF16}) @ torch.randn(1, 4, 64, 32{BF16}).transpose(-1, -2)"
     program = at_tile(f"torch.softmax({scores}, dim=-1) @ torch.randn(1, 4, 64, 32{BF16})")

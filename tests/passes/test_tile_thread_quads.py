@@ -21,7 +21,7 @@ from deplodock.dialects.hardware import WARP_SIZE
 from deplodock.driver import lower_program, program_from_expression
 from deplodock.perf.devices import device_model
 from deplodock.perf.profile import model_program
-from tests.helpers import parse
+from tests.helpers import fma_tile_pipeline, parse
 from tests.passes.test_tile_mma import at_tile, check
 
 
@@ -88,8 +88,9 @@ LINEAR = "nn.Linear(96, 72, bias=True)(torch.randn(40, 96))"
 
 
 def test_the_default_orders_fp32_threads_in_quads_and_the_option_turns_it_off():
-    assert knobs(at_tile(LINEAR))["quads"] == 1
-    rows = at_tile(LINEAR, "tile-block{bm=32 bn=32},tile-thread{quads=0}")
+    assert knobs(at_tile(LINEAR, fma_tile_pipeline()))["quads"] == 1
+    assert "quads" not in knobs(at_tile(LINEAR))  # tf32x3 MMA cells: no quads
+    rows = at_tile(LINEAR, "tile-block{bm=32 bn=32},tile-thread{quads=0 tf32x3=0}")
     assert knobs(rows)["quads"] == 0
     assert all(
         op.thread_order == "rows" for op in rows.module.walk() if isinstance(op, tile.ThreadTileOp)
@@ -107,7 +108,7 @@ def test_quads_on_an_odd_grid_is_a_one_line_error():
 
 
 PIPELINES = {
-    "default": None,
+    "default": fma_tile_pipeline(),
     "staged-vector": (
         "tile-block{bm=32 bn=32},tile-thread{fm=4 fn=2},tile-chunk-k{bk=16},tile-stage,"
         "tile-vectorize,tile-pad-shared,tile-multibuffer{depth=2},tile-pipeline,"

@@ -17,7 +17,9 @@ exceed the static 48 KiB takes them from dynamic shared memory instead, one line
 starts on a 16-byte boundary), and its launch opts in to that many bytes. A
 `kernel.mma_sync` declares its four results and passes them to the helper that writes them:
 `float d0, d1, d2, d3;` then `dd_mma_m16n8k16(d0, d1, d2, d3, a0, ..., a7, b0, ..., b3, c0,
-..., c3);` (the type of A and B, `__nv_bfloat16` or `__half`, picks the PTX instruction).
+..., c3);` (the type of A and B, `__nv_bfloat16` or `__half`, picks the PTX instruction);
+a tf32 one calls `dd_mma_m16n8k8_tf32(d0, ..., a0, ..., a3, b0, b1, c0, ..., c3)`, and
+`kernel.split_tf32` is `float hi, lo; dd_split_tf32(x, hi, lo);`.
 """
 
 from __future__ import annotations
@@ -98,6 +100,10 @@ DEVICE_HEADER = "cpu_simt.h"
 
 #: The device header's warp-wide m16n8k16 MMA (`kernel.mma_sync`).
 MMA_HELPER = "dd_mma_m16n8k16"
+#: ... and its m16n8k8 MMA on tf32 operands (`kernel.mma_sync ... : tf32`).
+MMA_TF32_HELPER = "dd_mma_m16n8k8_tf32"
+#: The device header's split of an fp32 value into two tf32 ones (`kernel.split_tf32`).
+SPLIT_TF32_HELPER = "dd_split_tf32"
 
 #: Kernel ops printed as calls of the device header's primitives.
 PRIMITIVE_OPS = (
@@ -107,6 +113,7 @@ PRIMITIVE_OPS = (
     kernel.LoadVectorOp,
     kernel.StoreVectorOp,
     kernel.MmaSyncOp,
+    kernel.SplitTf32Op,
 )
 
 
@@ -336,6 +343,11 @@ class KernelPrinter:
                 self.declare(op.result, name(f"__shfl_xor_sync({full}, {v}, {mask})"))
             case kernel.MmaSyncOp():
                 self.print_mma_sync(op)
+            case kernel.SplitTf32Op():
+                hi, lo = self.fresh(op.hi, "hi"), self.fresh(op.lo, "lo")
+                self.line(f"float {hi}, {lo};")
+                self.line(f"{SPLIT_TF32_HELPER}({self.operand(op.input).text}, {hi}, {lo});")
+                self.values[op.hi], self.values[op.lo] = name(hi), name(lo)
             case kernel.ForOp():
                 self.print_for(op)
             case kernel.IfOp():
@@ -371,7 +383,8 @@ class KernelPrinter:
         results = [self.fresh(d, "d") for d in op.d]
         self.line(f"{self.ctype(op.d[0].type)} {', '.join(results)};")
         operands = [self.operand(v).text for v in (*op.a, *op.b, *op.c)]
-        self.line(f"{MMA_HELPER}({', '.join([*results, *operands])});")
+        helper = MMA_TF32_HELPER if op.is_tf32 else MMA_HELPER
+        self.line(f"{helper}({', '.join([*results, *operands])});")
         for d, var in zip(op.d, results, strict=True):
             self.values[d] = name(var)
 

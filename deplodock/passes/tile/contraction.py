@@ -265,6 +265,38 @@ def operand_bytes(kernel: tile.KernelOp) -> int:
     return max(sizes, default=4)
 
 
+def tensor_core_product(kernel: tile.KernelOp) -> bool:
+    """Whether `mma.sync` can compute the contraction: fp32 sums of products of two bf16 (or
+    two f16) values, m16n8k16; or of two fp32 values, which `tile-mma` splits into tf32
+    pairs for three m16n8k8 MMAs with fp32-level accuracy (`common/mma.split_tf32`)."""
+    return sixteen_bit_product(kernel) or fp32_product(kernel)
+
+
+def fp32_product(kernel: tile.KernelOp) -> bool:
+    """Whether the contraction sums, in fp32, products of two fp32 values: a reduce loop
+    carries `acc + a * b` with `a` and `b` computed in fp32 (read, or a fused prologue such
+    as `silu(gate) * up`, which `tile-stage` computes into the slab), not widened from
+    16 bits."""
+    for loop in kernel.walk():
+        if not isinstance(loop, tile.ForOp) or not loop.is_reduce or not loop.iter_args:
+            continue
+        yielded = loop.body.block.last_op
+        assert yielded is not None
+        for acc, update in zip(loop.iter_args, yielded.operands, strict=False):
+            add = update.owner
+            if not isinstance(add, arith.AddfOp) or acc not in add.operands:
+                continue
+            product = add.operands[1] if add.operands[0] is acc else add.operands[0]
+            mul = product.owner
+            if (
+                isinstance(mul, arith.MulfOp)
+                and isinstance(mul.result.type, Float32Type)
+                and not any(isinstance(v.owner, arith.ExtFOp) for v in mul.operands)
+            ):
+                return True
+    return False
+
+
 def sixteen_bit_product(kernel: tile.KernelOp) -> bool:
     """Whether the contraction sums, in fp32, products of two bf16 (or two f16) values:
     what `mma.sync` m16n8k16 computes."""

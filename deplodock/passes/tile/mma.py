@@ -1,10 +1,11 @@
-"""`tile-mma`: a bf16 or f16 contraction multiplies on the tensor cores (`mma.sync` m16n8k16).
+"""`tile-mma`: a bf16, f16 or fp32 contraction multiplies on the tensor cores (`mma.sync`).
 
 Trigger: a staged contraction whose threads own MMA fragment cells (`tile-thread` with
 `mma = 1`: `tile.thread_tile ... mma`), and whose `ki` loop (one K chunk: from 0, step 1, BK
-a multiple of 16) is exactly FM x FN fp32 accumulators `acc += extf(a_s[.., row cell, .., ki])
-* extf(b_s[.., col cell, .., ki])` over two shared slabs of bf16 (or f16). Anything else in
-the loop (a guard, a fused computation) leaves the kernel on the FMA pipe.
+a multiple of the MMA's k) is exactly FM x FN fp32 accumulators `acc += extf(a_s[.., row
+cell, .., ki]) * extf(b_s[.., col cell, .., ki])` over two shared slabs of bf16 (or f16),
+or `acc += a_s[..] * b_s[..]` over two fp32 slabs. Anything else in the loop (a guard, a
+fused computation) leaves the kernel on the FMA pipe.
 
 Rewrite: `ki` steps by 16. Per step each thread loads, for each 16-row MMA tile it is part
 of, its 8-element A fragment (the rows of its cells `2i`, `2i+1`; `k = ki + 2q + {0, 1}` and
@@ -15,10 +16,18 @@ of, its 8-element A fragment (the rows of its cells `2i`, `2i+1`; `k = ki + 2q +
 `tile.load_vector ... width 2`; one whose rows run along M or N reads the pair one element
 at a time.
 
+fp32 slabs (tf32x3): `ki` steps by 8, each step an m16n8k8 on tf32 values. A thread loads
+its 4 A elements per row tile (rows of cells `2i`, `2i+1`, `k = ki + q` and `+ 4`) and 2 B
+elements per column tile, splits each once into tf32 values `hi + lo` (`tile.split_tf32`),
+and issues three MMAs per tile: `lo_a hi_b` and `hi_a lo_b` (marked `correction`), then
+`hi_a hi_b`. The products come out as accurate as fp32 FMAs (`common/mma.split_tf32`).
+
 Why: the FMA pipe of an H100 SM does 128 fp32 multiply-adds a clock; its tensor cores do an
 m16n8k16 (2,048 multiply-adds) per clock at the dense bf16 peak. Kept on FMAs, a bf16
 GEMM runs at a fraction of the fp32 peak (each element also pays a conversion); on tensor
-cores the same staged tiles feed several times the math.
+cores the same staged tiles feed several times the math. tf32 runs at half the bf16 rate, so
+three tf32 MMAs per product still outrun the FMA pipe: 2.5 times at the datasheet peaks,
+about 1.5 times through `mma.sync` on an H100 (the rate `perf/devices.py` models).
 
     %0 = tile.for %ki = %c0 to 16 iter_args(%acc = ..) {
       %a = tile.load %a_s[%mm, %ki]
@@ -40,18 +49,21 @@ from dataclasses import dataclass
 
 from xdsl.context import Context
 from xdsl.dialects import arith
-from xdsl.dialects.builtin import BFloat16Type, Float16Type, MemRefType, ModuleOp
+from xdsl.dialects.builtin import BFloat16Type, Float16Type, Float32Type, MemRefType, ModuleOp
 from xdsl.ir import SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
 from deplodock.dialects import tile
-from deplodock.dialects.common.mma import MMA_M16N8K16
+from deplodock.dialects.common.mma import MMA_M16N8K8_TF32, MMA_M16N8K16, MmaShape
 from deplodock.dialects.hardware import WARP_SIZE, is_shared
 from deplodock.passes.constant_pool import ConstantPool
 from deplodock.passes.tile import schedule
 from deplodock.passes.tile.contraction import defined_in, thread_tiles_of
 from deplodock.passes.tile.nests import body_ops, start_of
+
+#: One MMA operand: a 16-bit fragment, or a tf32 one as its (hi, lo) fragments.
+Fragment = Sequence[SSAValue] | tuple[Sequence[SSAValue], Sequence[SSAValue]]
 
 #: The ops a `ki` loop may hold to be rewritten (besides its terminator).
 _PRODUCT_OPS = (tile.LoadOp, arith.ExtFOp, arith.MulfOp, arith.AddfOp)
@@ -77,6 +89,10 @@ class MmaLoop:
     cols: tile.ThreadTileOp
     products: tuple[Product, ...]
 
+    @property
+    def shape(self) -> MmaShape:
+        return shape_of(self.products[0].a)
+
     def product(self, row: int, col: int) -> Product:
         return next(p for p in self.products if p.row == row and p.col == col)
 
@@ -87,19 +103,26 @@ class MmaLoop:
         return product.a if side == "a" else product.b
 
 
-def _is_sixteen_bit_slab(load: tile.LoadOp) -> bool:
+def _is_mma_slab(load: tile.LoadOp) -> bool:
+    """A shared slab of bf16, f16 or f32 (read as tf32 pairs `hi + lo`) elements."""
     memref = load.memref.type
     return (
         is_shared(memref)
         and isinstance(memref, MemRefType)
-        and isinstance(memref.element_type, BFloat16Type | Float16Type)
+        and isinstance(memref.element_type, BFloat16Type | Float16Type | Float32Type)
     )
+
+
+def shape_of(load: tile.LoadOp) -> MmaShape:
+    """The MMA a slab's elements go in: m16n8k8 on tf32 for f32, m16n8k16 for 16-bit ones."""
+    element = load.memref.type.element_type  # type: ignore[union-attr]
+    return MMA_M16N8K8_TF32 if isinstance(element, Float32Type) else MMA_M16N8K16
 
 
 def _cell_of(load: tile.LoadOp, tile_op: tile.ThreadTileOp, loop: tile.ForOp) -> int | None:
     """The cell of `tile_op` the load reads at, if the load reads one slab element per
     (cell, ki): exactly one index is a cell position, one is `ki`, the rest loop-invariant."""
-    if not _is_sixteen_bit_slab(load):
+    if not _is_mma_slab(load):
         return None
     cells = [k for k, index in enumerate(load.indices) if index in tile_op.positions]
     chunk = [k for k, index in enumerate(load.indices) if index == loop.induction_var]
@@ -114,7 +137,8 @@ def _cell_of(load: tile.LoadOp, tile_op: tile.ThreadTileOp, loop: tile.ForOp) ->
 def _product_of(
     acc: SSAValue, update: SSAValue, rows: tile.ThreadTileOp, cols: tile.ThreadTileOp
 ) -> tuple[int, int, tile.LoadOp, tile.LoadOp] | None:
-    """(row, col, a, b) of `update = acc + extf(a) * extf(b)`, else None."""
+    """(row, col, a, b) of `update = acc + extf(a) * extf(b)` (16-bit slabs) or `acc + a * b`
+    (f32 slabs), else None."""
     add = update.owner
     if not isinstance(add, arith.AddfOp) or acc not in add.operands:
         return None
@@ -122,9 +146,10 @@ def _product_of(
     if not isinstance(mul.owner, arith.MulfOp):
         return None
     sources = [operand.owner for operand in mul.owner.operands]
-    if not all(isinstance(s, arith.ExtFOp) for s in sources):
-        return None
-    loads = [s.input.owner for s in sources]  # type: ignore[union-attr]
+    if all(isinstance(s, arith.ExtFOp) for s in sources):  # 16-bit operands, widened
+        loads = [s.input.owner for s in sources]  # type: ignore[union-attr]
+    else:  # fp32 operands (tf32x3)
+        loads = sources
     if not all(isinstance(load, tile.LoadOp) for load in loads):
         return None
     loop = add.parent_op()
@@ -163,8 +188,7 @@ def find_mma_loop(kernel: tile.KernelOp) -> MmaLoop | None:
 def _match_loop(
     loop: tile.ForOp, rows: tile.ThreadTileOp, cols: tile.ThreadTileOp
 ) -> MmaLoop | None:
-    shape = MMA_M16N8K16
-    if start_of(loop) != 0 or loop.step_value != 1 or loop.upper % shape.k:
+    if start_of(loop) != 0 or loop.step_value != 1:
         return None
     if not all(isinstance(op, _PRODUCT_OPS) for op in body_ops(loop)):
         return None
@@ -178,6 +202,8 @@ def _match_loop(
         products.append(Product(k, *found))
     cells = {(p.row, p.col) for p in products}
     if len(cells) != len(products) or len(cells) != rows.cell_count * cols.cell_count:
+        return None
+    if not products or loop.upper % shape_of(products[0].a).k:
         return None
     return MmaLoop(loop, rows, cols, tuple(products))
 
@@ -213,16 +239,35 @@ class _Fragments:
             values.append(load.res)
         return values
 
+    def single(self, template: tile.LoadOp, k: SSAValue, cell: SSAValue | None) -> SSAValue:
+        """Element `k` of the slab `template` reads (at `cell` when given): a tf32 fragment
+        holds one element per register, and its k are 4 apart, never a pair."""
+        indices = list(template.indices)
+        indices[indices.index(self.chunk)] = k
+        if cell is not None:
+            indices[self.cells[template]] = cell
+        load = tile.LoadOp(template.memref, indices)
+        self.build.add(load)
+        return load.res
+
+    def split(self, value: SSAValue) -> tuple[SSAValue, SSAValue]:
+        """`value = hi + lo` in two tf32 values (`common/mma.split_tf32`)."""
+        split = tile.SplitTf32Op(value)
+        self.build.add(split)
+        split.hi.name_hint, split.lo.name_hint = "hi", "lo"
+        return split.hi, split.lo
+
 
 def rewrite(found: MmaLoop, pool: ConstantPool) -> tile.ForOp:
     """Replaces the `ki` loop by its MMA form (module docstring); returns the new loop."""
     loop, rows, cols = found.loop, found.rows, found.cols
-    shape = MMA_M16N8K16
+    shape = found.shape
     lane_point = InsertPoint.after(cols if rows.is_before_in_block(cols) else rows)
     lanes = schedule.IndexBuilder(lane_point, pool)
     lane = lanes.add(arith.RemSIOp(rows.thread, pool.index(WARP_SIZE)), "lane")
     group = lanes.add(arith.DivSIOp(lane, pool.index(4)), "group")
-    quad_pair = lanes.muli(lanes.add(arith.RemSIOp(lane, pool.index(4)), "quad"), 2, "quad2")
+    quad = lanes.add(arith.RemSIOp(lane, pool.index(4)), "quad")
+    quad_pair = lanes.muli(quad, 2, "quad2")
     b_columns = [
         lanes.addi(lanes.add(arith.SubiOp(cols.positions[2 * j], quad_pair)), group, f"bcol_{j}")
         for j in range(cols.cell_count // 2)
@@ -234,21 +279,27 @@ def rewrite(found: MmaLoop, pool: ConstantPool) -> tile.ForOp:
     cells = {p.a: _cell_index(p.a, rows) for p in found.products}
     cells |= {p.b: _cell_index(p.b, cols) for p in found.products}
     fragments = _Fragments(build, loop.induction_var, cells)
-    k_low = build.addi(new.induction_var, quad_pair, "kq")
-    k_high = build.addi(k_low, 8, "kq8")
+    if shape.packed:  # k pairs at 2q and 2q + 8
+        k_low = build.addi(new.induction_var, quad_pair, "kq")
+        k_high = build.addi(k_low, 8, "kq8")
+    else:  # single elements at q and q + 4
+        k_low = build.addi(new.induction_var, quad, "kq")
+        k_high = build.addi(k_low, 4, "kq4")
     a_frags = [_a_fragment(fragments, found, i, k_low, k_high) for i in range(rows.cell_count // 2)]
     b_frags = [
         _b_fragment(fragments, found, j, b_columns[j], k_low, k_high)
         for j in range(cols.cell_count // 2)
     ]
+    if not shape.packed:  # every fragment element as hi + lo, once, shared by its MMAs
+        a_frags = [_split(fragments, a) for a in a_frags]  # type: ignore[misc]
+        b_frags = [_split(fragments, b) for b in b_frags]  # type: ignore[misc]
     results: dict[int, SSAValue] = {}
     for i, a in enumerate(a_frags):
         for j, b in enumerate(b_frags):
             cells = [(2 * i, 2 * j), (2 * i, 2 * j + 1), (2 * i + 1, 2 * j), (2 * i + 1, 2 * j + 1)]
             accs = [found.product(r, c).acc for r, c in cells]
-            mma = tile.MmaSyncOp(a, b, [new.iter_args[acc] for acc in accs])
-            build.add(mma)
-            for acc, value in zip(accs, mma.d, strict=True):
+            d = _products(build, shape, a, b, [new.iter_args[acc] for acc in accs])
+            for acc, value in zip(accs, d, strict=True):
                 value.name_hint = f"d_{i}{j}"
                 results[acc] = value
     new.body.block.add_op(tile.YieldOp(*(results[k] for k in range(len(loop.iter_args)))))
@@ -259,6 +310,38 @@ def rewrite(found: MmaLoop, pool: ConstantPool) -> tile.ForOp:
     return new
 
 
+def _split(fragments: _Fragments, values: Sequence[SSAValue]) -> tuple[list[SSAValue], ...]:
+    """A tf32 fragment as (hi, lo) fragments."""
+    pairs = [fragments.split(v) for v in values]
+    return [hi for hi, _ in pairs], [lo for _, lo in pairs]
+
+
+def _products(
+    build: schedule.IndexBuilder, shape: MmaShape, a: Fragment, b: Fragment, acc: list[SSAValue]
+) -> list[SSAValue]:
+    """The MMAs adding one A tile times one B tile to the four accumulators: one for 16-bit
+    fragments; for tf32 (`a`, `b` as (hi, lo)) the two corrections `lo_a hi_b` and
+    `hi_a lo_b`, small terms first, then `hi_a hi_b`."""
+    if shape.packed:
+        return _mma(build, a, b, acc)  # type: ignore[arg-type]
+    (a_hi, a_lo), (b_hi, b_lo) = a, b
+    acc = _mma(build, a_lo, b_hi, acc, correction=True)
+    acc = _mma(build, a_hi, b_lo, acc, correction=True)
+    return _mma(build, a_hi, b_hi, acc)
+
+
+def _mma(
+    build: schedule.IndexBuilder,
+    a: Sequence[SSAValue],
+    b: Sequence[SSAValue],
+    acc: Sequence[SSAValue],
+    correction: bool = False,
+) -> list[SSAValue]:
+    op = tile.MmaSyncOp(a, b, acc, correction)
+    build.add(op)
+    return list(op.d)
+
+
 def _cell_index(load: tile.LoadOp, tile_op: tile.ThreadTileOp) -> int:
     return next(k for k, v in enumerate(load.indices) if v in tile_op.positions)
 
@@ -267,8 +350,15 @@ def _a_fragment(
     fragments: _Fragments, found: MmaLoop, i: int, k_low: SSAValue, k_high: SSAValue
 ) -> Sequence[SSAValue]:
     """a0..a7 of MMA row tile `i`: rows of cells 2i (g) and 2i+1 (g + 8), k pairs at
-    `k_low` then `k_high` (`MmaShape.a_position`)."""
+    `k_low` then `k_high` (`MmaShape.a_position`); for tf32 a0..a3, single elements."""
     top, bottom = found.load("a", 2 * i), found.load("a", 2 * i + 1)
+    if not found.shape.packed:
+        return [
+            fragments.single(top, k_low, None),
+            fragments.single(bottom, k_low, None),
+            fragments.single(top, k_high, None),
+            fragments.single(bottom, k_high, None),
+        ]
     return [
         *fragments.pair(top, k_low, None),
         *fragments.pair(bottom, k_low, None),
@@ -286,8 +376,13 @@ def _b_fragment(
     k_high: SSAValue,
 ) -> Sequence[SSAValue]:
     """b0..b3 of MMA column tile `j`: column `8j + g` of the warp tile, k pairs at `k_low`
-    then `k_high` (`MmaShape.b_position`)."""
+    then `k_high` (`MmaShape.b_position`); for tf32 b0, b1, single elements."""
     template = found.load("b", 2 * j)
+    if not found.shape.packed:
+        return [
+            fragments.single(template, k_low, column),
+            fragments.single(template, k_high, column),
+        ]
     return [*fragments.pair(template, k_low, column), *fragments.pair(template, k_high, column)]
 
 
@@ -304,7 +399,8 @@ def mma_contraction(kernel: tile.KernelOp) -> bool:
 
 @dataclass(frozen=True)
 class TileMmaPass(ModulePass):
-    """bf16/f16 contractions laid out as MMA fragments: `ki` on tensor cores (module doc).
+    """bf16/f16/fp32 contractions laid out as MMA fragments: `ki` on tensor cores (module
+    doc; fp32 as tf32x3).
 
     The decision is `tile-thread`'s `mma` knob; this pass carries it out where the loop is
     the plain product it can rewrite."""
