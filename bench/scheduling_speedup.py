@@ -150,9 +150,10 @@ def main(argv: list[str] | None = None) -> int:
         "",
         "% SOL is against the roof of the pipe that does a kernel's math: the FP32 FMA peak "
         "for kernels on FMAs (every baseline kernel), the dense bf16 tensor-core peak for "
-        "kernels on `mma.sync` (bf16 GEMMs and attention products after scheduling). Where "
-        "a family moved to tensor cores, before and after are against different roofs; the "
-        "speedup compares times.",
+        "kernels on `mma.sync` (after scheduling: GEMMs and attention products, fp32 ones as "
+        "tf32x3, three tf32 MMAs per product, whose roof counts all three). Where a family "
+        "moved to tensor cores, before and after are against different roofs; the speedup "
+        "compares times.",
         "",
     ]
     for dtype in ("fp32", "bf16"):

@@ -65,7 +65,7 @@ def programs(args: argparse.Namespace) -> Iterator[tuple[str, object]]:
     from deplodock.driver import program_from_expression, program_from_model
 
     dtypes = DTYPES if args.dtype == "both" else (args.dtype,)
-    if args.cases:
+    if args.with_cases:
         for dtype in dtypes:
             for case in all_cases():
                 if args.cases and not any(p in case.name for p in args.cases):
@@ -85,7 +85,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="also a whole model (a shipped id or a local directory; repeatable)",
     )  # fmt: skip
     parser.add_argument(
-        "--no-cases", dest="cases", action="store_false", help="skip the kernel-suite cases"
+        "--no-cases", dest="with_cases", action="store_false", help="skip the kernel-suite cases"
     )
     return parser.parse_args(argv)
 

@@ -100,6 +100,13 @@ def mma_module(element: str, block: int, grid: int, lanes: int = 32) -> str:
         body.append(f"%some = arith.cmpi slt, %lane, %k{lanes} : index")
         mma = ["kernel.if %some {", *(f"  {line}" for line in mma), "}"]
     body += [*mma, "kernel.return"]
+    return mma_program(body, (a_t, b_t, c_t), grid, block)
+
+
+def mma_program(body: list[str], types: tuple[str, str, str], grid: int, block: int) -> str:
+    """`@mma(%x, %y, %z, %out)` with `body` as its kernel and a `@forward` launching it
+    (`types`: the memrefs of A, B and C; D's is C's)."""
+    a_t, b_t, c_t = types
     lines = "\n    ".join(body)
     args = f"{a_t}, {b_t}, {c_t}, {c_t}"
     return f"""

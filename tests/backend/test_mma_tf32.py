@@ -28,7 +28,7 @@ from deplodock.backend.nvcc import nvcc_available
 from deplodock.dialects import cuda
 from deplodock.dialects.common.mma import split_tf32
 from tests.backend.test_async_vector_cuda import sass_of
-from tests.backend.test_mma_sync import kernel_source, lowered
+from tests.backend.test_mma_sync import _coordinate, kernel_source, lowered, mma_program
 from tests.helpers import parse
 
 needs_nvcc = pytest.mark.skipif(not nvcc_available(), reason="nvcc is not on PATH")
@@ -41,19 +41,6 @@ LAYOUT = {
     "b": [((0, 1, 4 * i), (1, 0, 0)) for i in range(2)],
     "c": [((1, 0, 8 * (i >> 1)), (0, 2, i & 1)) for i in range(4)],
 }
-
-
-def _coordinate(value: str, coefficients: tuple[int, int, int]) -> list[str]:
-    cg, cq, c0 = coefficients
-    lines, terms = [], []
-    for var, coefficient in (("g", cg), ("q", cq)):
-        if coefficient == 1:
-            terms.append(f"%{var}")
-        elif coefficient > 1:
-            lines.append(f"%{value}_{var} = arith.muli %k{coefficient}, %{var} : index")
-            terms.append(f"%{value}_{var}")
-    (term,) = terms
-    return [*lines, f"%{value} = arith.addi %k{c0}, {term} : index"]
 
 
 def tf32_module(warps: int, split: bool = False) -> str:
@@ -86,19 +73,7 @@ def tf32_module(warps: int, split: bool = False) -> str:
     body.append(f"%d0, %d1, %d2, %d3 = kernel.mma_sync a({a}) b({b}) c({c}) : tf32")
     body += [f"kernel.store %d{i}, %out[%w, %c{i}_row, %c{i}_col] : {c_t}" for i in range(4)]
     body.append("kernel.return")
-    lines = "\n    ".join(body)
-    args = f"{a_t}, {b_t}, {c_t}, {c_t}"
-    return f"""
-builtin.module {{
-  kernel.func @mma(%x: {a_t}, %y: {b_t}, %z: {c_t}, %out: {c_t}) grid 1 block {32 * warps} {{
-    {lines}
-  }}
-  func.func @forward(%x: {a_t}, %y: {b_t}, %z: {c_t}) -> {c_t} {{
-    %out = kernel.alloc : {c_t}
-    kernel.launch @mma(%x, %y, %z, %out) : ({args}) -> ()
-    func.return %out : {c_t}
-  }}
-}}"""
+    return mma_program(body, (a_t, b_t, c_t), 1, 32 * warps)
 
 
 def truncated(x: np.ndarray) -> np.ndarray:

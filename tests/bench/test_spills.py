@@ -41,3 +41,20 @@ def test_without_nvcc_nothing_is_claimed(
     monkeypatch.setattr("deplodock.backend.nvcc.nvcc_available", lambda: False)
     assert spills.main([]) == 2
     assert "nvcc is not on PATH" in capsys.readouterr().err
+
+
+def test_by_default_every_case_in_both_dtypes_is_compiled() -> None:
+    """No option means the 84 cases in fp32 and bf16 (`-k` narrows them, `--no-cases` drops
+    them); a shared argparse dest once made the bare command compile nothing."""
+    from itertools import islice
+
+    from bench.cases import all_cases
+    from bench.spills import parse_args, programs
+
+    def labels(argv: list[str]) -> list[str]:
+        return [label for label, _ in islice(programs(parse_args(argv)), 3)]
+
+    first = all_cases()[0].name
+    assert labels([])[0] == f"fp32 {first}"
+    assert labels(["-k", "softmax/qwen", "--dtype", "bf16"])[0].startswith("bf16 softmax/qwen")
+    assert labels(["--no-cases"]) == []

@@ -313,9 +313,10 @@ def test_the_emitted_cuda_runs_on_the_cpu() -> None:
 # --- what goes wrong is reported ------------------------------------------------------------
 
 
-def test_a_missing_barrier_before_the_mmas_is_a_race() -> None:
+@pytest.mark.parametrize("dt", [BF16, ""], ids=["bf16", "fp32-tf32x3"])
+def test_a_missing_barrier_before_the_mmas_is_a_race(dt: str) -> None:
     pipeline = "tile-block{bm=32 bn=32},tile-thread,tile-chunk-k{bk=16},tile-stage,tile-mma"
-    program = at_tile(linear(32, 64, 32), pipeline)
+    program = at_tile(linear(32, 64, 32, dt=dt), pipeline)
     ki = mmas(program)[0].parent_op()
     barrier = ki.prev_op
     assert isinstance(barrier, tile.BarrierOp)
