@@ -362,6 +362,7 @@ class TileThreadPass(Tunable, ModulePass):
                 continue
             bm = schedule.read_knob(kernel, "bm", 0)
             bn = schedule.read_knob(kernel, "bn", 0)
+            can_mma = tensor_core_product(kernel)
             tensor_cores = sixteen_bit_product(kernel) or (
                 bool(self.tf32x3) and fp32_product(kernel)
             )
@@ -378,7 +379,7 @@ class TileThreadPass(Tunable, ModulePass):
             if thread_contraction(kernel, fm, fn, bool(mma), bool(quads)):
                 schedule.write_knob(kernel, "fm", fm)
                 schedule.write_knob(kernel, "fn", fn)
-                if mma or tensor_core_product(kernel):  # a decision only where MMAs can run
+                if mma or can_mma:  # a decision only where MMAs can run
                     schedule.write_knob(kernel, "mma", mma)
                 if not mma and tile.ThreadTileOp.quads_fit(grid):  # only where quads can run
                     schedule.write_knob(kernel, "quads", quads)
