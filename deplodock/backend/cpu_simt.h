@@ -474,32 +474,54 @@ inline void check_tf32(const Fiber& f, float v) {
   }
 }
 
-inline void mma_m16n8k16(bool bf16, const unsigned (&a)[4], const unsigned (&b)[2],
-                         const float (&c)[4], float (&d)[4]) {
-  Fiber* f = current;
-  check_mma_warp(*f, nullptr);
+// The warp step both MMA shapes share: each lane posts its A and B fragments (as floats),
+// waits for the warp, gathers the matrices by the K-deep shape's layout (above: K = 16, 8
+// elements of A and 4 of B per lane; below: K = 8, tf32, 4 and 2), and computes its own four
+// D elements, the K products in order in fp32, then C.
+template <int K>
+inline void warp_mma(Fiber* f, const float (&a)[K / 2], const float (&b)[K / 4],
+                     const float (&c)[4], float (&d)[4]) {
   const int lane = f->tid & 31;
   MmaExchange& x = f->worker->warps[f->tid >> 5].mma[f->shfl_phase];
   f->shfl_phase ^= 1;
-  for (int i = 0; i < 8; ++i) x.a[lane][i] = mma_element(a[i >> 1], i & 1, bf16);
-  for (int i = 0; i < 4; ++i) x.b[lane][i] = mma_element(b[i >> 1], i & 1, bf16);
+  for (int i = 0; i < K / 2; ++i) x.a[lane][i] = a[i];
+  for (int i = 0; i < K / 4; ++i) x.b[lane][i] = b[i];
   x.serial[lane] = ++f->mma_count;
   yield(State::AtWarpSync);
   check_mma_warp(*f, &x);
-  float A[16][16], B[16][8];  // the matrices, gathered from every lane's fragments
+  float A[16][K], B[K][8];  // the matrices, gathered from every lane's fragments
   for (int l = 0; l < 32; ++l) {
     const int g = l >> 2, q = l & 3;
-    for (int i = 0; i < 8; ++i)
-      A[g + 8 * ((i >> 1) & 1)][2 * q + (i & 1) + 8 * (i >> 2)] = x.a[l][i];
-    for (int i = 0; i < 4; ++i) B[2 * q + (i & 1) + 8 * (i >> 1)][g] = x.b[l][i];
+    for (int i = 0; i < K / 2; ++i) {
+      if constexpr (K == 16)
+        A[g + 8 * ((i >> 1) & 1)][2 * q + (i & 1) + 8 * (i >> 2)] = x.a[l][i];
+      else
+        A[g + 8 * (i & 1)][q + 4 * (i >> 1)] = x.a[l][i];
+    }
+    for (int i = 0; i < K / 4; ++i) {
+      if constexpr (K == 16)
+        B[2 * q + (i & 1) + 8 * (i >> 1)][g] = x.b[l][i];
+      else
+        B[q + 4 * i][g] = x.b[l][i];
+    }
   }
   const int g = lane >> 2, q = lane & 3;
   for (int i = 0; i < 4; ++i) {  // d_i sits where this lane's c_i does
     const int row = g + 8 * (i >> 1), col = 2 * q + (i & 1);
     float sum = 0.0f;
-    for (int k = 0; k < 16; ++k) sum += A[row][k] * B[k][col];
+    for (int k = 0; k < K; ++k) sum += A[row][k] * B[k][col];
     d[i] = sum + c[i];
   }
+}
+
+inline void mma_m16n8k16(bool bf16, const unsigned (&a)[4], const unsigned (&b)[2],
+                         const float (&c)[4], float (&d)[4]) {
+  Fiber* f = current;
+  check_mma_warp(*f, nullptr);
+  float a_elements[8], b_elements[4];
+  for (int i = 0; i < 8; ++i) a_elements[i] = mma_element(a[i >> 1], i & 1, bf16);
+  for (int i = 0; i < 4; ++i) b_elements[i] = mma_element(b[i >> 1], i & 1, bf16);
+  warp_mma<16>(f, a_elements, b_elements, c, d);
 }
 
 // mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 (PTX ISA, "Matrix Fragments for
@@ -514,34 +536,16 @@ inline void mma_m16n8k8_tf32(const float (&a)[4], const float (&b)[2], const flo
                              float (&d)[4]) {
   Fiber* f = current;
   check_mma_warp(*f, nullptr);
-  const int lane = f->tid & 31;
   for (float v : a) check_tf32(*f, v);
   for (float v : b) check_tf32(*f, v);
-  MmaExchange& x = f->worker->warps[f->tid >> 5].mma[f->shfl_phase];
-  f->shfl_phase ^= 1;
-  for (int i = 0; i < 4; ++i) x.a[lane][i] = a[i];
-  for (int i = 0; i < 2; ++i) x.b[lane][i] = b[i];
-  x.serial[lane] = ++f->mma_count;
-  yield(State::AtWarpSync);
-  check_mma_warp(*f, &x);
-  float A[16][8], B[8][8];
-  for (int l = 0; l < 32; ++l) {
-    const int g = l >> 2, q = l & 3;
-    for (int i = 0; i < 4; ++i) A[g + 8 * (i & 1)][q + 4 * (i >> 1)] = x.a[l][i];
-    for (int i = 0; i < 2; ++i) B[q + 4 * i][g] = x.b[l][i];
-  }
-  const int g = lane >> 2, q = lane & 3;
-  for (int i = 0; i < 4; ++i) {
-    const int row = g + 8 * (i >> 1), col = 2 * q + (i & 1);
-    float sum = 0.0f;
-    for (int k = 0; k < 8; ++k) sum += A[row][k] * B[k][col];
-    d[i] = sum + c[i];
-  }
+  warp_mma<8>(f, a, b, c, d);
 }
 
 }  // namespace deplodock_simt
 
 inline void __syncthreads() { deplodock_simt::yield(deplodock_simt::State::AtBlockSync); }
+inline unsigned __float_as_uint(float x) { return deplodock_simt::f2u(x); }
+inline float __uint_as_float(unsigned x) { return deplodock_simt::u2f(x); }
 inline void __syncwarp(unsigned = 0xffffffffu) {
   deplodock_simt::yield(deplodock_simt::State::AtWarpSync);
 }
@@ -1212,13 +1216,8 @@ DD_DEVICE void dd_mma_m16n8k16(float& d0, float& d1, float& d2, float& d3, __hal
 // C, the same on the GPU and in the emulation: an integer add and two masks, cheaper than
 // cvt.rna.tf32.f32, which sm_90 has no single instruction for.
 DD_DEVICE void dd_split_tf32(float x, float& hi, float& lo) {
-#if defined(__CUDA_ARCH__)
   hi = __uint_as_float((__float_as_uint(x) + 0x1000u) & ~0x1fffu);
   lo = __uint_as_float(__float_as_uint(x - hi) & ~0x1fffu);
-#elif !defined(__CUDACC__)
-  hi = deplodock_simt::u2f((deplodock_simt::f2u(x) + 0x1000u) & ~0x1fffu);
-  lo = deplodock_simt::u2f(deplodock_simt::f2u(x - hi) & ~0x1fffu);
-#endif
 }
 
 // `dd_mma_m16n8k8_tf32(d0, ..., d3, a0, ..., a3, b0, b1, c0, ..., c3)`: PTX

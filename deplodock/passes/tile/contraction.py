@@ -272,6 +272,15 @@ def tensor_core_product(kernel: tile.KernelOp) -> bool:
     return sixteen_bit_product(kernel) or fp32_product(kernel)
 
 
+def accumulated_product(acc: SSAValue, update: SSAValue) -> arith.MulfOp | None:
+    """The product `p` of a reduction step `update = acc + p`, if `p` is a `mulf`."""
+    add = update.owner
+    if not isinstance(add, arith.AddfOp) or acc not in add.operands:
+        return None
+    product = add.operands[1] if add.operands[0] is acc else add.operands[0]
+    return product.owner if isinstance(product.owner, arith.MulfOp) else None
+
+
 def fp32_product(kernel: tile.KernelOp) -> bool:
     """Whether the contraction sums, in fp32, products of two fp32 values: a reduce loop
     carries `acc + a * b` with `a` and `b` computed in fp32 (read, or a fused prologue such
@@ -283,13 +292,9 @@ def fp32_product(kernel: tile.KernelOp) -> bool:
         yielded = loop.body.block.last_op
         assert yielded is not None
         for acc, update in zip(loop.iter_args, yielded.operands, strict=False):
-            add = update.owner
-            if not isinstance(add, arith.AddfOp) or acc not in add.operands:
-                continue
-            product = add.operands[1] if add.operands[0] is acc else add.operands[0]
-            mul = product.owner
+            mul = accumulated_product(acc, update)
             if (
-                isinstance(mul, arith.MulfOp)
+                mul is not None
                 and isinstance(mul.result.type, Float32Type)
                 and not any(isinstance(v.owner, arith.ExtFOp) for v in mul.operands)
             ):

@@ -59,7 +59,11 @@ from deplodock.dialects.common.mma import MMA_M16N8K8_TF32, MMA_M16N8K16, MmaSha
 from deplodock.dialects.hardware import WARP_SIZE, is_shared
 from deplodock.passes.constant_pool import ConstantPool
 from deplodock.passes.tile import schedule
-from deplodock.passes.tile.contraction import defined_in, thread_tiles_of
+from deplodock.passes.tile.contraction import (
+    accumulated_product,
+    defined_in,
+    thread_tiles_of,
+)
 from deplodock.passes.tile.nests import body_ops, start_of
 
 #: One MMA operand: a 16-bit fragment, or a tf32 one as its (hi, lo) fragments.
@@ -139,20 +143,17 @@ def _product_of(
 ) -> tuple[int, int, tile.LoadOp, tile.LoadOp] | None:
     """(row, col, a, b) of `update = acc + extf(a) * extf(b)` (16-bit slabs) or `acc + a * b`
     (f32 slabs), else None."""
-    add = update.owner
-    if not isinstance(add, arith.AddfOp) or acc not in add.operands:
+    mul = accumulated_product(acc, update)
+    if mul is None:
         return None
-    mul = add.operands[1] if add.operands[0] is acc else add.operands[0]
-    if not isinstance(mul.owner, arith.MulfOp):
-        return None
-    sources = [operand.owner for operand in mul.owner.operands]
+    sources = [operand.owner for operand in mul.operands]
     if all(isinstance(s, arith.ExtFOp) for s in sources):  # 16-bit operands, widened
         loads = [s.input.owner for s in sources]  # type: ignore[union-attr]
     else:  # fp32 operands (tf32x3)
         loads = sources
     if not all(isinstance(load, tile.LoadOp) for load in loads):
         return None
-    loop = add.parent_op()
+    loop = update.owner.parent_op()  # the addf's loop
     assert isinstance(loop, tile.ForOp)
     for a, b in (loads, loads[::-1]):
         row, col = _cell_of(a, rows, loop), _cell_of(b, cols, loop)
@@ -224,24 +225,19 @@ class _Fragments:
         index when given: one 32-bit vector load when K is the slab's contiguous axis."""
         indices = list(template.indices)
         chunk = indices.index(self.chunk)
+        if chunk != len(indices) - 1:  # K is not contiguous: one element at a time
+            return [self.single(template, self.build.addi(k, offset), cell) for offset in (0, 1)]
         if cell is not None:
             indices[self.cells[template]] = cell
-        if chunk == len(indices) - 1:
-            indices[chunk] = k
-            vector = tile.LoadVectorOp(template.memref, indices, 2)
-            self.build.add(vector)
-            return list(vector.res)
-        values = []
-        for offset in (0, 1):
-            indices[chunk] = self.build.addi(k, offset)
-            load = tile.LoadOp(template.memref, list(indices))
-            self.build.add(load)
-            values.append(load.res)
-        return values
+        indices[chunk] = k
+        vector = tile.LoadVectorOp(template.memref, indices, 2)
+        self.build.add(vector)
+        return list(vector.res)
 
     def single(self, template: tile.LoadOp, k: SSAValue, cell: SSAValue | None) -> SSAValue:
-        """Element `k` of the slab `template` reads (at `cell` when given): a tf32 fragment
-        holds one element per register, and its k are 4 apart, never a pair."""
+        """Element `k` of the slab `template` reads (at `cell` when given): what a tf32
+        fragment holds per register (its k are 4 apart), and half of a pair `pair` cannot
+        read as one vector."""
         indices = list(template.indices)
         indices[indices.index(self.chunk)] = k
         if cell is not None:

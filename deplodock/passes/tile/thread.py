@@ -362,10 +362,9 @@ class TileThreadPass(Tunable, ModulePass):
                 continue
             bm = schedule.read_knob(kernel, "bm", 0)
             bn = schedule.read_knob(kernel, "bn", 0)
-            can_mma = tensor_core_product(kernel)
-            tensor_cores = sixteen_bit_product(kernel) or (
-                bool(self.tf32x3) and fp32_product(kernel)
-            )
+            sixteen_bit, fp32 = sixteen_bit_product(kernel), fp32_product(kernel)
+            can_mma = sixteen_bit or fp32  # `tensor_core_product`, from its two parts
+            tensor_cores = sixteen_bit or (bool(self.tf32x3) and fp32)
             fm, fn, mma = self._choose(kernel, bm, bn, tensor_cores)
             grid = (bm // fm, bn // fn)
             quads = 0 if mma else schedule.read_knob(kernel, "quads", self.quads)
