@@ -71,8 +71,11 @@ def nearest_published_gemm(
     }
 
 
-def model_case(case: Case, dtype: str, device_key: str, gemm_rows: Sequence[dict]) -> dict:
-    """One row: the case compiled to the kernel level and modeled on the device."""
+def model_case(
+    case: Case, dtype: str, device_key: str, gemm_rows: Sequence[dict], replay: Any = None
+) -> dict:
+    """One row: the case compiled to the kernel level and modeled on the device (with
+    `replay`, a `deplodock.tune.replay.Replay`: its kernels' tuned schedules)."""
     from deplodock.driver import lower_program, program_from_expression
     from deplodock.perf.devices import device_model
     from deplodock.perf.profile import model_program, ptxas_registers
@@ -91,7 +94,7 @@ def model_case(case: Case, dtype: str, device_key: str, gemm_rows: Sequence[dict
     }
     try:
         program = program_from_expression(row["expression"])
-        lower_program(program, "kernel")
+        lower_program(program, "kernel", replay=replay)
         registers = ptxas_registers(program.module, device.capability)
         estimate = model_program(program.module, device, registers)
     except Exception as error:  # a case that does not compile is a row, not a crash

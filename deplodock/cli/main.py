@@ -23,6 +23,13 @@ from typing import TYPE_CHECKING
 
 from deplodock.cli.errors import run_command
 from deplodock.cli.progress import block_progress_bar, phase_progress_bar
+from deplodock.cli.tune import (
+    add_cache_parser,
+    add_replay_arguments,
+    add_tune_parser,
+    note_replayed,
+    replay_for,
+)
 from deplodock.passes.diffs import PassDiffs
 from deplodock.passes.pipelines import STAGES
 
@@ -112,7 +119,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     gpu.add_argument("--warmup", type=int, default=10, help="untimed runs first (default: 10)")
     gpu.add_argument("--iters", type=int, default=50, help="timed runs, median (default: 50)")
+    add_replay_arguments(compile_parser)
+    add_replay_arguments(run_parser)
     run_parser.set_defaults(handler=run_run)
+    add_tune_parser(commands, _add_source_arguments)
+    add_cache_parser(commands)
     return parser
 
 
@@ -261,13 +272,16 @@ def run_compile(args: argparse.Namespace) -> int:
         else None
     )
     phases = compile_phases(args.ir) if is_model(args) else []
+    replay = replay_for(args)
     with phase_progress_bar(phases, quiet=args.quiet or not phases) as progress:
         program = load_source(args, cached=True, progress=progress)
         if args.html:
             exploration = write_explorer(args, program, diffs, progress)
             timings = program.timings
         else:
-            timings = lower_program(program, args.ir, callback=diffs, progress=progress)
+            timings = lower_program(
+                program, args.ir, callback=diffs, progress=progress, replay=replay
+            )
     start = time.perf_counter()
     if args.print_pass_diffs:
         assert diffs is not None
@@ -282,6 +296,7 @@ def run_compile(args: argparse.Namespace) -> int:
         write_output(args.output, text)
     else:
         sys.stdout.write(text)
+    note_replayed(replay)
     if program.name:  # a model: what was compiled, how many kernels, how long
         print(compile_summary(program), file=sys.stderr)
     elif computes_nothing(program):
@@ -366,7 +381,9 @@ def run_run(args: argparse.Namespace) -> int:
         raise ValueError("--bench and --profile need --device cuda")
     program = load_source(args, seed=args.seed)
     stage = args.ir or max("kernel", program.stage, key=STAGES.index)
-    timings = lower_program(program, stage)
+    replay = replay_for(args)
+    timings = lower_program(program, stage, replay=replay)
+    note_replayed(replay)
     if warning := long_run_warning(program):
         print(f"deplodock: warning: {warning}", file=sys.stderr, flush=True)
     with block_progress_bar(quiet=args.quiet) as progress:
@@ -389,7 +406,9 @@ def run_profile_model(args: argparse.Namespace) -> int:
 
     why = "" if args.model else "no CUDA device here: --profile shows the performance model"
     program = load_source(args, seed=args.seed)
-    print(profile_on_model(program, args.model or "h100", why))
+    replay = replay_for(args)
+    print(profile_on_model(program, args.model or "h100", why, replay))
+    note_replayed(replay)
     if args.verbose:
         _report_timings(program.timings)
     return 0

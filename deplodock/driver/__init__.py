@@ -35,6 +35,7 @@ if TYPE_CHECKING:  # torch is imported where a program comes from PyTorch, not f
     from torch.export import ExportedProgram
 
     from deplodock.interpreters.common import BlockProgress
+    from deplodock.tune.replay import Replay
 
 
 @dataclass
@@ -256,8 +257,12 @@ def lower_stage(
     stage: str,
     ctx: Context | None = None,
     callback: PassPipelineCallbackType | None = None,
+    replay: Replay | None = None,
 ) -> None:
-    """Runs the passes of `stage` on a module at the stage above it (`pipelines.lower`)."""
+    """Runs the passes of `stage` on a module at the stage above it (`pipelines.lower`);
+    before the tile stage, `replay` writes tuned schedules on the loop kernels."""
+    if stage == "tile" and replay is not None:
+        replay.attach(module)
     lower(module, stage, ctx, start=STAGES[max(0, STAGES.index(stage) - 1)], callback=callback)
 
 
@@ -272,13 +277,15 @@ def lower_program(
     stage: str,
     callback: PassPipelineCallbackType | None = None,
     progress: StageProgress | None = None,
+    replay: Replay | None = None,
 ) -> dict[str, float]:
     """Lowers `program` in place to `stage`, one stage at a time; returns seconds per stage.
 
     A program with repeated layers (`layer_prefix`) lowered from the torch level to the
     loop level or below goes through `deplodock.stamp`: each distinct layer lowered once.
     `callback` sees the module between passes (`compile -v`: a diff per pass); `progress`
-    hears each phase start.
+    hears each phase start; `replay` (`deplodock.tune.replay`) gives tuned kernels their
+    cached schedules.
     """
     ctx = make_context()
     check_lowerable(program, stage)
@@ -286,11 +293,11 @@ def lower_program(
     stages = STAGES[start_index + 1 : STAGES.index(stage) + 1]
     stamped = program.layer_prefix is not None and program.op_paths is not None
     if stamped and program.stage == "torch" and "loop" in stages:
-        return _lower_stamped(program, stages, ctx, callback, progress)
+        return _lower_stamped(program, stages, ctx, callback, progress, replay)
     for current in stages:
         _starting(progress, current)
         start = time.perf_counter()
-        lower_stage(program.module, current, ctx, callback)
+        lower_stage(program.module, current, ctx, callback, replay)
         program.timings[current] = time.perf_counter() - start
     program.stage = stage
     return program.timings
@@ -302,6 +309,7 @@ def _lower_stamped(
     ctx: Context,
     callback: PassPipelineCallbackType | None = None,
     progress: StageProgress | None = None,
+    replay: Replay | None = None,
 ) -> dict[str, float]:
     from deplodock.stamp import lower_stamped
 
@@ -311,7 +319,7 @@ def _lower_stamped(
         program.op_paths,
         program.layer_prefix,
         stages,
-        lambda module, stage: lower_stage(module, stage, ctx, callback),
+        lambda module, stage: lower_stage(module, stage, ctx, callback, replay),
         progress,
     )
     program.module, program.stage, program.op_paths = module, stages[-1], None

@@ -29,6 +29,7 @@ lands it) and vector accesses are aligned scalar accesses: see `async_copy.py`.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from xdsl.interpreter import (
@@ -83,27 +84,50 @@ def run_kernel(
     buffers: PythonValues,
     *,
     blocks_per_batch: int | None = None,
+    blocks: Sequence[int] | None = None,
 ) -> None:
     """Runs `func` on `buffers` (in place), `blocks_per_batch` blocks at a time as one
     lock-step state (default: the interpreter's `set_blocks_per_batch`, else
-    `default_blocks_per_batch`). Progress is reported after each batch."""
+    `default_blocks_per_batch`). Progress is reported after each batch.
+
+    `blocks` runs only those block ids (in increasing order; a batch holds consecutive ids
+    only) instead of the whole grid: the tuner's correctness check interprets a sample of
+    a big kernel's blocks. Progress then counts the chosen blocks."""
     stack: list[BlockState] = interpreter.get_data(KernelFunctions, "blocks", list)
     name, grid = func.sym_name.data, func.grid_size
     batch = blocks_per_batch or blocks_per_batch_of(interpreter)
     batch = batch or default_blocks_per_batch(func.block_size)
     if batch < 1:
         raise ValueError(f"blocks per batch must be at least 1, got {batch}")
-    for first in range(0, grid, batch):
-        count = min(batch, grid - first)
+    batches = _batches(grid, batch, blocks)
+    total, done = sum(count for _, count in batches), 0
+    for first, count in batches:
         state = BlockState(LockstepState(func.block_size, first_block=first, num_blocks=count))
         stack.append(state)
-        blocks = f"block {first}" if count == 1 else f"blocks {first}-{first + count - 1}"
+        where = f"block {first}" if count == 1 else f"blocks {first}-{first + count - 1}"
         try:
-            interpreter.run_ssacfg_region(func.body, buffers, f"kernel.func @{name} {blocks}")
+            interpreter.run_ssacfg_region(func.body, buffers, f"kernel.func @{name} {where}")
             state.copies.finish(lambda block: f"kernel.func @{name} block {block}")
         finally:
             stack.pop()
-        report_block(interpreter, name, first + count, grid)
+        done += count
+        report_block(interpreter, name, done, total)
+
+
+def _batches(grid: int, batch: int, blocks: Sequence[int] | None) -> list[tuple[int, int]]:
+    """(first block, count) of each batch: the grid in order, or the runs of consecutive ids
+    among `blocks`, each at most `batch` long."""
+    if blocks is None:
+        return [(first, min(batch, grid - first)) for first in range(0, grid, batch)]
+    batches: list[tuple[int, int]] = []
+    for block in sorted(set(blocks)):
+        if not 0 <= block < grid:
+            raise ValueError(f"block {block} is outside the grid of {grid} blocks")
+        if batches and sum(batches[-1]) == block and batches[-1][1] < batch:
+            batches[-1] = (batches[-1][0], batches[-1][1] + 1)
+        else:
+            batches.append((block, 1))
+    return batches
 
 
 @register_impls

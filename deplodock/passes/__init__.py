@@ -18,6 +18,7 @@ DEPLODOCK_PASSES: dict[str, tuple[str, str]] = {
     "loop-fusion": ("loop_fusion", "LoopFusionPass"),
     "dedupe-kernels": ("dedupe_kernels", "DedupeKernelsPass"),
     "convert-loop-to-tile": ("convert_loop_to_tile", "ConvertLoopToTilePass"),
+    "tile-schedule": ("tile.set_schedule", "TileSchedulePass"),
     "tile-split-k": ("tile.split_k", "TileSplitKPass"),
     "tile-block": ("tile.block", "TileBlockPass"),
     "tile-thread": ("tile.thread", "TileThreadPass"),

@@ -39,7 +39,9 @@ them):
 | `tile-causal-skip` | causal P.V (0 past the diagonal) | `causal_skip`: K loop ends there |
 
 Every pass with knobs is `choices.Tunable`: it declares, per kernel, the knob values it
-accepts (`legal_choices`), which is the space the tuner searches.
+accepts (`legal_choices`), which is the space the tuner searches. `tile-schedule` (not in
+the stage) writes given knobs on a kernel before them, so a chosen schedule replays as a
+pipeline string (`set_schedule.schedule_pipeline`).
 
 Clean-up passes then run on the scheduled kernel (last in the `tile` stage; `tile-cse` between
 the last two):

@@ -229,6 +229,12 @@ def _make_combine(found: Contraction, splits: int, workspace: SSAValue) -> None:
     Rewriter.erase_op(reduce_root)
 
 
+def added_kernel_name(name: str, atomic: bool) -> str:
+    """The symbol of the kernel the pass adds beside `@name`: its combine kernel, or with
+    atomics its zeroing kernel (`tile-schedule` knobs for it are written after this pass)."""
+    return f"{name}_zero" if atomic else f"{name}_combine"
+
+
 def _launch_sites(module: ModuleOp, name: str) -> list[tile.LaunchOp]:
     return [
         op
@@ -244,7 +250,7 @@ def split_contraction(module: ModuleOp, found: Contraction, splits: int) -> tile
     name = kernel.sym_name.data
     ws_type = _workspace_type(found, splits)
     combine = kernel.clone()
-    combine.sym_name = StringAttr(f"{name}_combine")
+    combine.sym_name = StringAttr(added_kernel_name(name, atomic=False))
     combine.schedule = None
     Rewriter.insert_op(combine, InsertPoint.after(kernel))
 
@@ -298,7 +304,7 @@ def split_atomically(module: ModuleOp, found: Contraction, splits: int) -> tile.
     kernel = found.kernel
     name = kernel.sym_name.data
     zero = kernel.clone()
-    zero.sym_name = StringAttr(f"{name}_zero")
+    zero.sym_name = StringAttr(added_kernel_name(name, atomic=True))
     zero.schedule = None
     Rewriter.insert_op(zero, InsertPoint.before(kernel))
 

@@ -1,0 +1,121 @@
+"""`tile-schedule`: writes given knobs on a kernel's `schedule`, for the passes after it to read.
+
+A schedule is data (`schedule.py`): every scheduling pass reads its knobs from the kernel's
+`schedule` before its options and writes back what it used. So a schedule chosen by the
+tuner replays as text: this pass, right after `convert-loop-to-tile`, puts the knobs on the
+kernel, and the unchanged tile stage then takes every decision they fix (`schedule_pipeline`
+prints that pipeline; `deplodock-opt k.loop.mlir -p "$(cat best.txt)"` reproduces the CUDA).
+It is not in the default pipeline.
+
+Trigger: the `tile.kernel` named by `kernel` (every tile kernel when it is empty).
+
+Rewrite: `knobs` (space-separated `name=int` pairs) are written on the kernel's `schedule`,
+in their order; a knob already there takes the new value in its place. Nothing else changes.
+With `tile-schedule{kernel="linear_kernel" knobs="bm=64 bn=32 group=4"}`:
+
+    tile.kernel @linear_kernel(...) {     ==>    tile.kernel @linear_kernel(...) attributes
+                                                   {schedule = {bm = 64 : i64, bn = 32 : i64,
+                                                                group = 4 : i64}} {
+
+A kernel that `tile-split-k` adds (`@<name>_combine`) does not exist yet after
+`convert-loop-to-tile`: `schedule_pipeline` writes its knobs right after `tile-split-k`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.passes import ModulePass
+from xdsl.utils.exceptions import PassFailedException
+
+from deplodock.dialects import tile
+from deplodock.passes.pipelines import STAGE_PASSES
+from deplodock.passes.tile.choices import write_choice
+from deplodock.passes.tile.split_k import TileSplitKPass, added_kernel_name
+
+NAME = "tile-schedule"
+
+#: One `name=int` pair of the `knobs` option.
+_KNOB = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)=([-+]?[0-9]+)")
+
+
+def parse_knobs(text: str) -> dict[str, int]:
+    """`"bm=128 bn=64"` -> `{"bm": 128, "bn": 64}` (a later pair of a name wins)."""
+    knobs: dict[str, int] = {}
+    for pair in text.split():
+        match = _KNOB.fullmatch(pair)
+        if match is None:
+            raise PassFailedException(
+                f"{NAME}: malformed knob '{pair}' in knobs=\"{text}\" (expected name=integer)"
+            )
+        knobs[match.group(1)] = int(match.group(2))
+    return knobs
+
+
+def format_knobs(knobs: Mapping[str, int]) -> str:
+    """`{"bm": 128, "bn": 64}` -> `"bm=128 bn=64"` (`parse_knobs` reads it back)."""
+    return " ".join(f"{name}={value}" for name, value in knobs.items())
+
+
+def schedule_pipeline(schedules: Mapping[str, Mapping[str, int]]) -> str:
+    """The pipeline from the loop level to CUDA that lowers each kernel named in `schedules`
+    with those knobs: `convert-loop-to-tile`, one `tile-schedule` per kernel, then the rest
+    of the tile stage and the kernel and cuda stages. A kernel that `tile-split-k` adds (the
+    combine or zeroing kernel of one whose knobs split it) gets its `tile-schedule` right
+    after that pass, once it exists."""
+    added = split_kernels(schedules)
+    passes: list[str] = []
+    for name in STAGE_PASSES["tile"]:
+        passes.append(name)
+        if name == STAGE_PASSES["tile"][0]:
+            passes += [_setting(k, v) for k, v in schedules.items() if k not in added]
+        if name == TileSplitKPass.name:
+            passes += [_setting(k, v) for k, v in schedules.items() if k in added]
+    return ",".join([*passes, *STAGE_PASSES["kernel"], *STAGE_PASSES["cuda"]])
+
+
+def split_kernels(schedules: Mapping[str, Mapping[str, int]]) -> set[str]:
+    """The kernels of `schedules` that `tile-split-k` adds, given the others' `splits`."""
+    return {
+        added_kernel_name(name, atomic)
+        for name, knobs in schedules.items()
+        if knobs.get("splits", 1) > 1
+        for atomic in (False, True)
+    }
+
+
+def _setting(kernel: str, knobs: Mapping[str, int]) -> str:
+    return f'{NAME}{{kernel="{kernel}" knobs="{format_knobs(knobs)}"}}'
+
+
+def target_kernels(module: ModuleOp, name: str) -> list[tile.KernelOp]:
+    """The kernel named `name` (every tile kernel when `name` is empty)."""
+    kernels = [op for op in module.ops if isinstance(op, tile.KernelOp)]
+    if not name:
+        return kernels
+    named = [kernel for kernel in kernels if kernel.sym_name.data == name]
+    if named:
+        return named
+    if not kernels:
+        raise PassFailedException(f"{NAME}: no tile.kernel in the module to write knobs on")
+    names = ", ".join(f"@{kernel.sym_name.data}" for kernel in kernels)
+    raise PassFailedException(f"{NAME}: no tile.kernel @{name} (the module has {names})")
+
+
+@dataclass(frozen=True)
+class TileSchedulePass(ModulePass):
+    """Writes `knobs` on the `schedule` of tile kernel `kernel` (module doc)."""
+
+    name = NAME
+
+    kernel: str = ""
+    knobs: str = ""
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        knobs = parse_knobs(self.knobs)
+        for kernel in target_kernels(op, self.kernel):
+            write_choice(kernel, knobs)

@@ -1,0 +1,604 @@
+"""The autotuner's evaluator on a real GPU: each candidate built, checked and timed there.
+
+- **A worker process with a watchdog.** A candidate schedule is new code: it may fault (an
+  illegal address poisons the CUDA context for the rest of its process), crash the driver or
+  never finish. So candidates run in a spawned worker process that owns the CUDA context, one
+  job at a time through a pipe, each under a deadline. A worker past the deadline is killed
+  with SIGKILL (a hung kernel ignores anything gentler); one that dies or reports an error is
+  replaced before the next candidate. A bad candidate costs one `Score` (TIMEOUT or FAILED,
+  with the reason), never the search.
+- **The real optimisation level.** Candidates are built as `deplodock run --device cuda`
+  builds programs (`backend/build.build_module`, `-O3`): at another level register
+  allocation, unrolling and spills differ, and the ranking would be of other code.
+- **L2 flushed, warm-up, median of many.** A kernel run straight after itself finds its
+  inputs in L2 and looks faster than it runs inside a program, so L2 is flushed (then the GPU
+  kept busy while the host launches) before every timed run. The first runs load the module
+  and raise the clocks, so candidates are warmed up for a stretch of GPU time, then timed
+  until a target of GPU time (within a run count), and scored by the median.
+- **Interleaved re-timing.** The search times candidates seconds or minutes apart, and clocks
+  and temperature drift in between; the top few are timed again in turns, one run each per
+  round, so drift hits them alike and the final order is the kernels'.
+
+Only `gpu_runner` touches CUDA. The worker protocol (`Worker`), the timing plan
+(`time_alone`, `time_interleaved`), the checks and the runner (`DeviceRunner`) take their
+timer, loader and runner as arguments, so the tests run them on the CPU with fakes and with
+the CPU emulation of the emitted CUDA C.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import multiprocessing as mp
+import signal
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.parser import Parser
+
+from deplodock.backend.benchmark import Contender, Measurement, Timer, first_line, run_interleaved
+from deplodock.backend.build import DEFAULT_FLAGS, build_module
+from deplodock.backend.device import DeviceInfo, require_cuda
+from deplodock.backend.nvcc import nvcc_release
+from deplodock.dialects import make_context
+from deplodock.dialects.element_types import torch_dtype
+from deplodock.passes.pipelines import lower
+from deplodock.tune.evaluate import FAILED, OK, TIMEOUT, WRONG, Score
+
+#: The seed of the random inputs: every candidate of a kernel (and its reference) sees the same.
+INPUT_SEED = 0
+#: Max relative error of a candidate against the reference schedule (relative to the largest
+#: reference element): schedules sum in other orders, which moves fp32 results by ~1e-6 and
+#: 16-bit ones by a few ulps (~1e-2); a wrong index or a missed element is off by O(1).
+FP32_TOLERANCE, NARROW_TOLERANCE = 1e-4, 2e-2
+#: GPU cycles of the spin before each timed run (~0.1 ms on Hopper): longer than the host
+#: takes to launch one candidate, so the events time the kernel, not the launch.
+SPIN_CYCLES = 200_000
+#: How often (s) the parent looks at the worker while it waits for a reply.
+POLL_S = 0.05
+
+
+# --- timing ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TimingPolicy:
+    """How long a candidate is warmed up and timed (GPU milliseconds, as the timer reports).
+
+    Warm-up runs until `warmup_ms`; then enough timed runs for `target_ms` at the warm-up's
+    time per run, at least `min_runs` and at most `max_runs` (which also caps the warm-up).
+    """
+
+    warmup_ms: float = 10.0
+    target_ms: float = 50.0
+    min_runs: int = 10
+    max_runs: int = 200
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.min_runs <= self.max_runs or self.warmup_ms < 0 or self.target_ms < 0:
+            raise ValueError(f"need 1 <= min_runs <= max_runs and times >= 0, got {self}")
+
+    def runs_for(self, per_run_ms: float) -> int:
+        """The number of timed runs of a candidate that takes `per_run_ms` a run."""
+        wanted = math.ceil(self.target_ms / per_run_ms) if per_run_ms > 0 else self.max_runs
+        return max(self.min_runs, min(self.max_runs, wanted))
+
+
+#: The final re-timing of the top few: longer, as it decides the winner.
+RETIME_POLICY = TimingPolicy(warmup_ms=10.0, target_ms=200.0, min_runs=20, max_runs=1000)
+
+
+def warm_up(fn: Callable[[], object], timer: Timer, policy: TimingPolicy) -> float:
+    """Calls `fn` in timed batches of 1, 2, 4, ... back to back until the batches took
+    `policy.warmup_ms` (or made `policy.max_runs` calls); the last batch's time per call (ms).
+    """
+    spent, calls, batch = 0.0, 0, 1
+    while True:
+        spent_now = timer.time(functools.partial(_repeat, fn, batch))
+        spent, calls = spent + spent_now, calls + batch
+        if spent >= policy.warmup_ms or calls >= policy.max_runs:
+            return spent_now / batch
+        batch = min(2 * batch, policy.max_runs - calls)
+
+
+def _repeat(fn: Callable[[], object], count: int) -> None:
+    for _ in range(count):
+        fn()
+
+
+def timed_runs(
+    fn: Callable[[], object],
+    timer: Timer,
+    runs: int,
+    before_each: Callable[[], object] | None = None,
+) -> list[float]:
+    """`runs` timed calls of `fn` (ms), `before_each` (the L2 flush) ahead of each, untimed."""
+    times = []
+    for _ in range(runs):
+        if before_each is not None:
+            before_each()
+        times.append(timer.time(fn))
+    return times
+
+
+def time_alone(
+    fn: Callable[[], object],
+    timer: Timer,
+    policy: TimingPolicy,
+    before_each: Callable[[], object] | None = None,
+) -> list[float]:
+    """The timed runs (ms) of one candidate: warm-up, then as many runs as `policy` plans."""
+    per_run = warm_up(fn, timer, policy)
+    return timed_runs(fn, timer, policy.runs_for(per_run), before_each)
+
+
+def time_interleaved(
+    fns: Sequence[Callable[[], object]],
+    timer: Timer,
+    policy: TimingPolicy,
+    before_each: Callable[[], object] | None = None,
+) -> list[Measurement]:
+    """Candidates timed in turns: each warmed up, then rounds of one timed run each
+    (`benchmark.run_interleaved`), as many rounds as `policy` plans for the fastest. A
+    candidate that raises during the rounds is recorded with its error and leaves them."""
+    per_run = [warm_up(fn, timer, policy) for fn in fns]
+    contenders = [Contender(str(i), fn) for i, fn in enumerate(fns)]
+    runs = policy.runs_for(min(per_run, default=0.0))
+    results = run_interleaved(contenders, timer, warmup=0, iters=runs, before_each=before_each)
+    return [results[c.name] for c in contenders]
+
+
+# --- what the worker reports -----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One candidate's result in the worker: its timed runs (us) or why it has none."""
+
+    status: str
+    times_us: tuple[float, ...] = ()
+    detail: str = ""
+
+    def score(self) -> Score:
+        """The median run for a timed candidate; no time otherwise."""
+        if self.status != OK:
+            return Score(None, self.status, self.detail)
+        if not self.times_us:
+            return Score(None, FAILED, "no timed runs")
+        return Score(statistics.median(self.times_us), OK, self.detail)
+
+
+def timed_outcome(times_ms: Sequence[float], how: str = "runs") -> Outcome:
+    return Outcome(OK, tuple(1e3 * t for t in times_ms), f"median of {len(times_ms)} {how}")
+
+
+@dataclass(frozen=True)
+class TimeJob:
+    """Check and time one candidate: its cuda-level module as text, and the reference's."""
+
+    program: str
+    reference: str | None = None
+    policy: TimingPolicy = TimingPolicy()
+
+
+@dataclass(frozen=True)
+class RetimeJob:
+    """Time candidates (cuda-level texts) interleaved: a list of `Outcome`s back."""
+
+    programs: tuple[str, ...]
+    policy: TimingPolicy = RETIME_POLICY
+
+
+# --- the worker process ----------------------------------------------------------------------
+
+#: A worker's runner: called in the worker with each job, returns a picklable result.
+Runner = Callable[[Any], Any]
+
+
+class WorkerError(RuntimeError):
+    """The worker process could not start (no candidate is at fault)."""
+
+
+@dataclass(frozen=True)
+class Reply:
+    """What became of one job: OK with the runner's `value`, FAILED (it raised, or the worker
+    died) or TIMEOUT (the worker was killed); `detail` says why."""
+
+    status: str
+    value: Any = None
+    detail: str = ""
+
+
+def exit_reason(code: int | None) -> str:
+    """`exit code 1`, or `killed by SIGSEGV` for a negative (signal) exit code."""
+    if code is not None and code < 0:
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exit code {code}"
+
+
+def _serve(factory: Callable[[], Runner], connection: Any) -> None:
+    """The worker's loop: build the runner, say "ready", then answer jobs until None."""
+    try:
+        try:
+            runner = factory()
+        except BaseException as error:
+            connection.send(("error", first_line(error)))
+            return
+        connection.send(("ready", None))
+        while (job := connection.recv()) is not None:
+            try:
+                connection.send(("ok", runner(job)))
+            except Exception as error:  # report it; the parent replaces this worker
+                connection.send(("error", first_line(error)))
+    except (EOFError, KeyboardInterrupt, BrokenPipeError):
+        return  # the parent has gone or is stopping
+
+
+class Worker:
+    """A spawned process that runs `factory()`'s runner on one job at a time, under a deadline.
+
+    `factory` must be picklable (a module-level function, or a `functools.partial` of one); it
+    runs in the worker, which is how the runner comes to own the worker's CUDA context. A job
+    past its deadline gets the worker killed; a runner that raises or a worker that dies gets
+    a fresh worker for the next job (started on demand, up to `start_timeout_s` to be ready).
+    """
+
+    def __init__(self, factory: Callable[[], Runner], start_timeout_s: float = 300.0):
+        self.factory = factory
+        self.start_timeout_s = start_timeout_s
+        self.context = mp.get_context("spawn")
+        self.process: Any = None
+        self.connection: Any = None
+        self.starts = 0  # worker processes started so far
+
+    @property
+    def pid(self) -> int | None:
+        return None if self.process is None else self.process.pid
+
+    def call(self, job: Any, timeout_s: float) -> Reply:
+        """Run `job` in the worker; its reply, or TIMEOUT after `timeout_s` seconds."""
+        if self.process is None or not self.process.is_alive():
+            self._stop()
+            self._start()
+        try:
+            self.connection.send(job)
+        except OSError:  # it died between jobs: a fresh one takes the job
+            self._stop()
+            self._start()
+            self.connection.send(job)
+        reply = self._wait(timeout_s)
+        if reply is None:
+            self._stop(kill=True)
+            return Reply(TIMEOUT, detail=f"no result in {timeout_s:g} s: the worker was killed")
+        kind, value = reply
+        if kind == "ok":
+            return Reply(OK, value)
+        self._stop(kill=True)  # a raised error may have poisoned the worker's CUDA context
+        return Reply(FAILED, detail=value)
+
+    def _start(self) -> None:
+        self.starts += 1
+        self.connection, child = self.context.Pipe()
+        self.process = self.context.Process(
+            target=_serve, args=(self.factory, child), daemon=True, name="deplodock-measure"
+        )
+        self.process.start()
+        child.close()  # the worker's end lives in the worker only: its death reads as EOF
+        reply = self._wait(self.start_timeout_s)
+        if reply is None or reply[0] != "ready":
+            self._stop(kill=True)
+            why = f"not ready in {self.start_timeout_s:g} s" if reply is None else reply[1]
+            raise WorkerError(f"the measuring worker could not start: {why}")
+
+    def _wait(self, timeout_s: float) -> tuple[str, Any] | None:
+        """The worker's next message, ("error", why) if it dies first, None at the deadline."""
+        deadline = time.monotonic() + timeout_s
+        while (left := deadline - time.monotonic()) > 0:
+            try:
+                if self.connection.poll(min(left, POLL_S)):
+                    return self.connection.recv()
+            except (EOFError, OSError):
+                break
+            if not self.process.is_alive() and not self.connection.poll(0):
+                break
+        else:
+            return None
+        self.process.join(timeout=5)
+        return ("error", f"the worker died ({exit_reason(self.process.exitcode)})")
+
+    def _stop(self, kill: bool = False) -> None:
+        if self.process is None:
+            return
+        if kill:
+            self.process.kill()
+        else:
+            try:
+                self.connection.send(None)
+            except OSError:
+                pass
+        self.process.join(timeout=5)
+        if self.process.is_alive():
+            self.process.kill()
+            self.process.join()
+        self.connection.close()
+        self.process = self.connection = None
+
+    def close(self) -> None:
+        """Stop the worker (it finishes its current job first)."""
+        self._stop()
+
+    def __enter__(self) -> Worker:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+# --- the runner: inputs, checks and timing of loaded programs --------------------------------
+
+
+def random_arguments(arg_types: Sequence[Any], device: str, seed: int = INPUT_SEED) -> list[Any]:
+    """Seeded random tensors for `@forward`'s memref arguments, on `device`.
+
+    Floats are standard normal (never zero, so nothing multiplies away). Integers are indices
+    as often as not (an embedding's token ids), and no type says into what; they are drawn
+    below the smallest dimension of any argument, which is in range whatever they index.
+    """
+    import torch
+
+    generator = torch.Generator(device=device).manual_seed(seed)
+    dims = [d for t in arg_types for d in t.get_shape()]
+    bound = max(1, min(dims, default=1))
+    arguments = []
+    for t in arg_types:
+        shape, dtype = tuple(t.get_shape()), torch_dtype(t.element_type)
+        if dtype.is_floating_point:
+            value = torch.randn(shape, generator=generator, device=device).to(dtype)
+        elif dtype == torch.bool:
+            value = torch.randint(0, 2, shape, generator=generator, device=device).bool()
+        else:
+            value = torch.randint(0, bound, shape, generator=generator, device=device, dtype=dtype)
+        arguments.append(value.contiguous())
+    return arguments
+
+
+def tolerance_for(dtype: Any) -> float:
+    """`FP32_TOLERANCE` for 32- and 64-bit floats, `NARROW_TOLERANCE` for 16-bit, 0 else."""
+    if not dtype.is_floating_point:
+        return 0.0
+    return NARROW_TOLERANCE if dtype.itemsize < 4 else FP32_TOLERANCE
+
+
+def relative_error(actual: Any, expected: Any) -> float:
+    """max |actual - expected| / max |expected| over the finite reference elements; infinite
+    where a non-finite reference element is not matched by the same value (or the reverse)."""
+    import torch
+
+    a, e = actual.double(), expected.double()
+    finite = torch.isfinite(e)
+    same_nonfinite = (a == e) | (torch.isnan(a) & torch.isnan(e))
+    if not bool(torch.where(finite, torch.isfinite(a), same_nonfinite).all()):
+        return math.inf
+    if not bool(finite.any()):
+        return 0.0
+    scale = max(float(e[finite].abs().max()), 1e-300)
+    return float((a[finite] - e[finite]).abs().max()) / scale
+
+
+def mismatch(actual: Sequence[Any], expected: Sequence[Any]) -> str | None:
+    """Why a candidate's outputs are not the reference's (None when they match)."""
+    if len(actual) != len(expected):
+        return f"{len(actual)} outputs, the reference has {len(expected)}"
+    for i, (a, e) in enumerate(zip(actual, expected, strict=True)):
+        if a.shape != e.shape or a.dtype != e.dtype:
+            mine, theirs = f"{a.dtype} {tuple(a.shape)}", f"{e.dtype} {tuple(e.shape)}"
+            return f"output #{i} is {mine}, the reference's {theirs}"
+        error, tolerance = relative_error(a, e), tolerance_for(e.dtype)
+        if error > tolerance:
+            return f"output #{i}: max relative error {error:.2g} > {tolerance:g} (reference)"
+    return None
+
+
+def parse_module(text: str) -> ModuleOp:
+    return Parser(make_context(), text).parse_module()
+
+
+class DeviceRunner:
+    """The worker's runner: loads cuda-level programs, checks them, times them.
+
+    `load(module, device)` is `CudaProgram.load` on a GPU (the CPU emulation in tests),
+    `timer` times one call (CUDA events), `before_each` runs before each timed run (the L2
+    flush and the spin), and the arguments live on `tensor_device`. A reference's outputs
+    are computed once and kept for the candidates that name it.
+    """
+
+    def __init__(
+        self,
+        device: DeviceInfo,
+        load: Callable[[ModuleOp, DeviceInfo], Any],
+        timer: Timer,
+        before_each: Callable[[], object] | None = None,
+        tensor_device: str = "cuda",
+    ):
+        self.device = device
+        self.load = load
+        self.timer = timer
+        self.before_each = before_each
+        self.tensor_device = tensor_device
+        self._reference: tuple[str, list[Any]] | None = None
+
+    def __call__(self, job: Any) -> Any:
+        if isinstance(job, TimeJob):
+            return self.time(job)
+        if isinstance(job, RetimeJob):
+            return self.retime(job)
+        raise TypeError(f"the runner takes a TimeJob or a RetimeJob, not {type(job).__name__}")
+
+    def run_once(self, text: str) -> tuple[Any, list[Any], list[Any]]:
+        """Load a program, run it once (checked launch by launch) on fresh random arguments:
+        (program, arguments, outputs)."""
+        program = self.load(parse_module(text), self.device)
+        arguments = random_arguments(program.arg_types, self.tensor_device)
+        return program, arguments, program(*arguments, check=True)
+
+    def expected(self, reference: str) -> list[Any]:
+        """The reference program's outputs on the seeded inputs (computed once per reference)."""
+        if self._reference is None or self._reference[0] != reference:
+            self._reference = None  # free the previous reference's outputs first
+            _, _, outputs = self.run_once(reference)
+            self._reference = (reference, [o.clone() for o in outputs])
+        return self._reference[1]
+
+    def time(self, job: TimeJob) -> Outcome:
+        """Check the candidate against its reference (if any), then time it alone."""
+        expected = self.expected(job.reference) if job.reference is not None else None
+        program, arguments, outputs = self.run_once(job.program)
+        if expected is not None and (why := mismatch(outputs, expected)) is not None:
+            return Outcome(WRONG, detail=why)
+        call = functools.partial(program, *arguments)
+        return timed_outcome(time_alone(call, self.timer, job.policy, self.before_each))
+
+    def retime(self, job: RetimeJob) -> list[Outcome]:
+        """Time the candidates in turns; raises if one of them fails (the parent then times
+        each alone, in a fresh worker, where only the culprit fails)."""
+        calls = []
+        for text in job.programs:
+            program, arguments, _ = self.run_once(text)
+            calls.append(functools.partial(program, *arguments))
+        results = time_interleaved(calls, self.timer, job.policy, self.before_each)
+        if failed := [f"#{i}: {m.error}" for i, m in enumerate(results) if m.error]:
+            raise RuntimeError(f"the interleaved re-timing failed: {'; '.join(failed)}")
+        return [timed_outcome(m.times, "interleaved runs") for m in results]
+
+
+def gpu_runner() -> DeviceRunner:  # pragma: no cover - needs a GPU
+    """The runner of a GPU worker: PyTorch's primary context, CUDA events, L2 flush + spin."""
+    from deplodock.backend.benchmark import CudaEventTimer, GpuSpin, L2Flusher
+    from deplodock.backend.runtime import CudaProgram, primary_context
+
+    device = require_cuda()
+    primary_context(device.index)
+    flush, spin = L2Flusher(device.l2_bytes), GpuSpin()
+    spin.CYCLES = SPIN_CYCLES
+
+    def before_each() -> None:
+        flush()
+        spin()
+
+    return DeviceRunner(device, CudaProgram.load, CudaEventTimer(), before_each, "cuda")
+
+
+# --- the evaluator ---------------------------------------------------------------------------
+
+
+class MeasuredEvaluator:
+    """Scores kernel-level candidates by their time on this machine's GPU.
+
+    Each candidate is lowered to cuda and built here (`build(module, capability)`, nvcc at
+    the project's flags), then checked and timed in the worker (`runner_factory` builds its
+    runner there: `gpu_runner` by default). `device` defaults to `require_cuda()`, which
+    raises `NoCudaDevice` with a one-line reason where no GPU is usable.
+    """
+
+    cost = "measured"
+
+    def __init__(
+        self,
+        timeout_s: float = 10.0,
+        policy: TimingPolicy = TimingPolicy(),
+        retime_policy: TimingPolicy = RETIME_POLICY,
+        device: DeviceInfo | None = None,
+        runner_factory: Callable[[], Runner] = gpu_runner,
+        build: Callable[[ModuleOp, tuple[int, int]], object] = build_module,
+    ):
+        self.device = device if device is not None else require_cuda()
+        self.timeout_s = timeout_s
+        self.policy, self.retime_policy = policy, retime_policy
+        self.build = build
+        self.worker = Worker(runner_factory)
+        arch = self.device.arch
+        self.target = f"cuda:{self.device.name} {arch}"
+        self.toolchain = f"nvcc {nvcc_release(self.device.nvcc)} {arch} {' '.join(DEFAULT_FLAGS)}"
+        self.reference_text: str | None = None
+
+    def set_reference(self, kernel_module: ModuleOp | None) -> None:
+        """Candidates evaluated from now on must compute what `kernel_module` computes (a
+        trusted schedule of the same kernel, the default one say) on the same random inputs;
+        one that does not scores WRONG. None: no check."""
+        if kernel_module is None:
+            self.reference_text = None
+            return
+        program = self.compile(kernel_module)
+        if isinstance(program, Score):
+            raise ValueError(f"the reference does not build: {program.detail}")
+        self.reference_text = program
+
+    def compile(self, kernel_module: ModuleOp) -> str | Score:
+        """The candidate lowered to cuda and built (into the build cache, where the worker
+        finds it) as text, or the FAILED score saying why it could not be."""
+        try:
+            module = lower(kernel_module.clone(), "cuda", start="kernel")
+        except Exception as error:
+            return Score(None, FAILED, f"lowering to cuda: {first_line(error)}")
+        try:
+            self.build(module, self.device.capability)
+        except Exception as error:
+            return Score(None, FAILED, f"build: {first_line(error)}")
+        return str(module)
+
+    def evaluate(self, kernel_module: ModuleOp) -> Score:
+        program = self.compile(kernel_module)
+        if isinstance(program, Score):
+            return program
+        job = TimeJob(program, self.reference_text, self.policy)
+        return self._score(self.worker.call(job, self.timeout_s))
+
+    def retime(self, kernel_modules: Sequence[ModuleOp]) -> list[Score]:
+        """The candidates timed again in turns (`retime_policy`), one score each, in order.
+
+        If the interleaved run fails (a candidate hangs or crashes only now), each is timed
+        alone under its own deadline instead, and its detail says so.
+        """
+        scores: list[Score | None] = [None] * len(kernel_modules)
+        programs: dict[int, str] = {}
+        for i, module in enumerate(kernel_modules):
+            program = self.compile(module)
+            if isinstance(program, Score):
+                scores[i] = program
+            else:
+                programs[i] = program
+        if programs:
+            job = RetimeJob(tuple(programs.values()), self.retime_policy)
+            reply = self.worker.call(job, self.timeout_s * len(programs))
+            if reply.status == OK:
+                for i, outcome in zip(programs, reply.value, strict=True):
+                    scores[i] = outcome.score()
+            else:
+                for i, program in programs.items():
+                    alone = TimeJob(program, None, self.retime_policy)
+                    score = self._score(self.worker.call(alone, self.timeout_s))
+                    detail = f"{score.detail}; timed alone: the interleaved run failed: "
+                    scores[i] = Score(score.time_us, score.status, detail + reply.detail)
+        return [s for s in scores if s is not None]
+
+    @staticmethod
+    def _score(reply: Reply) -> Score:
+        if reply.status != OK:
+            return Score(None, reply.status, reply.detail)
+        return reply.value.score()
+
+    def close(self) -> None:
+        self.worker.close()
+
+    def __enter__(self) -> MeasuredEvaluator:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

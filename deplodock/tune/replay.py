@@ -1,0 +1,77 @@
+"""Tuned schedules back into a compile: the cache's winners written on the loop kernels.
+
+`deplodock compile` and `run` lower a program as always; just before the tile stage, each
+loop kernel whose structural hash has a record in the tune cache (for the chosen target,
+this toolchain and cost source) gets the winner's knobs as its `schedule` attribute, which
+`convert-loop-to-tile` carries over and every scheduling pass reads before its own choice.
+So a tuned program compiles to exactly the kernels the search scored. A kernel that already
+carries a schedule (written by hand in a `.mlir` file) keeps it.
+
+Nothing is created: without a cache file there is nothing to replay and no file appears.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from xdsl.dialects.builtin import DictionaryAttr, IntegerAttr, ModuleOp
+
+from deplodock.dialects import loop
+from deplodock.tune.cache import CacheKey, TuneCache
+from deplodock.tune.kernels import kernel_hash, loop_kernels
+
+SCHEDULE = "schedule"
+
+
+def default_cache_path() -> Path:
+    """Where `TuneCache()` keeps its database (what `--cache-db` overrides)."""
+    return TuneCache.default_path()
+
+
+def write_schedule(kernel: loop.KernelOp, knobs: Mapping[str, int]) -> None:
+    """Sets the loop kernel's `schedule` attribute to `knobs` (in their order)."""
+    kernel.attributes[SCHEDULE] = DictionaryAttr(
+        {name: IntegerAttr(value, 64) for name, value in knobs.items()}
+    )
+
+
+@dataclass
+class Replay:
+    """Looks up each loop kernel of a module in the cache and writes its winner on it.
+
+    `identity` gives (target, toolchain, cost), the cache key's other three parts; it is
+    only asked when the cache file exists (it runs `nvcc --version` and reads the model's
+    calibration, which a plain compile without a cache need not pay for)."""
+
+    identity: Callable[[], tuple[str, str, str]]
+    path: Path = field(default_factory=default_cache_path)
+    replayed: list[str] = field(default_factory=list)
+
+    def attach(self, module: ModuleOp) -> int:
+        """Writes the cached schedules on `module`'s loop kernels; how many it wrote."""
+        kernels = [k for k in loop_kernels(module) if SCHEDULE not in k.attributes]
+        if not kernels or not self.path.exists():
+            return 0
+        cache = TuneCache(self.path)
+        target, toolchain, cost = self.identity()
+        count = 0
+        for kernel in kernels:
+            record = cache.lookup(CacheKey(kernel_hash(kernel), target, toolchain, cost))
+            if record is not None:
+                write_schedule(kernel, record.knobs)
+                self.replayed.append(kernel.sym_name.data)
+                count += 1
+        return count
+
+
+def model_replay(device_key: str = "h100", path: Path | None = None) -> Replay:
+    """The replay of schedules tuned on the performance model of `device_key`."""
+
+    def identity() -> tuple[str, str, str]:
+        from deplodock.tune.evaluate import model_identity
+
+        return model_identity(device_key)
+
+    return Replay(identity, path or default_cache_path())

@@ -1,0 +1,110 @@
+"""`deplodock tune` and `deplodock cache` from the command line: the summary, the live
+display's end, the schedule as a pipeline that `deplodock-opt` replays byte for byte, the
+cache that `compile` replays, and one-line errors."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import pytest
+
+from tests.cli.invoke import invoke
+
+EXPR = "F.silu(torch.randn(1, 16, 512)) * torch.randn(1, 16, 512)"
+FAST = ["--trials", "6", "--no-check"]
+
+
+@pytest.fixture
+def db(tmp_path):
+    return tmp_path / "tune.db"
+
+
+def test_tune_prints_a_modeled_summary(db):
+    result = invoke("deplodock", ["tune", "-c", EXPR, "--cache-db", str(db), *FAST])
+    assert result.status == 0, result.stderr
+    assert "times modeled (model:h100)" in result.stdout
+    assert "mul_kernel" in result.stdout and "searched (trials)" in result.stdout
+    assert f"results in {db}" in result.stderr
+
+
+def test_verbose_prints_the_ranked_variants(db):
+    result = invoke("deplodock", ["tune", "-c", EXPR, "--cache-db", str(db), "-v", *FAST])
+    assert result.status == 0, result.stderr
+    assert "mul_kernel: 6 variant(s)" in result.stderr
+    assert "rank trial   modeled us vs default  knobs" in result.stderr
+    assert result.stderr.count(" * ") + result.stderr.count(" *   ") >= 1
+
+
+def test_print_schedule_replays_byte_identical_in_deplodock_opt(db, tmp_path):
+    schedule = invoke(
+        "deplodock", ["tune", "-c", EXPR, "--cache-db", str(db), "--print-schedule", *FAST]
+    )
+    assert schedule.status == 0, schedule.stderr
+    pipeline = schedule.stdout.strip()
+    assert pipeline.startswith('convert-loop-to-tile,tile-schedule{kernel="mul_kernel" knobs="')
+    loop_file = tmp_path / "mul.loop.mlir"
+    assert (
+        invoke("deplodock", ["compile", "-c", EXPR, "--ir", "loop", "-o", str(loop_file)]).status
+        == 0
+    )
+    tuned = invoke("deplodock", ["compile", "-c", EXPR, "--cache-db", str(db)])
+    assert "tuned schedules replayed" in tuned.stderr
+    replayed = invoke("deplodock-opt", [str(loop_file), "-p", pipeline, "-t", "cuda"])
+    assert replayed.status == 0, replayed.stderr
+    assert replayed.stdout == tuned.stdout
+
+
+def test_compile_replays_the_cache_unless_told_not_to(db):
+    plain = invoke("deplodock", ["compile", "-c", EXPR, "--cache-db", str(db)])
+    assert "replayed" not in plain.stderr and not db.exists()  # nothing created
+    invoke("deplodock", ["tune", "-c", EXPR, "--cache-db", str(db), *FAST])
+    ignored = invoke("deplodock", ["compile", "-c", EXPR, "--cache-db", str(db), "--no-tuned"])
+    assert ignored.stdout == plain.stdout and "replayed" not in ignored.stderr
+
+
+def test_cache_ls_and_clear(db):
+    invoke("deplodock", ["tune", "-c", EXPR, "--cache-db", str(db), *FAST])
+    listing = invoke("deplodock", ["cache", "ls", "--cache-db", str(db)])
+    assert listing.status == 0
+    assert "1 record(s)" in listing.stdout and "mul_kernel" in listing.stdout
+    cleared = invoke("deplodock", ["cache", "clear", "--cache-db", str(db)])
+    assert "removed 1 record(s)" in cleared.stdout
+    assert "0 record(s)" in invoke("deplodock", ["cache", "ls", "--cache-db", str(db)]).stdout
+
+
+def test_a_corrupt_cache_is_set_aside_with_one_warning(db):
+    db.write_bytes(b"not a database at all" * 100)
+    result = invoke("deplodock", ["tune", "-c", EXPR, "--cache-db", str(db), *FAST])
+    assert result.status == 0, result.stderr
+    warnings = [line for line in result.stderr.splitlines() if "warning" in line]
+    assert len(warnings) == 1 and "set it aside" in warnings[0]
+    assert list(db.parent.glob("tune.db.corrupt-*"))
+    with sqlite3.connect(db) as connection:
+        assert connection.execute("SELECT COUNT(*) FROM tunings").fetchone() == (1,)
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        (["--budget-s", "0"], "--budget-s must be positive"),
+        (["--trials", "-3"], "--trials must be positive"),
+        (["--model", "h999"], "h999"),
+        (["--model", "h100", "--device", "cuda"], "--model DEVICE scores on the model"),
+        (["--report", "/nonexistent/dir/r.html"], "--report /nonexistent/dir/r.html"),
+    ],
+)
+def test_bad_options_are_one_line_errors(arguments, message):
+    result = invoke("deplodock", ["tune", "-c", EXPR, "--no-cache", *arguments])
+    assert result.status == 1
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert message in result.stderr and "Traceback" not in result.stderr
+
+
+def test_report_html_charts_best_so_far(db, tmp_path):
+    report = tmp_path / "tune.html"
+    result = invoke(
+        "deplodock", ["tune", "-c", EXPR, "--cache-db", str(db), "--report", str(report), *FAST]
+    )
+    assert result.status == 0, result.stderr
+    page = report.read_text()
+    assert "<svg" in page and "best modeled us so far" in page and "mul_kernel" in page

@@ -1,0 +1,78 @@
+"""The schedule space of a kernel: levels from the tunable passes, the heuristic first, and
+leaves that replay to the kernel they were scored as."""
+
+from __future__ import annotations
+
+from deplodock.driver import render
+from deplodock.passes.pipelines import lower
+from deplodock.tune.evaluate import Score
+from deplodock.tune.kernels import kernel_hash, loop_kernels, standalone
+from deplodock.tune.replay import write_schedule
+from deplodock.tune.space import KernelSpace, lower_candidate, schedule_of
+
+
+def space_of(module):
+    (kernel,) = loop_kernels(module)
+    return KernelSpace(kernel, lambda candidate: Score(1.0))
+
+
+def default_cuda(module) -> str:
+    (kernel,) = loop_kernels(module)
+    return render(lower(standalone(kernel), "cuda", start="loop"), "cuda")
+
+
+def test_first_rollout_is_the_heuristic_schedule(rmsnorm_loop):
+    space = space_of(rmsnorm_loop)
+    _, leaf = space.rollout(space.root())
+    cuda = render(lower(lower_candidate(leaf), "cuda", start="kernel"), "cuda")
+    assert cuda == default_cuda(rmsnorm_loop)
+
+
+def test_levels_offer_legal_choices_heuristic_first(silu_mul_loop):
+    space = space_of(silu_mul_loop)
+    root = space.root()
+    options = space.choices(root)
+    assert len(options) > 1
+    _, default = space.rollout(root)
+    first = options[0]
+    assert all(default.knobs[name] == value for name, value in first.items())
+
+
+def test_every_choice_is_recorded_in_the_leaf(silu_mul_loop):
+    space = space_of(silu_mul_loop)
+    root = space.root()
+    choice = space.choices(root)[-1]
+    _, leaf = space.rollout(space.child(root, choice))
+    assert all(leaf.knobs[name] == value for name, value in choice.items())
+
+
+def test_a_leaf_written_on_the_loop_kernel_replays_identically(silu_mul_loop):
+    space = space_of(silu_mul_loop)
+    root = space.root()
+    _, leaf = space.rollout(space.child(root, space.choices(root)[-1]))
+    scored = render(lower(lower_candidate(leaf), "cuda", start="kernel"), "cuda")
+    (kernel,) = loop_kernels(silu_mul_loop.clone())
+    write_schedule(kernel, leaf.knobs)
+    replayed = render(lower(standalone(kernel), "cuda", start="loop"), "cuda")
+    assert replayed == scored
+    assert replayed != default_cuda(silu_mul_loop)
+
+
+def test_structural_hash_ignores_names(rmsnorm_loop):
+    (kernel,) = loop_kernels(rmsnorm_loop)
+    renamed = kernel.clone()
+    renamed.sym_name = type(renamed.sym_name)("another_name")
+    assert kernel_hash(renamed) == kernel_hash(kernel)
+    module = standalone(kernel)
+    module.verify()
+    assert (
+        schedule_of(lower(module.clone(), "tile", start="loop"))
+        == space_of(rmsnorm_loop).rollout(space_of(rmsnorm_loop).root())[1].knobs
+    )
+
+
+def test_structural_hash_tells_shapes_apart(rmsnorm_loop, silu_mul_loop, linear_loop):
+    hashes = {
+        kernel_hash(k) for m in (rmsnorm_loop, silu_mul_loop, linear_loop) for k in loop_kernels(m)
+    }
+    assert len(hashes) == 3

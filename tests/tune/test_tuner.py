@@ -1,0 +1,143 @@
+"""Tuning a program on the model: budget, reproducibility, failures recorded, the cache."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from deplodock.tune.cache import TuneCache
+from deplodock.tune.evaluate import FAILED, ModelEvaluator, Score
+from deplodock.tune.tuner import TuneOptions, tune_program
+
+
+@pytest.fixture(scope="module")
+def model():
+    return ModelEvaluator("h100")
+
+
+def test_rmsnorm_tune_finishes_within_its_budget(rmsnorm_loop, model):
+    budget = 4.0
+    start = time.monotonic()
+    result = tune_program(rmsnorm_loop, model, TuneOptions(kernel_budget_s=budget, patience=None))
+    wall = time.monotonic() - start
+    (kernel,) = result.kernels
+    record = kernel.record
+    assert kernel.stopped in ("budget", "exhausted")
+    # the budget is checked before each evaluation: one may finish after it
+    assert record.seconds < budget + 1.5 and wall < budget + 5
+    assert record.trials >= 2
+    assert record.default_us is not None and record.best_us <= record.default_us
+    assert record.variants[0].knobs == record.variants[0].knobs  # the heuristic first
+    assert record.key.target == "model:h100" and record.key.cost.startswith("model v")
+
+
+def test_same_seed_same_variants(silu_mul_loop, model):
+    options = TuneOptions(max_trials=6, patience=None, seed=3, kernel_budget_s=600)
+    first = tune_program(silu_mul_loop, model, options).kernels[0].record
+    second = tune_program(silu_mul_loop, model, options).kernels[0].record
+    assert [v.knobs for v in first.variants] == [v.knobs for v in second.variants]
+    assert [v.time_us for v in first.variants] == [v.time_us for v in second.variants]
+    assert first.knobs == second.knobs
+
+
+class FlakyModel:
+    """The model, except that candidates with 128 threads fail as a compile would."""
+
+    def __init__(self, model):
+        self.model = model
+        self.target, self.toolchain, self.cost = model.target, model.toolchain, model.cost
+
+    def evaluate(self, kernel_module):
+        from deplodock.dialects import kernel
+
+        (fn,) = [op for op in kernel_module.ops if isinstance(op, kernel.FuncOp)]
+        if fn.block_size == 128:
+            raise RuntimeError("ptxas: planted failure\nsecond line")
+        return self.model.evaluate(kernel_module)
+
+
+def test_failing_candidate_scores_zero_and_is_recorded(silu_mul_loop, model):
+    options = TuneOptions(max_trials=12, patience=None, kernel_budget_s=600)
+    record = tune_program(silu_mul_loop, FlakyModel(model), options).kernels[0].record
+    failed = [v for v in record.variants if v.status == FAILED]
+    assert failed, "no candidate with 128 threads was tried"
+    assert all(v.time_us is None for v in failed)
+    assert failed[0].detail == "RuntimeError: ptxas: planted failure"
+    assert record.knobs.get("threads") != 128
+    assert record.trials == 12
+
+
+def test_cache_hit_miss_and_new_toolchain(rmsnorm_loop, model, tmp_path):
+    cache = TuneCache(tmp_path / "tune.db")
+    options = TuneOptions(max_trials=3, patience=None, kernel_budget_s=600)
+    first = tune_program(rmsnorm_loop, model, options, cache).kernels[0]
+    assert not first.cached
+    again = tune_program(rmsnorm_loop, model, options, cache).kernels[0]
+    assert again.cached and again.record.knobs == first.record.knobs
+
+    class NewCompiler(FlakyModel):
+        def __init__(self, model):
+            super().__init__(model)
+            self.toolchain = model.toolchain + " (another nvcc)"
+
+    other = tune_program(rmsnorm_loop, NewCompiler(model), options, cache).kernels[0]
+    assert not other.cached
+    assert len(cache.records()) == 2
+
+
+def test_identical_kernels_are_tuned_once(model):
+    from tests.tune.conftest import loop_module
+
+    module = loop_module(
+        "torch.relu(torch.randn(4, 256)) + torch.relu(torch.randn(4, 256)).sum(dim=-1, "
+        "keepdim=True)"
+    )
+    from deplodock.tune.tuner import distinct_kernels
+
+    counts = sorted(count for _, count in distinct_kernels(module))
+    options = TuneOptions(max_trials=2, patience=None, kernel_budget_s=600)
+    result = tune_program(module, model, options)
+    assert len(result.kernels) == len(counts)
+    assert sum(k.launches for k in result.kernels) == sum(counts)
+
+
+def test_an_evaluator_that_always_fails_is_one_error(rmsnorm_loop, model):
+    from deplodock.tune.tuner import NoVariantError
+
+    class Broken(FlakyModel):
+        def evaluate(self, kernel_module):
+            return Score(None, FAILED, "nothing works")
+
+    with pytest.raises(NoVariantError, match=r"every variant failed \(nothing works"):
+        tune_program(rmsnorm_loop, Broken(model), TuneOptions(max_trials=3, patience=None))
+
+
+def test_a_wrong_candidate_is_caught_by_the_check_and_recorded(silu_mul_loop, model, monkeypatch):
+    """A candidate whose kernel multiplies where it should add (planted for every schedule
+    but the heuristic's) scores zero as "wrong"; the heuristic wins."""
+    from xdsl.dialects import arith
+    from xdsl.rewriter import Rewriter
+
+    from deplodock.dialects import kernel
+    from deplodock.tune import tuner
+
+    lowered = tuner.lower_candidate
+    seen: list[dict] = []
+
+    def planted(candidate):
+        module = lowered(candidate)
+        seen.append(candidate.knobs)
+        if len(seen) > 1:
+            fn = next(op for op in module.ops if isinstance(op, kernel.FuncOp))
+            product = next(op for op in fn.walk() if isinstance(op, arith.MulfOp))
+            Rewriter.replace_op(product, arith.AddfOp(product.lhs, product.rhs))
+        return module
+
+    monkeypatch.setattr(tuner, "lower_candidate", planted)
+    options = TuneOptions(max_trials=4, patience=None, kernel_budget_s=600)
+    record = tune_program(silu_mul_loop, model, options).kernels[0].record
+    statuses = [v.status for v in record.variants]
+    assert statuses[0] == "ok" and statuses[1:] == ["wrong"] * 3
+    assert all("max relative error" in v.detail for v in record.variants[1:])
+    assert record.knobs == record.variants[0].knobs
