@@ -179,6 +179,9 @@ def run_tune(args: argparse.Namespace) -> int:
     from deplodock.tune.tuner import tune_program
 
     if args.report:
+        from deplodock.tune.report import check_report_path
+
+        check_report_path(args.report)
         check_writable(args.report, "--report")
     options = tune_options(args)
     evaluator = make_evaluator(args)
@@ -212,7 +215,10 @@ def run_tune(args: argparse.Namespace) -> int:
     if cache is not None and not args.quiet:
         print(f"tune: {result.seconds:.1f} s; results in {cache.path}", file=sys.stderr)
     if result.interrupted:
+        from deplodock.cli.errors import INTERRUPTED
+
         print("deplodock: tune interrupted; what was found is kept", file=sys.stderr)
+        return INTERRUPTED
     return 0
 
 

@@ -4,6 +4,7 @@
 - `space.py`: its schedule space, one tree level per tunable pass;
 - `mcts.py`: the search;
 - `check.py`: each candidate against the loop level, in the CPU interpreter;
+  `footprint.py`: which blocks write and read which elements, so it may run a sample;
 - `evaluate.py`: the performance model as the score; `measure.py`: a GPU;
 - `cache.py`: the results, in SQLite; `replay.py`: the winners back into a compile;
 - `tuner.py`: a program's kernels, one after the other, under one budget;

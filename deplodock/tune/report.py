@@ -9,6 +9,7 @@ their cost source says: a modeled figure is never passed off as a measurement.
 from __future__ import annotations
 
 import html
+import importlib.util
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -75,17 +76,31 @@ def best_so_far(record: TuneRecord) -> list[float | None]:
     return series
 
 
+_NO_MATPLOTLIB = (
+    "--report FILE.png needs matplotlib (pip install 'deplodock[bench]'); "
+    "--report FILE.html needs nothing"
+)
+#: The kinds of `--report` file.
+REPORT_SUFFIXES = (".html", ".png")
+
+
+def check_report_path(path: Path) -> None:
+    """Fails before a search when `--report` names a kind of file it cannot write."""
+    if path.suffix.lower() not in REPORT_SUFFIXES:
+        raise ValueError(f"--report {path}: give a .html or .png file")
+    if path.suffix.lower() == ".png" and importlib.util.find_spec("matplotlib") is None:
+        raise ValueError(_NO_MATPLOTLIB)
+
+
 def write_report(records: Sequence[TuneRecord], path: Path, title: str) -> None:
     """`--report FILE`: `.html` (inline SVG) or `.png` (matplotlib)."""
     from deplodock.files import write_atomic
 
-    suffix = path.suffix.lower()
-    if suffix == ".html":
+    check_report_path(path)
+    if path.suffix.lower() == ".html":
         write_atomic(path, html_report(records, title))
-    elif suffix == ".png":
-        write_atomic(path, png_report(records, title))
     else:
-        raise ValueError(f"--report {path}: give a .html or .png file")
+        write_atomic(path, png_report(records, title))
 
 
 def _svg_chart(record: TuneRecord, width: int = 560, height: int = 220) -> str:
@@ -143,10 +158,7 @@ def png_report(records: Sequence[TuneRecord], title: str) -> bytes:
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        raise ValueError(
-            "--report FILE.png needs matplotlib (pip install 'deplodock[bench]'); "
-            "--report FILE.html needs nothing"
-        ) from None
+        raise ValueError(_NO_MATPLOTLIB) from None
     import io
 
     figure, axis = plt.subplots(figsize=(7, 4))

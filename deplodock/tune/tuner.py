@@ -22,6 +22,7 @@ from typing import Protocol
 
 from xdsl.dialects.builtin import ModuleOp
 
+from deplodock.backend.benchmark import first_line
 from deplodock.dialects import loop
 from deplodock.tune.cache import CacheKey, TuneCache, TuneRecord, Variant
 from deplodock.tune.evaluate import FAILED, Evaluator, Score
@@ -83,11 +84,6 @@ class TuneProgress(Protocol):
     def variant(self, name: str, trial: Trial[Candidate], best: Trial[Candidate]) -> None: ...
 
     def kernel_finished(self, result: KernelResult) -> None: ...
-
-
-def first_line(error: BaseException) -> str:
-    text = str(error).strip().splitlines()
-    return f"{type(error).__name__}: {text[0] if text else ''}".rstrip(": ")
 
 
 def candidate_scorer(

@@ -91,6 +91,7 @@ def test_a_corrupt_cache_is_set_aside_with_one_warning(db):
         (["--model", "h999"], "h999"),
         (["--model", "h100", "--device", "cuda"], "--model DEVICE scores on the model"),
         (["--report", "/nonexistent/dir/r.html"], "--report /nonexistent/dir/r.html"),
+        (["--device", "cuda"], "no CUDA device"),
     ],
 )
 def test_bad_options_are_one_line_errors(arguments, message):
@@ -108,3 +109,44 @@ def test_report_html_charts_best_so_far(db, tmp_path):
     assert result.status == 0, result.stderr
     page = report.read_text()
     assert "<svg" in page and "best modeled us so far" in page and "mul_kernel" in page
+
+
+def test_ctrl_c_keeps_what_was_found(db, monkeypatch):
+    """Ctrl-C during the search: the variants found so far are the result, cached, and the
+    exit status is 130."""
+    from deplodock.tune import mcts
+
+    calls = 0
+    real = mcts._Search.evaluate
+
+    def interrupted_after_three(self, state):
+        nonlocal calls
+        calls += 1
+        if calls == 4:
+            raise KeyboardInterrupt
+        return real(self, state)
+
+    monkeypatch.setattr(mcts._Search, "evaluate", interrupted_after_three)
+    result = invoke("deplodock", ["tune", "-c", EXPR, "--cache-db", str(db), "--no-check"])
+    assert result.status == 130
+    assert "searched (interrupted)" in result.stdout
+    assert "tune interrupted; what was found is kept" in result.stderr
+    listing = invoke("deplodock", ["cache", "ls", "--cache-db", str(db)])
+    assert "1 record(s)" in listing.stdout
+
+
+def test_report_png(db, tmp_path):
+    pytest.importorskip("matplotlib")
+    report = tmp_path / "tune.png"
+    result = invoke(
+        "deplodock", ["tune", "-c", EXPR, "--cache-db", str(db), "--report", str(report), *FAST]
+    )
+    assert result.status == 0, result.stderr
+    assert report.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_report_of_another_kind_is_refused(tmp_path):
+    result = invoke(
+        "deplodock", ["tune", "-c", EXPR, "--no-cache", "--report", str(tmp_path / "r.txt")]
+    )
+    assert result.status == 1 and "give a .html or .png file" in result.stderr

@@ -1,4 +1,5 @@
-"""The tuner's correctness gate (`tune/check.py`): candidates against the loop level.
+"""The tuner's correctness gate (`tune/check.py`, `tune/footprint.py`): candidates against
+the loop level.
 
 Default schedules pass, whole and sampled, for a norm, fp32 and bf16 GEMMs and split-K
 (workspace and atomic); planted bugs come out "wrong" with the element that shows them; a
@@ -24,12 +25,10 @@ from deplodock.tune.check import (
     FP32_TOLERANCE,
     NARROW_TOLERANCE,
     KernelCheck,
-    computed_elements,
-    footprints,
     random_inputs,
-    select_blocks,
     tolerance_of,
 )
+from deplodock.tune.footprint import Host, computed_elements, footprints, select_blocks
 from deplodock.tune.kernels import loop_kernels, standalone
 
 GEMM = "nn.Linear(256, 128, bias=True)(torch.randn(1, 64, 256))"
@@ -288,7 +287,7 @@ def test_a_reference_that_does_not_run_fails_every_candidate(
 
 
 def test_a_sample_that_writes_nothing_is_failed(monkeypatch: pytest.MonkeyPatch) -> None:
-    def nothing(host: check_module.Host, seeds: object) -> list[np.ndarray]:
+    def nothing(host: Host, seeds: object) -> list[np.ndarray]:
         return [np.zeros(0, dtype=np.int64) for _ in host.launches]
 
     monkeypatch.setattr(check_module, "select_blocks", nothing)
