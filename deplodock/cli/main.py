@@ -429,6 +429,7 @@ def run_run_cuda(args: argparse.Namespace) -> int:
         args.warmup,
         args.iters,
         timing=args.timing or "latency",
+        replay=replay_for(args),
     )
     if args.verbose:
         _report_timings(program.timings)

@@ -110,7 +110,8 @@ def add_replay_arguments(parser: Any) -> None:
         "--tuned-for",
         metavar="DEVICE",
         default="h100",
-        help="replay the schedules tuned on this device's model (default h100)",
+        help="replay the schedules tuned on this device's model (default h100), or "
+        "'cuda': those measured on this machine's GPU (tune --device cuda)",
     )
     _add_cache_arguments(group)
 
@@ -119,8 +120,10 @@ def replay_for(args: argparse.Namespace) -> Any:
     """The `Replay` of compile/run (None with --no-tuned)."""
     if args.no_tuned:
         return None
-    from deplodock.tune.replay import model_replay
+    from deplodock.tune.replay import measured_replay, model_replay
 
+    if args.tuned_for == "cuda":
+        return measured_replay(args.cache_db)
     return model_replay(args.tuned_for, args.cache_db)
 
 

@@ -120,13 +120,15 @@ def prepare_on_cuda(
     load: Callable[[ModuleOp, Any], Any] | None = None,
     tensor_device: str = "cuda",
     model: str | None = None,
+    replay: Any = None,
 ) -> PreparedProgram:
     """Lower a torch-level `Program` to cuda (costs taken at the kernel level), build, load.
 
     `load(module, device)` defaults to `CudaProgram.load`; the tests pass a CPU emulation
     (with `tensor_device="cpu"`) to run this whole path without a GPU. With `model` (a
     device model key), each kernel's modeled time is kept too, so a measured profile can
-    print the model's prediction beside each measurement.
+    print the model's prediction beside each measurement. `replay` (`tune.replay`) gives
+    tuned kernels their cached schedules.
     """
     import torch
 
@@ -139,7 +141,7 @@ def prepare_on_cuda(
         raise ValueError("run needs a PyTorch source (-c EXPR or a model) to compare against")
     tolerance, dtype = tolerance_for(program.module), program_dtype(program.module)
     tolerance = getattr(program, "tolerance", None) or tolerance
-    lower_program(program, "kernel")
+    lower_program(program, "kernel", replay=replay)
     costs = program_costs(program.module)
     kernel_module = program.module.clone() if model else None
     lower_program(program, "cuda")
@@ -260,6 +262,7 @@ def run_on_cuda(
     iters: int = 50,
     out: Callable[[str], object] = print,
     timing: str = "latency",
+    replay: Any = None,
 ) -> int:
     """What `deplodock run --device cuda` does; 0 when the outputs match PyTorch."""
     from deplodock.backend.benchmark import format_bench_table
@@ -268,7 +271,7 @@ def run_on_cuda(
 
     device = require_cuda()
     model = model_key_for(device.name) if profile else None
-    prepared = prepare_on_cuda(program, device, seed, model=model)
+    prepared = prepare_on_cuda(program, device, seed, model=model, replay=replay)
     report = check_on_cuda(prepared, device)
     out(report.summary())
     if bench:  # pragma: no cover - needs a GPU

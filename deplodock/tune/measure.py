@@ -498,6 +498,19 @@ def gpu_runner() -> DeviceRunner:  # pragma: no cover - needs a GPU
 # --- the evaluator ---------------------------------------------------------------------------
 
 
+def measured_identity(device: DeviceInfo) -> tuple[str, str, str]:
+    """(target, toolchain, cost) of measuring on `device`: its part of the cache key (the
+    scheduler digest too, as for the model: a changed pass never replays a stale winner)."""
+    from deplodock.tune.evaluate import scheduler_digest
+
+    arch = device.arch
+    toolchain = (
+        f"nvcc {nvcc_release(device.nvcc)} {arch} {' '.join(DEFAULT_FLAGS)}; "
+        f"scheduler {scheduler_digest()}"
+    )
+    return f"cuda:{device.name} {arch}", toolchain, "measured"
+
+
 class MeasuredEvaluator:
     """Scores kernel-level candidates by their time on this machine's GPU.
 
@@ -523,9 +536,7 @@ class MeasuredEvaluator:
         self.policy, self.retime_policy = policy, retime_policy
         self.build = build
         self.worker = Worker(runner_factory)
-        arch = self.device.arch
-        self.target = f"cuda:{self.device.name} {arch}"
-        self.toolchain = f"nvcc {nvcc_release(self.device.nvcc)} {arch} {' '.join(DEFAULT_FLAGS)}"
+        self.target, self.toolchain, self.cost = measured_identity(self.device)
         self.reference_text: str | None = None
 
     def set_reference(self, kernel_module: ModuleOp | None) -> None:

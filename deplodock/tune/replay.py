@@ -75,3 +75,15 @@ def model_replay(device_key: str = "h100", path: Path | None = None) -> Replay:
         return model_identity(device_key)
 
     return Replay(identity, path or default_cache_path())
+
+
+def measured_replay(path: Path | None = None) -> Replay:
+    """The replay of schedules measured on this machine's GPU (`tune --device cuda`)."""
+
+    def identity() -> tuple[str, str, str]:
+        from deplodock.backend.device import require_cuda
+        from deplodock.tune.measure import measured_identity
+
+        return measured_identity(require_cuda())
+
+    return Replay(identity, path or default_cache_path())

@@ -245,9 +245,11 @@ def test_bad_candidates_score_zero_with_the_reason_and_the_search_goes_on() -> N
 
 
 def test_the_evaluator_says_what_it_measures_on() -> None:
+    from deplodock.tune.evaluate import scheduler_digest
+
     evaluator: Evaluator = scripted_evaluator()
     assert evaluator.target == "cuda:Emulated GPU sm_90"
-    assert evaluator.toolchain == "nvcc 13.0 sm_90 -O3 -lineinfo"
+    assert evaluator.toolchain == f"nvcc 13.0 sm_90 -O3 -lineinfo; scheduler {scheduler_digest()}"
     assert evaluator.cost == "measured"
 
 
