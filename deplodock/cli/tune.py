@@ -52,10 +52,10 @@ def add_tune_parser(commands: Any, add_source_arguments: Callable[[Any], None]) 
     search = parser.add_argument_group("search")
     search.add_argument("--budget-s", type=float, help="seconds for the whole program")
     search.add_argument(
-        "--kernel-budget-s", type=float, default=60.0, help="at most this per kernel (60)"
+        "--kernel-budget-s", type=float, help="at most this per kernel (default 60)"
     )
     search.add_argument(
-        "--patience", type=int, default=40, help="stop a kernel after N variants without a "
+        "--patience", type=int, help="stop a kernel after N variants without a "
         "better one (40)"
     )  # fmt: skip
     search.add_argument("--trials", type=int, help="stop a kernel after N variants")
@@ -152,27 +152,23 @@ def make_evaluator(args: argparse.Namespace) -> Evaluator:
 
 
 def tune_options(args: argparse.Namespace) -> Any:
-    from deplodock.tune.mcts import DEFAULT_EXPLORATION
+    """The search options of the command line; those not given keep `TuneOptions`'
+    defaults (their one home)."""
     from deplodock.tune.tuner import TuneOptions
 
-    for flag, value in (
-        ("--budget-s", args.budget_s),
-        ("--kernel-budget-s", args.kernel_budget_s),
-        ("--patience", args.patience),
-        ("--trials", args.trials),
-    ):
+    given = {
+        "budget_s": ("--budget-s", args.budget_s),
+        "kernel_budget_s": ("--kernel-budget-s", args.kernel_budget_s),
+        "patience": ("--patience", args.patience),
+        "max_trials": ("--trials", args.trials),
+    }
+    for flag, value in given.values():
         if value is not None and value <= 0:
             raise ValueError(f"{flag} must be positive, got {value}")
-    return TuneOptions(
-        budget_s=args.budget_s,
-        kernel_budget_s=args.kernel_budget_s,
-        patience=args.patience,
-        max_trials=args.trials,
-        seed=args.seed,
-        exploration=DEFAULT_EXPLORATION if args.exploration is None else args.exploration,
-        check=not args.no_check,
-        use_cache=not args.no_cache,
-    )
+    chosen = {name: value for name, (_, value) in given.items() if value is not None}
+    if args.exploration is not None:
+        chosen["exploration"] = args.exploration
+    return TuneOptions(seed=args.seed, check=not args.no_check, **chosen)
 
 
 def run_tune(args: argparse.Namespace) -> int:

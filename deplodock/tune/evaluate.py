@@ -14,9 +14,13 @@ import hashlib
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from xdsl.dialects.builtin import ModuleOp
+
+if TYPE_CHECKING:
+    from deplodock.perf.devices import Device
+    from deplodock.perf.model import Calibration
 
 #: Statuses of a `Score`; only "ok" carries a time.
 OK, FAILED, WRONG, TIMEOUT = "ok", "failed", "wrong", "timeout"
@@ -83,9 +87,12 @@ def model_identity(device_key: str) -> tuple[str, str, str]:
     from deplodock.perf.devices import device_model
     from deplodock.perf.model import load_calibration
 
-    calibration = load_calibration()
+    return _model_identity(device_model(device_key), load_calibration())
+
+
+def _model_identity(device: Device, calibration: Calibration) -> tuple[str, str, str]:
     cost = f"model v{calibration.model_version} fit {calibration.fit_date}"
-    return f"model:{device_model(device_key).key}", compiler_identity(), cost
+    return f"model:{device.key}", compiler_identity(), cost
 
 
 # --- the model as the evaluator --------------------------------------------------------
@@ -102,7 +109,7 @@ class ModelEvaluator:
 
         self.device = device_model(device_key)
         self.calibration = load_calibration()
-        self.target, self.toolchain, self.cost = model_identity(device_key)
+        self.target, self.toolchain, self.cost = _model_identity(self.device, self.calibration)
 
     def evaluate(self, kernel_module: ModuleOp) -> Score:
         from deplodock.perf.profile import model_program, ptxas_registers

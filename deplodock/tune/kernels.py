@@ -5,26 +5,22 @@ scheduling passes on a *standalone* module that holds one kernel and a `@forward
 launches it once on its arguments, so a candidate's modeled or measured time is that
 kernel's alone, and the interpreters can run it as a program.
 
-A kernel is known by its structural hash: the SHA-256 of its printed form with its own name
-and every value name removed, so two kernels that compute the same thing on the same shapes
-share a hash across programs, runs and machines (the cache key of `cache.py`).
+A kernel is known by its structural hash: a SHA-256 of the structural key `dedupe-kernels`
+uses (everything but its name and value names), so two kernels that compute the same thing
+on the same shapes share a hash across programs, runs and machines (the cache key of
+`cache.py`).
 """
 
 from __future__ import annotations
 
 import hashlib
-import io
 
 from xdsl.dialects import func
-from xdsl.dialects.builtin import ModuleOp, StringAttr
+from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Block, Region
-from xdsl.printer import Printer
 
 from deplodock.dialects import loop
-from deplodock.dialects.queries import written_arguments
-
-#: The name every kernel gets in its standalone module and in its hash.
-ANONYMOUS = "kernel"
+from deplodock.dialects.queries import structural_key, written_arguments
 
 
 def loop_kernels(module: ModuleOp) -> list[loop.KernelOp]:
@@ -32,25 +28,13 @@ def loop_kernels(module: ModuleOp) -> list[loop.KernelOp]:
     return [op for op in module.ops if isinstance(op, loop.KernelOp)]
 
 
-def kernel_text(kernel: loop.KernelOp) -> str:
-    """The kernel printed without its name and value names (what its hash digests)."""
-    copy = kernel.clone()
-    copy.sym_name = StringAttr(ANONYMOUS)
-    for op in copy.walk():
-        for result in op.results:
-            result.name_hint = None
-        for region in op.regions:
-            for block in region.blocks:
-                for arg in block.args:
-                    arg.name_hint = None
-    stream = io.StringIO()
-    Printer(stream=stream).print_op(copy)
-    return stream.getvalue()
-
-
 def kernel_hash(kernel: loop.KernelOp) -> str:
-    """The structural hash of a loop-level kernel (64 hex digits)."""
-    return hashlib.sha256(kernel_text(kernel).encode()).hexdigest()
+    """The structural hash of a loop-level kernel (64 hex digits): a digest of the key
+    `dedupe-kernels` merges kernels by (`queries.structural_key`, without the name), so the
+    tuner and the pipeline agree on which kernels are the same. The key's text is its repr,
+    deterministic for a given xDSL (pinned exactly)."""
+    key = structural_key(kernel, ignore=("sym_name",))
+    return hashlib.sha256(repr(key).encode()).hexdigest()
 
 
 def standalone(kernel: loop.KernelOp) -> ModuleOp:

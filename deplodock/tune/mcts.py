@@ -153,8 +153,9 @@ class _Search(Generic[State, Leaf]):
             bonus = self.exploration * math.sqrt(log_visits / max(child.visits, 1))
             return child.best / scale + bonus
 
-        top = max(value(c) for c in live)
-        return self.rng.choice([c for c in live if value(c) >= top - 1e-12])
+        values = [value(c) for c in live]
+        top = max(values)
+        return self.rng.choice([c for c, v in zip(live, values, strict=True) if v >= top - 1e-12])
 
     def evaluate(self, state: State) -> float:
         key, leaf = self.space.rollout(state)
@@ -225,30 +226,10 @@ def search(
     root: _Node[State] = _Node(space.root(), None)
     stopped = EXHAUSTED
     try:
-        while not root.exhausted:
+        while not root.exhausted:  # a tree of one leaf is exhausted by its first round
             run.iterate(root)
-            if not run.options(root):  # a tree of one leaf
-                break
     except _Stop as stop:
         stopped = stop.reason
     except KeyboardInterrupt:
         stopped = INTERRUPTED
     return SearchResult(run.trials, stopped, clock() - start)
-
-
-def random_search(space: Space[State, Leaf], max_trials: int, seed: int = 0) -> SearchResult[Leaf]:
-    """The baseline the tests hold MCTS to: `max_trials` uniformly random paths (distinct
-    leaves not guaranteed), each scored."""
-    rng = random.Random(seed)
-    trials: list[Trial[Leaf]] = []
-    best = 0.0
-    start = time.monotonic()
-    for index in range(1, max_trials + 1):
-        state = space.root()
-        while options := space.choices(state):
-            state = space.child(state, rng.choice(list(options)))
-        _, leaf = space.rollout(state)
-        score = space.score(leaf)
-        trials.append(Trial(index, leaf, score, 0.0, score.reward > best))
-        best = max(best, score.reward)
-    return SearchResult(trials, TRIALS, time.monotonic() - start)

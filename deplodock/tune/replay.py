@@ -25,11 +25,6 @@ from deplodock.tune.kernels import kernel_hash, loop_kernels
 SCHEDULE = "schedule"
 
 
-def default_cache_path() -> Path:
-    """Where `TuneCache()` keeps its database (what `--cache-db` overrides)."""
-    return TuneCache.default_path()
-
-
 def write_schedule(kernel: loop.KernelOp, knobs: Mapping[str, int]) -> None:
     """Sets the loop kernel's `schedule` attribute to `knobs` (in their order)."""
     kernel.attributes[SCHEDULE] = DictionaryAttr(
@@ -43,19 +38,22 @@ class Replay:
 
     `identity` gives (target, toolchain, cost), the cache key's other three parts; it is
     only asked when the cache file exists (it runs `nvcc --version` and reads the model's
-    calibration, which a plain compile without a cache need not pay for)."""
+    calibration, which a plain compile without a cache need not pay for). The cache and the
+    identity are opened once, on first use: a model's layers attach one segment at a time."""
 
     identity: Callable[[], tuple[str, str, str]]
-    path: Path = field(default_factory=default_cache_path)
+    path: Path = field(default_factory=TuneCache.default_path)
     replayed: list[str] = field(default_factory=list)
+    _opened: tuple[TuneCache, tuple[str, str, str]] | None = field(default=None, repr=False)
 
     def attach(self, module: ModuleOp) -> int:
         """Writes the cached schedules on `module`'s loop kernels; how many it wrote."""
         kernels = [k for k in loop_kernels(module) if SCHEDULE not in k.attributes]
         if not kernels or not self.path.exists():
             return 0
-        cache = TuneCache(self.path)
-        target, toolchain, cost = self.identity()
+        if self._opened is None:
+            self._opened = TuneCache(self.path), self.identity()
+        cache, (target, toolchain, cost) = self._opened
         count = 0
         for kernel in kernels:
             record = cache.lookup(CacheKey(kernel_hash(kernel), target, toolchain, cost))
@@ -74,7 +72,7 @@ def model_replay(device_key: str = "h100", path: Path | None = None) -> Replay:
 
         return model_identity(device_key)
 
-    return Replay(identity, path or default_cache_path())
+    return Replay(identity, path or TuneCache.default_path())
 
 
 def measured_replay(path: Path | None = None) -> Replay:
@@ -86,4 +84,4 @@ def measured_replay(path: Path | None = None) -> Replay:
 
         return measured_identity(require_cuda())
 
-    return Replay(identity, path or default_cache_path())
+    return Replay(identity, path or TuneCache.default_path())

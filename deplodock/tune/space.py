@@ -38,11 +38,11 @@ Knobs = dict[str, int]
 @dataclass(frozen=True)
 class Point:
     """A node of the tree: the tile-level module before pass `next_pass` (an index into the
-    tile passes), and the choices taken to get there."""
+    tile passes), and that pass's legal choices (empty past the last pass)."""
 
     module: ModuleOp
     next_pass: int
-    taken: tuple[tuple[str, Choice], ...] = ()
+    legal: tuple[Choice, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -71,7 +71,7 @@ def schedule_of(module: ModuleOp) -> Knobs:
     }
 
 
-def _prior(default: Knobs) -> Callable[[Choice], tuple[int, ...]]:
+def _prior(default: Knobs) -> Callable[[Choice], tuple[float, ...]]:
     """Sort key of a pass's choices: the heuristic's first, then by knobs shared with it, then
     by how far (in powers of two) the others are from it."""
 
@@ -93,32 +93,27 @@ class KernelSpace:
         self.kernel = kernel
         self._score = score
         self.ctx: Context = make_context()
-        self.passes: tuple[ModulePass, ...] = build_pipeline("tile", start="loop")[1:]
         assert STAGE_PASSES["tile"][0] == "convert-loop-to-tile"
+        self.convert, *passes = build_pipeline("tile", start="loop")
+        self.passes: tuple[ModulePass, ...] = tuple(passes)
 
     # --- the mcts.Space protocol ---------------------------------------------------------
 
     def root(self) -> Point:
         module = standalone(self.kernel)
-        build_pipeline("tile", start="loop")[0].apply(self.ctx, module)
-        return self._advance(Point(module, 0))
+        self.convert.apply(self.ctx, module)
+        return self._advance(module, 0)
 
     def choices(self, point: Point) -> list[Choice]:
-        if point.next_pass >= len(self.passes):
+        if not point.legal:
             return []
-        scheduling_pass = self.passes[point.next_pass]
-        assert isinstance(scheduling_pass, Tunable)
-        legal = scheduling_pass.legal_choices(tile_kernel(point.module))
-        default = self._default_knobs(point)
-        return sorted(legal, key=_prior(default))
+        return sorted(point.legal, key=_prior(self._default_knobs(point)))
 
     def child(self, point: Point, choice: Choice) -> Point:
         module = point.module.clone()
         write_choice(tile_kernel(module), choice)
-        scheduling_pass = self.passes[point.next_pass]
-        scheduling_pass.apply(self.ctx, module)
-        taken = (*point.taken, (scheduling_pass.name, choice))
-        return self._advance(Point(module, point.next_pass + 1, taken))
+        self.passes[point.next_pass].apply(self.ctx, module)
+        return self._advance(module, point.next_pass + 1)
 
     def rollout(self, point: Point) -> tuple[Hashable, Candidate]:
         module = point.module.clone()
@@ -133,20 +128,19 @@ class KernelSpace:
 
     # --- helpers -------------------------------------------------------------------------
 
-    def _advance(self, point: Point) -> Point:
-        """Runs passes until one offers more than one legal choice (a decision), or to the
-        end: untunable passes, passes that do not apply, and forced choices."""
-        index = point.next_pass
-        module = point.module
+    def _advance(self, module: ModuleOp, index: int) -> Point:
+        """Runs passes on `module` from `index` until one offers more than one legal choice
+        (a decision), or to the end: untunable passes, passes that do not apply, and forced
+        choices."""
         while index < len(self.passes):
             scheduling_pass = self.passes[index]
             if isinstance(scheduling_pass, Tunable):
                 legal = scheduling_pass.legal_choices(tile_kernel(module))
                 if len(legal) > 1:
-                    break
+                    return Point(module, index, tuple(legal))
             scheduling_pass.apply(self.ctx, module)
             index += 1
-        return Point(module, index, point.taken)
+        return Point(module, index)
 
     def _default_knobs(self, point: Point) -> Knobs:
         """What the pass at `point` chooses on its own: run it on a copy and read back."""

@@ -27,7 +27,7 @@ from deplodock.dialects import loop
 from deplodock.tune.cache import CacheKey, TuneCache, TuneRecord, Variant
 from deplodock.tune.evaluate import FAILED, Evaluator, Score
 from deplodock.tune.kernels import kernel_hash, loop_kernels
-from deplodock.tune.mcts import DEFAULT_EXPLORATION, SearchResult, Trial, search
+from deplodock.tune.mcts import DEFAULT_EXPLORATION, INTERRUPTED, SearchResult, Trial, search
 from deplodock.tune.space import Candidate, KernelSpace, lower_candidate
 
 #: The most time one kernel's search may take unless told otherwise (issue #11: 60 s).
@@ -45,7 +45,6 @@ class TuneOptions:
     seed: int = 0
     exploration: float = DEFAULT_EXPLORATION
     check: bool = True  # each candidate against the loop level in the interpreter
-    use_cache: bool = True  # read and write it; False: neither
 
 
 @dataclass
@@ -125,7 +124,7 @@ def tune_kernel(
     options: TuneOptions,
     budget_s: float,
     on_trial: Callable[[Trial[Candidate]], None] | None = None,
-) -> tuple[SearchResult[Candidate], KernelSpace]:
+) -> SearchResult[Candidate]:
     """Searches one kernel's schedules (module doc); the result lists every variant."""
     space = KernelSpace(kernel, candidate_scorer(kernel, evaluator, options.check, options.seed))
     result = search(
@@ -139,7 +138,7 @@ def tune_kernel(
     )
     if hasattr(evaluator, "retime"):
         result = retimed(result, evaluator)
-    return result, space
+    return result
 
 
 #: How many of the fastest variants a measuring evaluator times again, in turns.
@@ -185,17 +184,13 @@ def record_of(
     )
 
 
-def cache_key(kernel: loop.KernelOp, evaluator: Evaluator) -> CacheKey:
-    return CacheKey(kernel_hash(kernel), evaluator.target, evaluator.toolchain, evaluator.cost)
-
-
-def distinct_kernels(module: ModuleOp) -> list[tuple[loop.KernelOp, int]]:
-    """The program's kernels, one per structural hash, with how many share it."""
+def distinct_kernels(module: ModuleOp) -> list[tuple[loop.KernelOp, str, int]]:
+    """The program's kernels, one per structural hash: (kernel, hash, how many share it)."""
     seen: dict[str, list] = {}
     for kernel in loop_kernels(module):
-        entry = seen.setdefault(kernel_hash(kernel), [kernel, 0])
-        entry[1] += 1
-    return [(kernel, count) for kernel, count in seen.values()]
+        digest = kernel_hash(kernel)
+        seen.setdefault(digest, [kernel, digest, 0])[2] += 1
+    return [(kernel, digest, count) for kernel, digest, count in seen.values()]
 
 
 class NoVariantError(RuntimeError):
@@ -214,10 +209,10 @@ def tune_program(
     start = clock()
     kernels = distinct_kernels(module)
     outcome = ProgramResult()
-    for index, (kernel, count) in enumerate(kernels):
+    for index, (kernel, digest, count) in enumerate(kernels):
         name = kernel.sym_name.data
-        key = cache_key(kernel, evaluator)
-        cached = cache.lookup(key) if cache is not None and options.use_cache else None
+        key = CacheKey(digest, evaluator.target, evaluator.toolchain, evaluator.cost)
+        cached = cache.lookup(key) if cache is not None else None
         if cached is not None:
             result = KernelResult(name, cached, cached=True, launches=count)
         else:
@@ -227,18 +222,18 @@ def tune_program(
 
             reporter = _Reporter(name, progress) if progress is not None else None
             on_trial = reporter.trial if reporter is not None else None
-            searched, _ = tune_kernel(kernel, evaluator, options, budget, on_trial)
+            searched = tune_kernel(kernel, evaluator, options, budget, on_trial)
             record = record_of(key, name, searched, options.seed)
             if record is None:
                 reasons = {t.score.detail for t in searched.trials}
                 raise NoVariantError(
                     f"kernel @{name}: every variant failed ({'; '.join(sorted(reasons))[:300]})"
                 )
-            if cache is not None and options.use_cache:
+            if cache is not None:
                 cache.store(record)
             result = KernelResult(name, record, cached=False, stopped=searched.stopped,
                                   launches=count)  # fmt: skip
-            outcome.interrupted |= searched.stopped == "interrupted"
+            outcome.interrupted |= searched.stopped == INTERRUPTED
         outcome.kernels.append(result)
         if progress is not None:
             progress.kernel_finished(result)
@@ -264,8 +259,6 @@ class _Reporter:
     best: Trial[Candidate] | None = None
 
     def trial(self, trial: Trial[Candidate]) -> None:
-        if trial.score.reward > 0 and (
-            self.best is None or trial.score.reward > self.best.score.reward
-        ):
+        if trial.improved:
             self.best = trial
         self.progress.variant(self.name, trial, self.best or trial)

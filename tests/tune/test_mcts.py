@@ -15,7 +15,8 @@ from deplodock.tune.mcts import (
     INTERRUPTED,
     PATIENCE,
     TRIALS,
-    random_search,
+    SearchResult,
+    Trial,
     search,
 )
 
@@ -64,6 +65,23 @@ class Landscape:
         if leaf in self.failing:
             return Score(None, FAILED, "planted failure")
         return Score(self.time_us(leaf))
+
+
+def random_search(space: Landscape, max_trials: int, seed: int = 0) -> SearchResult[Path]:
+    """The baseline the tests hold MCTS to: `max_trials` uniformly random paths (distinct
+    leaves not guaranteed), each scored."""
+    rng = random.Random(seed)
+    trials: list[Trial[Path]] = []
+    best = 0.0
+    for index in range(1, max_trials + 1):
+        state = space.root()
+        while options := space.choices(state):
+            state = space.child(state, rng.choice(list(options)))
+        _, leaf = space.rollout(state)
+        score = space.score(leaf)
+        trials.append(Trial(index, leaf, score, 0.0, score.reward > best))
+        best = max(best, score.reward)
+    return SearchResult(trials, TRIALS, 0.0)
 
 
 def best_time(result) -> float:

@@ -95,7 +95,7 @@ def test_identical_kernels_are_tuned_once(model):
     )
     from deplodock.tune.tuner import distinct_kernels
 
-    counts = sorted(count for _, count in distinct_kernels(module))
+    counts = sorted(count for _, _, count in distinct_kernels(module))
     options = TuneOptions(max_trials=2, patience=None, kernel_budget_s=600)
     result = tune_program(module, model, options)
     assert len(result.kernels) == len(counts)
