@@ -5,6 +5,10 @@ message that names the problem and where it is, and a non-zero exit, never a tra
 `--traceback` re-raises for the curious. Both tools run their command through
 `run_command`, so the rules (which errors are the user's, what Ctrl-C prints, how deep
 input may nest) live here once.
+
+Exit status: 1 for the user's errors, `INTERNAL` (70, `EX_SOFTWARE` of sysexits.h) for a bug
+in deplodock (`passes/internal_errors.py`: a pass's assertion, or Python's own bug types
+anywhere), which says so and asks to be reported, and `INTERRUPTED` after Ctrl-C.
 """
 
 from __future__ import annotations
@@ -15,11 +19,21 @@ import re
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
+from traceback import extract_tb
 
 from xdsl.utils.exceptions import ArgSpecParseError, ParseError, VerifyException
 
+from deplodock.passes.internal_errors import InternalError, is_bug
+
 #: Exit status after Ctrl-C, as a shell reports a command killed by SIGINT (128 + 2).
 INTERRUPTED = 130
+
+#: The package's directory: errors raised from files below it are deplodock's own.
+PACKAGE = Path(__file__).resolve().parent.parent
+
+#: Exit status of an internal error (a bug in deplodock): sysexits.h's EX_SOFTWARE.
+INTERNAL = 70
 
 #: Python frames a command may use. Parsing, verifying and printing IR, and walking a `-c`
 #: expression's syntax tree, recurse once or twice per nesting level; Python's default
@@ -82,8 +96,27 @@ def describe_pipeline_error(error: ArgSpecParseError) -> str:
 
 
 def report_error(error: BaseException, tool: str, source: str | None = None) -> int:
+    if isinstance(error, InternalError) or (is_bug(error) and raised_by_deplodock(error)):
+        return report_internal_error(error, tool)
     print(f"{tool}: error: {describe(error, source)}", file=sys.stderr)
     return 1
+
+
+def raised_by_deplodock(error: BaseException) -> bool:
+    """Whether deplodock's own code raised `error` (its innermost frame is in the package).
+
+    Outside a pass, Python's bug types from a library deplodock calls (transformers reading
+    a malformed config.json, torch tracing the user's module) are the input's doing."""
+    frames = extract_tb(error.__traceback__)
+    return bool(frames) and Path(frames[-1].filename).is_relative_to(PACKAGE)
+
+
+def report_internal_error(error: BaseException, tool: str) -> int:
+    """One line that says the fault is deplodock's, where it was, and what to do."""
+    if not isinstance(error, InternalError):
+        error = InternalError(None, None, error)
+    print(f"{tool}: {error} (please report; --traceback shows where)", file=sys.stderr)
+    return INTERNAL
 
 
 @contextmanager
@@ -110,8 +143,9 @@ def run_command(
 ) -> int:
     """Runs `command`, turning what a user can cause into one line on stderr and a status.
 
-    Errors exit 1; Ctrl-C exits `INTERRUPTED` with one line (files are written atomically, so
-    an interrupted run leaves the previous ones as they were). `traceback` re-raises.
+    Errors exit 1, bugs `INTERNAL`; Ctrl-C exits `INTERRUPTED` with one line (files are
+    written atomically, so an interrupted run leaves the previous ones as they were).
+    `traceback` re-raises.
     """
     try:
         with deep_recursion():

@@ -31,6 +31,7 @@ from deplodock.dialects import get_all_dialects
 from deplodock.files import write_atomic
 from deplodock.passes import get_all_passes
 from deplodock.passes.diffs import PassDiffs
+from deplodock.passes.internal_errors import InternalError, RunningPass
 from deplodock.passes.pipelines import STAGES, input_stage, pipeline_spec, stage_of
 
 #: xDSL's own passes that make sense on deplodock IR at any level.
@@ -164,14 +165,21 @@ class DeplodockOptMain(xDSLOptMain):
         self.args.passes = expand_stage_pipelines(spec)
         super().setup_pipeline()
         verify = self.pipeline.callback
-        self.pipeline = PassPipeline(self.pipeline.passes, self._between_passes)
+        self._running = RunningPass(self._between_passes)
+        self.pipeline = PassPipeline(self.pipeline.passes, self._running)
         self._verify = verify
 
     def _between_passes(
         self, previous: ModulePass | None, module: ModuleOp, next_pass: ModulePass | None
     ) -> None:
         if self._verify is not None:
-            self._verify(previous, module, next_pass)
+            try:
+                self._verify(previous, module, next_pass)
+            except VerifyException as error:
+                if previous is None:
+                    raise
+                # the input verified when it was parsed: the pass wrote the invalid IR
+                raise InternalError(previous.name, None, error) from error
         if self.args.print_ir_after_all:
             self._print_after(previous, module, next_pass)
         if self.args.print_pass_diffs:
@@ -189,7 +197,8 @@ class DeplodockOptMain(xDSLOptMain):
     def run(self) -> None:
         """`xDSLOptMain.run`, naming the input file in errors that cannot name it themselves."""
         try:
-            super().run()
+            with self._running.blaming():
+                super().run()
         except (RecursionError, UnicodeDecodeError, VerifyException) as error:
             raise InputError(describe(error, self.get_input_name())) from None
 

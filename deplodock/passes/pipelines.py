@@ -16,6 +16,8 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass, PassPipeline, PassPipelineCallbackType
 
+from deplodock.passes.internal_errors import RunningPass, blame
+
 #: The six levels, highest first.
 STAGES: tuple[str, ...] = ("torch", "tensor", "loop", "tile", "kernel", "cuda")
 
@@ -104,10 +106,13 @@ def lower(
 ) -> ModuleOp:
     """Lowers `module` in place from stage `start` (or anything between it and `stage`) to
     `stage`, verifies it and returns it. `callback` sees the module between passes
-    (xDSL's `PassPipeline` callback: what `compile -v` diffs)."""
+    (xDSL's `PassPipeline` callback: what `compile -v` diffs). A bug inside a pass comes out
+    as an `InternalError` naming it (`internal_errors.py`)."""
     from deplodock.dialects import make_context
 
-    PassPipeline(build_pipeline(stage, start), callback).apply(ctx or make_context(), module)
+    running = RunningPass(callback)
+    with running.blaming():
+        PassPipeline(build_pipeline(stage, start), running).apply(ctx or make_context(), module)
     module.verify()
     return module
 
@@ -130,7 +135,8 @@ class LowerToStagePass(ModulePass):
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         for stage_pass in build_pipeline(self.stage):
-            stage_pass.apply(ctx, op)
+            with blame(stage_pass.name):
+                stage_pass.apply(ctx, op)
 
 
 @dataclass(frozen=True)

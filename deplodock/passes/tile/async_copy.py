@@ -29,10 +29,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from xdsl.context import Context
-from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Operation
-from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
 from deplodock.dialects import tile
@@ -128,7 +125,7 @@ def _read_barriers(threads: tile.ThreadsOp) -> list[tile.BarrierOp]:
 
 
 @dataclass(frozen=True)
-class TileAsyncCopyPass(Tunable, ModulePass):
+class TileAsyncCopyPass(Tunable):
     """Staged contractions: copies as `cp.async` with commit and wait groups (module doc)."""
 
     name = "tile-async-copy"
@@ -142,12 +139,11 @@ class TileAsyncCopyPass(Tunable, ModulePass):
     def candidates(self, kernel: tile.KernelOp) -> list[Choice]:
         return grid(**{"async": (0, 1)})
 
-    def apply(self, ctx: Context, op: ModuleOp) -> None:
-        for kernel in [k for k in op.ops if isinstance(k, tile.KernelOp)]:
-            if kernel.schedule is None or "stage" not in kernel.schedule.data:
-                continue
-            if any(isinstance(o, tile.CopyAsyncOp) for o in kernel.walk()):
-                continue
-            on = schedule.read_knob(kernel, "async", int(self.enable))
-            done = bool(on) and async_copies(kernel)
-            schedule.write_knob(kernel, "async", int(done))
+    def apply_to_kernel(self, kernel: tile.KernelOp) -> None:
+        if kernel.schedule is None or "stage" not in kernel.schedule.data:
+            return
+        if any(isinstance(o, tile.CopyAsyncOp) for o in kernel.walk()):
+            return
+        on = schedule.read_knob(kernel, "async", int(self.enable))
+        done = bool(on) and async_copies(kernel)
+        schedule.write_knob(kernel, "async", int(done))

@@ -34,11 +34,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from xdsl.context import Context
 from xdsl.dialects import arith
-from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Operation, SSAValue
-from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 from xdsl.utils.exceptions import PassFailedException
 
@@ -251,7 +248,7 @@ def _product(values: list[int]) -> int:
 
 
 @dataclass(frozen=True)
-class TileBlockPass(Tunable, ModulePass):
+class TileBlockPass(Tunable):
     """Contractions: one BM x BN output tile per block (see the module docstring).
 
     `bm`/`bn` 0 means "the heuristic's choice"; a kernel's `schedule` knobs win over both.
@@ -277,22 +274,21 @@ class TileBlockPass(Tunable, ModulePass):
             for group in GROUPS
         ]
 
-    def apply(self, ctx: Context, op: ModuleOp) -> None:
-        for kernel in [k for k in op.ops if isinstance(k, tile.KernelOp)]:
-            found = find_contraction(kernel)
-            if found is None:
-                continue
-            guess_m, guess_n = default_block(
-                found.m, found.n, found.batch, self.sms, sixteen_bit_product(kernel)
-            )
-            bm = schedule.read_knob(kernel, "bm", self.bm or guess_m)
-            bn = schedule.read_knob(kernel, "bn", self.bn or guess_n)
-            group = schedule.read_knob(kernel, "group", self.group)
-            for knob, value in (("bm", bm), ("bn", bn), ("group", group)):
-                if value <= 0:
-                    raise PassFailedException(
-                        f"tile.kernel @{kernel.sym_name.data}: {knob} must be positive, got {value}"
-                    )
-            block_contraction(found, bm, bn, group)
-            for knob, value in (("bm", bm), ("bn", bn), ("group", group)):
-                schedule.write_knob(kernel, knob, value)
+    def apply_to_kernel(self, kernel: tile.KernelOp) -> None:
+        found = find_contraction(kernel)
+        if found is None:
+            return
+        guess_m, guess_n = default_block(
+            found.m, found.n, found.batch, self.sms, sixteen_bit_product(kernel)
+        )
+        bm = schedule.read_knob(kernel, "bm", self.bm or guess_m)
+        bn = schedule.read_knob(kernel, "bn", self.bn or guess_n)
+        group = schedule.read_knob(kernel, "group", self.group)
+        for knob, value in (("bm", bm), ("bn", bn), ("group", group)):
+            if value <= 0:
+                raise PassFailedException(
+                    f"tile.kernel @{kernel.sym_name.data}: {knob} must be positive, got {value}"
+                )
+        block_contraction(found, bm, bn, group)
+        for knob, value in (("bm", bm), ("bn", bn), ("group", group)):
+            schedule.write_knob(kernel, knob, value)

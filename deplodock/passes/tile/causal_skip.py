@@ -34,12 +34,10 @@ import math
 from dataclasses import dataclass
 from enum import Enum
 
-from xdsl.context import Context
 from xdsl.dialects import arith
 from xdsl.dialects import math as math_dialect
-from xdsl.dialects.builtin import FloatAttr, IntegerAttr, ModuleOp
+from xdsl.dialects.builtin import FloatAttr, IntegerAttr
 from xdsl.ir import BlockArgument, Operation, SSAValue
-from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
 from deplodock.dialects import tile
@@ -325,7 +323,7 @@ def skip_masked_chunks(threads: tile.ThreadsOp, loop: tile.ForOp, masks: list[Ma
 
 
 @dataclass(frozen=True)
-class TileCausalSkipPass(Tunable, ModulePass):
+class TileCausalSkipPass(Tunable):
     """Causal P.V: each block's K loop ends at its diagonal (module doc)."""
 
     name = "tile-causal-skip"
@@ -340,14 +338,13 @@ class TileCausalSkipPass(Tunable, ModulePass):
     def candidates(self, kernel: tile.KernelOp) -> list[Choice]:
         return grid(causal_skip=(0, 1))
 
-    def apply(self, ctx: Context, op: ModuleOp) -> None:
-        for kernel in [k for k in op.ops if isinstance(k, tile.KernelOp)]:
-            if (target := _target(kernel)) is None:
-                continue  # not causal, or already shifted (its K loop starts at %skip)
-            on = schedule.read_knob(kernel, MARK, int(self.enable))
-            if on:
-                skip_masked_chunks(*target)
-            schedule.write_knob(kernel, MARK, int(bool(on)))
+    def apply_to_kernel(self, kernel: tile.KernelOp) -> None:
+        if (target := _target(kernel)) is None:
+            return  # not causal, or already shifted (its K loop starts at %skip)
+        on = schedule.read_knob(kernel, MARK, int(self.enable))
+        if on:
+            skip_masked_chunks(*target)
+        schedule.write_knob(kernel, MARK, int(bool(on)))
 
 
 def _target(kernel: tile.KernelOp) -> tuple[tile.ThreadsOp, tile.ForOp, list[Mask]] | None:

@@ -26,15 +26,17 @@ The copy makes the space exact without a second statement of each pass's limits.
 from __future__ import annotations
 
 import itertools
+from abc import abstractmethod
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import ClassVar
 
 from xdsl.dialects.builtin import ModuleOp
-from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import DiagnosticException, PassFailedException, VerifyException
 
 from deplodock.dialects import make_context, tile
 from deplodock.passes.tile import schedule
+from deplodock.passes.tile.kernel_pass import TileKernelPass
 
 #: One assignment of a pass's knobs, e.g. `{"bm": 128, "bn": 64, "group": 8}`.
 Choice = dict[str, int]
@@ -52,7 +54,7 @@ def write_choice(kernel: tile.KernelOp, choice: Mapping[str, int]) -> None:
         schedule.write_knob(kernel, name, value)
 
 
-def _taken(scheduling_pass: ModulePass, kernel: tile.KernelOp, choice: Choice) -> bool:
+def _taken(scheduling_pass: TileKernelPass, kernel: tile.KernelOp, choice: Choice) -> bool:
     """Whether the pass, run on a copy of `kernel` with `choice` written, takes it."""
     copy = kernel.clone()
     write_choice(copy, choice)
@@ -65,26 +67,26 @@ def _taken(scheduling_pass: ModulePass, kernel: tile.KernelOp, choice: Choice) -
     return all(schedule.read_knob(copy, name, -1) == value for name, value in choice.items())
 
 
-class Tunable:
-    """A scheduling pass whose knobs a tuner may choose (mixed into its `ModulePass`)."""
+@dataclass(frozen=True)
+class Tunable(TileKernelPass):
+    """A scheduling pass whose knobs a tuner may choose."""
 
     #: The knobs the pass decides: the keys of each of its choices.
     knobs: ClassVar[tuple[str, ...]] = ()
 
+    @abstractmethod
     def applies_to(self, kernel: tile.KernelOp) -> bool:
         """Whether the pass would schedule `kernel` as it stands (its trigger)."""
-        raise NotImplementedError
 
+    @abstractmethod
     def candidates(self, kernel: tile.KernelOp) -> list[Choice]:
         """The value grid the pass could take for `kernel` (legal or not)."""
-        raise NotImplementedError
 
     def legal_choices(self, kernel: tile.KernelOp) -> list[Choice]:
         """The candidates the pass takes as given for `kernel` (module docstring); empty
         when the pass does not apply to it."""
         if not self.applies_to(kernel):
             return []
-        assert isinstance(self, ModulePass)
         return [choice for choice in self.candidates(kernel) if _taken(self, kernel, choice)]
 
 

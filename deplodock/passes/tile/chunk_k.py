@@ -35,11 +35,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from xdsl.context import Context
 from xdsl.dialects import arith
-from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import SSAValue
-from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 from xdsl.utils.exceptions import PassFailedException
 
@@ -167,7 +164,7 @@ def chunk_k(kernel: tile.KernelOp, bk: int) -> bool:
 
 
 @dataclass(frozen=True)
-class TileChunkKPass(Tunable, ModulePass):
+class TileChunkKPass(Tunable):
     """Register-tiled contractions: K in chunks of `bk` plus a cleanup loop."""
 
     name = "tile-chunk-k"
@@ -184,17 +181,16 @@ class TileChunkKPass(Tunable, ModulePass):
         loop = k_loop_of(threads) if threads is not None else None
         return [] if loop is None else [{"bk": bk} for bk in legal_chunks(loop.upper)]
 
-    def apply(self, ctx: Context, op: ModuleOp) -> None:
-        for kernel in [k for k in op.ops if isinstance(k, tile.KernelOp)]:
-            if kernel.schedule is None or "fm" not in kernel.schedule.data:
-                continue
-            threads = schedule.threads_of(kernel)
-            loop = k_loop_of(threads) if threads is not None else None
-            guess = default_chunk(kernel, loop) if loop is not None else DEFAULT_CHUNK
-            bk = schedule.read_knob(kernel, "bk", self.bk or guess)
-            if bk <= 0:
-                raise PassFailedException(
-                    f"tile.kernel @{kernel.sym_name.data}: bk must be positive, got {bk}"
-                )
-            if chunk_k(kernel, bk):
-                schedule.write_knob(kernel, "bk", bk)
+    def apply_to_kernel(self, kernel: tile.KernelOp) -> None:
+        if kernel.schedule is None or "fm" not in kernel.schedule.data:
+            return
+        threads = schedule.threads_of(kernel)
+        loop = k_loop_of(threads) if threads is not None else None
+        guess = default_chunk(kernel, loop) if loop is not None else DEFAULT_CHUNK
+        bk = schedule.read_knob(kernel, "bk", self.bk or guess)
+        if bk <= 0:
+            raise PassFailedException(
+                f"tile.kernel @{kernel.sym_name.data}: bk must be positive, got {bk}"
+            )
+        if chunk_k(kernel, bk):
+            schedule.write_knob(kernel, "bk", bk)

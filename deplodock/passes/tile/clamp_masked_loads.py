@@ -25,17 +25,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from xdsl.context import Context
 from xdsl.dialects import arith, math
-from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import BlockArgument, Operation, SSAValue
-from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
 from deplodock.dialects import tile
 from deplodock.dialects.hardware import is_shared
 from deplodock.dialects.queries import constant_index
 from deplodock.passes.tile.causal_skip import key_bound
+from deplodock.passes.tile.kernel_pass import TileKernelPass
 
 #: Index arithmetic that keeps non-negative operands non-negative.
 _NON_NEGATIVE_OPS = (
@@ -133,12 +131,11 @@ def clamp(load: tile.LoadOp) -> bool:
 
 
 @dataclass(frozen=True)
-class TileClampMaskedLoadsPass(ModulePass):
+class TileClampMaskedLoadsPass(TileKernelPass):
     """Loads whose value a `key <= query` mask discards read at `min(key, query)`."""
 
     name = "tile-clamp-masked-loads"
 
-    def apply(self, ctx: Context, op: ModuleOp) -> None:
-        for kernel in [k for k in op.ops if isinstance(k, tile.KernelOp)]:
-            for load in [o for o in kernel.walk() if isinstance(o, tile.LoadOp)]:
-                clamp(load)
+    def apply_to_kernel(self, kernel: tile.KernelOp) -> None:
+        for load in [o for o in kernel.walk() if isinstance(o, tile.LoadOp)]:
+            clamp(load)

@@ -18,17 +18,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from xdsl.context import Context
 from xdsl.dialects import arith
-from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Operation, SSAValue
-from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
 from deplodock.dialects import tile
 from deplodock.dialects.queries import written_buffers
 from deplodock.passes.constant_pool import ConstantPool
 from deplodock.passes.tile import schedule
+from deplodock.passes.tile.kernel_pass import TileKernelPass
 from deplodock.passes.tile.nests import Combiner, combiner_of, is_identity, is_serial, reduce_chain
 
 
@@ -99,18 +97,17 @@ def _insert(op: Operation, point: InsertPoint) -> SSAValue:
 
 
 @dataclass(frozen=True)
-class TileCooperativeReducePass(ModulePass):
+class TileCooperativeReducePass(TileKernelPass):
     """Top-level plain reductions: strided over the block's threads + `tile.combine`."""
 
     name = "tile-cooperative-reduce"
 
-    def apply(self, ctx: Context, op: ModuleOp) -> None:
-        for kernel in [k for k in op.ops if isinstance(k, tile.KernelOp)]:
-            threads = schedule.threads_of(kernel)
-            if threads is None or schedule.is_tiled_contraction(kernel):
-                continue
-            written = written_buffers(kernel)
-            for loop in schedule.top_loops(threads):
-                if loop.is_reduce and is_serial(loop):
-                    cooperative_reduce(loop, threads, written)
-            schedule.drop_unused_constants(threads)
+    def apply_to_kernel(self, kernel: tile.KernelOp) -> None:
+        threads = schedule.threads_of(kernel)
+        if threads is None or schedule.is_tiled_contraction(kernel):
+            return
+        written = written_buffers(kernel)
+        for loop in schedule.top_loops(threads):
+            if loop.is_reduce and is_serial(loop):
+                cooperative_reduce(loop, threads, written)
+        schedule.drop_unused_constants(threads)

@@ -27,20 +27,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from xdsl.context import Context
-from xdsl.dialects.builtin import ModuleOp
-from xdsl.passes import ModulePass
 from xdsl.transforms.common_subexpression_elimination import cse
 
 from deplodock.dialects import tile
+from deplodock.passes.tile.kernel_pass import TileKernelPass
 
 
 @dataclass(frozen=True)
-class TileCsePass(ModulePass):
+class TileCsePass(TileKernelPass):
     """Repeated pure computations (and reloads with no write between) merged (module doc)."""
 
     name = "tile-cse"
 
-    def apply(self, ctx: Context, op: ModuleOp) -> None:
-        for kernel in [k for k in op.ops if isinstance(k, tile.KernelOp)]:
-            cse(kernel)
+    def apply_to_kernel(self, kernel: tile.KernelOp) -> None:
+        cse(kernel)

@@ -21,10 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from xdsl.context import Context
-from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import SSAValue
-from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint
 from xdsl.utils.exceptions import PassFailedException
 
@@ -80,7 +77,7 @@ def grid_stride(kernel: tile.KernelOp, threads_default: int, max_blocks_default:
 
 
 @dataclass(frozen=True)
-class TileGridStridePass(Tunable, ModulePass):
+class TileGridStridePass(Tunable):
     """Elementwise kernels: every nest over `threads` x blocks, grid-stride (module doc)."""
 
     name = "tile-grid-stride"
@@ -99,6 +96,5 @@ class TileGridStridePass(Tunable, ModulePass):
     def candidates(self, kernel: tile.KernelOp) -> list[Choice]:
         return grid(threads=(64, 128, 256, 512, 1024), max_blocks=(132, 264, 528, 1024, 2048))
 
-    def apply(self, ctx: Context, op: ModuleOp) -> None:
-        for kernel in [k for k in op.ops if isinstance(k, tile.KernelOp)]:
-            grid_stride(kernel, self.threads, self.max_blocks)
+    def apply_to_kernel(self, kernel: tile.KernelOp) -> None:
+        grid_stride(kernel, self.threads, self.max_blocks)

@@ -33,17 +33,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from xdsl.context import Context
 from xdsl.dialects import arith
-from xdsl.dialects.builtin import IntegerAttr, MemRefType, ModuleOp
+from xdsl.dialects.builtin import IntegerAttr, MemRefType
 from xdsl.ir import BlockArgument, Operation, SSAValue
-from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
 from deplodock.dialects import tile
 from deplodock.dialects.common.memory import index_range
 from deplodock.dialects.hardware import is_shared
 from deplodock.dialects.queries import constant_index, written_buffers
+from deplodock.passes.tile.kernel_pass import TileKernelPass
 from deplodock.passes.tile.nests import body_ops
 
 #: Integer ops that trap (or are undefined) on a zero divisor.
@@ -130,11 +129,10 @@ def hoist_invariant(kernel: tile.KernelOp) -> int:
 
 
 @dataclass(frozen=True)
-class TileHoistInvariantPass(ModulePass):
+class TileHoistInvariantPass(TileKernelPass):
     """Loop-invariant pure ops and read-only loads moved before their loop (module doc)."""
 
     name = "tile-hoist-invariant"
 
-    def apply(self, ctx: Context, op: ModuleOp) -> None:
-        for kernel in [k for k in op.ops if isinstance(k, tile.KernelOp)]:
-            hoist_invariant(kernel)
+    def apply_to_kernel(self, kernel: tile.KernelOp) -> None:
+        hoist_invariant(kernel)

@@ -18,15 +18,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from xdsl.context import Context
-from xdsl.dialects.builtin import ModuleOp
-from xdsl.passes import ModulePass
-
 from deplodock.dialects import tile
 from deplodock.dialects.hardware import WARP_SIZE
 from deplodock.dialects.queries import written_buffers
 from deplodock.passes.constant_pool import ConstantPool
 from deplodock.passes.tile import schedule
+from deplodock.passes.tile.kernel_pass import TileKernelPass
 from deplodock.passes.tile.nests import free_chain, is_serial, loop_work, next_power_of_two
 
 
@@ -51,14 +48,13 @@ def loops_to_threads(kernel: tile.KernelOp, max_threads: int) -> None:
 
 
 @dataclass(frozen=True)
-class TileLoopsToThreadsPass(ModulePass):
+class TileLoopsToThreadsPass(TileKernelPass):
     """Free loops of a row: strided over `T <= max_threads` threads (see module doc)."""
 
     name = "tile-loops-to-threads"
 
     max_threads: int = 256
 
-    def apply(self, ctx: Context, op: ModuleOp) -> None:
-        for kernel in [k for k in op.ops if isinstance(k, tile.KernelOp)]:
-            if not schedule.is_tiled_contraction(kernel):
-                loops_to_threads(kernel, self.max_threads)
+    def apply_to_kernel(self, kernel: tile.KernelOp) -> None:
+        if not schedule.is_tiled_contraction(kernel):
+            loops_to_threads(kernel, self.max_threads)

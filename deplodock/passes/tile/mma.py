@@ -47,11 +47,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from xdsl.context import Context
 from xdsl.dialects import arith
-from xdsl.dialects.builtin import BFloat16Type, Float16Type, Float32Type, MemRefType, ModuleOp
+from xdsl.dialects.builtin import BFloat16Type, Float16Type, Float32Type, MemRefType
 from xdsl.ir import SSAValue
-from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
 from deplodock.dialects import tile
@@ -64,7 +62,8 @@ from deplodock.passes.tile.contraction import (
     defined_in,
     thread_tiles_of,
 )
-from deplodock.passes.tile.nests import body_ops, start_of
+from deplodock.passes.tile.kernel_pass import TileKernelPass
+from deplodock.passes.tile.nests import body_ops, is_serial, start_of
 
 #: One MMA operand: a 16-bit fragment, or a tf32 one as its (hi, lo) fragments.
 Fragment = Sequence[SSAValue] | tuple[Sequence[SSAValue], Sequence[SSAValue]]
@@ -179,7 +178,9 @@ def find_mma_loop(kernel: tile.KernelOp) -> MmaLoop | None:
         return None
     rows, cols = tiles
     for loop in threads.walk():
-        if isinstance(loop, tile.ForOp) and loop.is_reduce and loop.iter_args:
+        # A lane-strided sweep (`tile-shared-statistics` over a row too long to keep in
+        # registers) carries values too, but it is a row statistic, never the K loop.
+        if isinstance(loop, tile.ForOp) and loop.is_reduce and loop.iter_args and is_serial(loop):
             found = _match_loop(loop, rows, cols)
             if found is not None:
                 return found
@@ -394,7 +395,7 @@ def mma_contraction(kernel: tile.KernelOp) -> bool:
 
 
 @dataclass(frozen=True)
-class TileMmaPass(ModulePass):
+class TileMmaPass(TileKernelPass):
     """bf16/f16/fp32 contractions laid out as MMA fragments: `ki` on tensor cores (module
     doc; fp32 as tf32x3).
 
@@ -403,6 +404,5 @@ class TileMmaPass(ModulePass):
 
     name = "tile-mma"
 
-    def apply(self, ctx: Context, op: ModuleOp) -> None:
-        for kernel in [k for k in op.ops if isinstance(k, tile.KernelOp)]:
-            mma_contraction(kernel)
+    def apply_to_kernel(self, kernel: tile.KernelOp) -> None:
+        mma_contraction(kernel)

@@ -32,11 +32,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from xdsl.context import Context
 from xdsl.dialects import arith
-from xdsl.dialects.builtin import IntegerAttr, MemRefType, ModuleOp, StringAttr
+from xdsl.dialects.builtin import IntegerAttr, MemRefType, StringAttr
 from xdsl.ir import SSAValue
-from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 from xdsl.utils.exceptions import PassFailedException
 
@@ -175,7 +173,7 @@ def copies_compute(staged: StagedLoop) -> bool:
 
 
 @dataclass(frozen=True)
-class TileMultibufferPass(Tunable, ModulePass):
+class TileMultibufferPass(Tunable):
     """Staged contractions: `depth` slots per slab, round robin (see the module docstring)."""
 
     name = "tile-multibuffer"
@@ -190,20 +188,19 @@ class TileMultibufferPass(Tunable, ModulePass):
     def candidates(self, kernel: tile.KernelOp) -> list[Choice]:
         return grid(depth=DEPTHS)
 
-    def apply(self, ctx: Context, op: ModuleOp) -> None:
-        for kernel in [k for k in op.ops if isinstance(k, tile.KernelOp)]:
-            staged = staged_loop(kernel)
-            if staged is None or any("depth" in s.attributes for s in staged.slabs):
-                continue
-            depth = schedule.read_knob(kernel, "depth", self.depth or default_depth(staged))
-            if depth not in DEPTHS:
-                raise PassFailedException(
-                    f"tile.kernel @{kernel.sym_name.data}: depth must be one of "
-                    f"{', '.join(map(str, DEPTHS))}, got {depth}"
-                )
-            used = tile.shared_bytes(staged.threads) * depth
-            if used > MAX_SHARED_BYTES:
-                depth = max(1, MAX_SHARED_BYTES // tile.shared_bytes(staged.threads))
-            if depth > 1:
-                multibuffer(staged, depth)
-            schedule.write_knob(kernel, "depth", depth)
+    def apply_to_kernel(self, kernel: tile.KernelOp) -> None:
+        staged = staged_loop(kernel)
+        if staged is None or any("depth" in s.attributes for s in staged.slabs):
+            return
+        depth = schedule.read_knob(kernel, "depth", self.depth or default_depth(staged))
+        if depth not in DEPTHS:
+            raise PassFailedException(
+                f"tile.kernel @{kernel.sym_name.data}: depth must be one of "
+                f"{', '.join(map(str, DEPTHS))}, got {depth}"
+            )
+        used = tile.shared_bytes(staged.threads) * depth
+        if used > MAX_SHARED_BYTES:
+            depth = max(1, MAX_SHARED_BYTES // tile.shared_bytes(staged.threads))
+        if depth > 1:
+            multibuffer(staged, depth)
+        schedule.write_knob(kernel, "depth", depth)

@@ -42,11 +42,9 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass
 
-from xdsl.context import Context
 from xdsl.dialects import arith, math
-from xdsl.dialects.builtin import FloatAttr, ModuleOp
+from xdsl.dialects.builtin import FloatAttr
 from xdsl.ir import Operation, SSAValue
-from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
 from deplodock.dialects import tile
@@ -222,7 +220,7 @@ def online_softmax(kernel: tile.KernelOp, max_cells: int) -> None:
 
 
 @dataclass(frozen=True)
-class TileOnlineSoftmaxPass(Tunable, ModulePass):
+class TileOnlineSoftmaxPass(Tunable):
     """Max and sum-of-exp sweeps fused into one online sweep (see module doc)."""
 
     name = "tile-online-softmax"
@@ -237,7 +235,6 @@ class TileOnlineSoftmaxPass(Tunable, ModulePass):
     #: Rows of at most this many elements a thread stay in registers: not fused.
     max_cells: int = 32
 
-    def apply(self, ctx: Context, op: ModuleOp) -> None:
-        for kernel in [k for k in op.ops if isinstance(k, tile.KernelOp)]:
-            if not schedule.is_tiled_contraction(kernel):
-                online_softmax(kernel, self.max_cells)
+    def apply_to_kernel(self, kernel: tile.KernelOp) -> None:
+        if not schedule.is_tiled_contraction(kernel):
+            online_softmax(kernel, self.max_cells)

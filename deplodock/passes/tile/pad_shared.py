@@ -40,10 +40,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from xdsl.context import Context
-from xdsl.dialects.builtin import IntegerAttr, MemRefType, ModuleOp, StringAttr
+from xdsl.dialects.builtin import IntegerAttr, MemRefType, StringAttr
 from xdsl.ir import Operation
-from xdsl.passes import ModulePass
 from xdsl.rewriter import Rewriter
 from xdsl.utils.exceptions import PassFailedException
 
@@ -215,7 +213,7 @@ def _check_swizzle(kernel: tile.KernelOp, alloc: tile.SharedAllocOp, layout: Lay
 
 
 @dataclass(frozen=True)
-class TilePadSharedPass(Tunable, ModulePass):
+class TilePadSharedPass(Tunable):
     """Staged slabs: row padding or swizzle chosen by a bank-conflict count (module doc)."""
 
     name = "tile-pad-shared"
@@ -244,26 +242,25 @@ class TilePadSharedPass(Tunable, ModulePass):
             if all(not (pad[f"pad_{o}"] and swizzle[f"swizzle_{o}"]) for o in operands)
         ]
 
-    def apply(self, ctx: Context, op: ModuleOp) -> None:
-        for kernel in [k for k in op.ops if isinstance(k, tile.KernelOp)]:
-            threads = schedule.threads_of(kernel)
-            if threads is None:
+    def apply_to_kernel(self, kernel: tile.KernelOp) -> None:
+        threads = schedule.threads_of(kernel)
+        if threads is None:
+            return
+        for alloc in [o for o in threads.body.ops if isinstance(o, tile.SharedAllocOp)]:
+            operand = alloc.attributes.get("stage")
+            if not isinstance(operand, StringAttr) or "pad" in alloc.attributes:
                 continue
-            for alloc in [o for o in threads.body.ops if isinstance(o, tile.SharedAllocOp)]:
-                operand = alloc.attributes.get("stage")
-                if not isinstance(operand, StringAttr) or "pad" in alloc.attributes:
-                    continue
-                options = Layout(
-                    getattr(self, f"pad_{operand.data}", -1),
-                    getattr(self, f"swizzle_{operand.data}", -1),
-                )
-                asked = _asked_layout(kernel, operand.data, options)
-                layout = asked or best_layout(alloc, threads)
-                _check_swizzle(kernel, alloc, layout)
-                lay_out(alloc, layout)
-                schedule.write_knob(kernel, f"pad_{operand.data}", layout.pad)
-                schedule.write_knob(kernel, f"swizzle_{operand.data}", layout.swizzle)
-            _check_budget(kernel, threads)
+            options = Layout(
+                getattr(self, f"pad_{operand.data}", -1),
+                getattr(self, f"swizzle_{operand.data}", -1),
+            )
+            asked = _asked_layout(kernel, operand.data, options)
+            layout = asked or best_layout(alloc, threads)
+            _check_swizzle(kernel, alloc, layout)
+            lay_out(alloc, layout)
+            schedule.write_knob(kernel, f"pad_{operand.data}", layout.pad)
+            schedule.write_knob(kernel, f"swizzle_{operand.data}", layout.swizzle)
+        _check_budget(kernel, threads)
 
 
 def _unpadded_operands(kernel: tile.KernelOp) -> list[str]:

@@ -26,11 +26,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from xdsl.context import Context
 from xdsl.dialects import arith
-from xdsl.dialects.builtin import IntegerAttr, ModuleOp
+from xdsl.dialects.builtin import IntegerAttr
 from xdsl.ir import Operation, SSAValue
-from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
 from deplodock.dialects import tile
@@ -94,7 +92,7 @@ def pipeline(staged: StagedLoop, depth: int) -> bool:
 
 
 @dataclass(frozen=True)
-class TilePipelinePass(Tunable, ModulePass):
+class TilePipelinePass(Tunable):
     """Multibuffered contractions: copies issued `depth - 1` chunks ahead (module doc)."""
 
     name = "tile-pipeline"
@@ -108,15 +106,14 @@ class TilePipelinePass(Tunable, ModulePass):
     def candidates(self, kernel: tile.KernelOp) -> list[Choice]:
         return grid(pipeline=(0, 1))
 
-    def apply(self, ctx: Context, op: ModuleOp) -> None:
-        for kernel in [k for k in op.ops if isinstance(k, tile.KernelOp)]:
-            staged = staged_loop(kernel)
-            if staged is None or "prefetch" in _if_attributes(staged):
-                continue
-            depth = schedule.read_knob(kernel, "depth", 1)
-            on = schedule.read_knob(kernel, "pipeline", int(self.enable))
-            done = on and depth >= 2 and pipeline(staged, depth)
-            schedule.write_knob(kernel, "pipeline", int(bool(done)))
+    def apply_to_kernel(self, kernel: tile.KernelOp) -> None:
+        staged = staged_loop(kernel)
+        if staged is None or "prefetch" in _if_attributes(staged):
+            return
+        depth = schedule.read_knob(kernel, "depth", 1)
+        on = schedule.read_knob(kernel, "pipeline", int(self.enable))
+        done = on and depth >= 2 and pipeline(staged, depth)
+        schedule.write_knob(kernel, "pipeline", int(bool(done)))
 
 
 def _if_attributes(staged: StagedLoop) -> set[str]:

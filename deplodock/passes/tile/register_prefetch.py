@@ -46,11 +46,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from xdsl.context import Context
 from xdsl.dialects import arith
-from xdsl.dialects.builtin import IntegerAttr, ModuleOp
+from xdsl.dialects.builtin import IntegerAttr
 from xdsl.ir import Block, Operation, SSAValue
-from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
 from deplodock.dialects import tile
@@ -205,7 +203,7 @@ def _is_empty(block: Block) -> bool:
 
 
 @dataclass(frozen=True)
-class TileRegisterPrefetchPass(Tunable, ModulePass):
+class TileRegisterPrefetchPass(Tunable):
     """Register-staged operands loaded one chunk ahead of their store (module doc)."""
 
     name = "tile-register-prefetch"
@@ -222,14 +220,13 @@ class TileRegisterPrefetchPass(Tunable, ModulePass):
     def candidates(self, kernel: tile.KernelOp) -> list[Choice]:
         return grid(register_prefetch=(0, 1))
 
-    def apply(self, ctx: Context, op: ModuleOp) -> None:
-        for kernel in [k for k in op.ops if isinstance(k, tile.KernelOp)]:
-            found = _find(kernel)
-            if found is None or not found.copies:
-                continue
-            cells = schedule.read_knob(kernel, "fm", 1) * schedule.read_knob(kernel, "fn", 1)
-            default = int(self.enable and cells >= self.min_cells)
-            on = schedule.read_knob(kernel, MARK, default)
-            if on:
-                prefetch(found)
-            schedule.write_knob(kernel, MARK, int(bool(on)))
+    def apply_to_kernel(self, kernel: tile.KernelOp) -> None:
+        found = _find(kernel)
+        if found is None or not found.copies:
+            return
+        cells = schedule.read_knob(kernel, "fm", 1) * schedule.read_knob(kernel, "fn", 1)
+        default = int(self.enable and cells >= self.min_cells)
+        on = schedule.read_knob(kernel, MARK, default)
+        if on:
+            prefetch(found)
+        schedule.write_knob(kernel, MARK, int(bool(on)))

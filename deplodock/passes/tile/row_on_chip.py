@@ -43,11 +43,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from xdsl.context import Context
 from xdsl.dialects import arith
-from xdsl.dialects.builtin import MemRefType, ModuleOp
+from xdsl.dialects.builtin import MemRefType
 from xdsl.ir import BlockArgument, Operation, SSAValue
-from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
 from deplodock.dialects import tile
@@ -316,7 +314,7 @@ def row_on_chip(kernel: tile.KernelOp, max_cells: int) -> None:
 
 
 @dataclass(frozen=True)
-class TileRowOnChipPass(Tunable, ModulePass):
+class TileRowOnChipPass(Tunable):
     """Rows swept more than once: read from HBM once, kept in registers or shared memory."""
 
     name = "tile-row-on-chip"
@@ -331,7 +329,6 @@ class TileRowOnChipPass(Tunable, ModulePass):
     #: At most this many elements of the row per thread go to registers.
     max_cells: int = 32
 
-    def apply(self, ctx: Context, op: ModuleOp) -> None:
-        for kernel in [k for k in op.ops if isinstance(k, tile.KernelOp)]:
-            if not schedule.is_tiled_contraction(kernel):
-                row_on_chip(kernel, self.max_cells)
+    def apply_to_kernel(self, kernel: tile.KernelOp) -> None:
+        if not schedule.is_tiled_contraction(kernel):
+            row_on_chip(kernel, self.max_cells)

@@ -46,11 +46,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from xdsl.context import Context
 from xdsl.dialects import arith
-from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Operation, SSAValue
-from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
 from deplodock.dialects import tile
@@ -228,7 +225,7 @@ def schedule_rows(kernel: tile.KernelOp, max_threads: int, min_blocks: int) -> N
 
 
 @dataclass(frozen=True)
-class TileRowsPass(Tunable, ModulePass):
+class TileRowsPass(Tunable):
     """Short rows of reducing kernels: `R` rows per block, `W` threads each (module doc)."""
 
     name = "tile-rows"
@@ -247,6 +244,5 @@ class TileRowsPass(Tunable, ModulePass):
         sizes = (1, 2, 4, 8, 16, 32, 64, 128, 256)
         return [off, *grid(row_threads=sizes[1:], rows_per_block=sizes)]
 
-    def apply(self, ctx: Context, op: ModuleOp) -> None:
-        for kernel in [k for k in op.ops if isinstance(k, tile.KernelOp)]:
-            schedule_rows(kernel, self.max_threads, self.min_blocks)
+    def apply_to_kernel(self, kernel: tile.KernelOp) -> None:
+        schedule_rows(kernel, self.max_threads, self.min_blocks)

@@ -19,15 +19,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from xdsl.context import Context
-from xdsl.dialects.builtin import ModuleOp
-from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
 from deplodock.dialects import tile
 from deplodock.dialects.queries import written_buffers
 from deplodock.passes.constant_pool import ConstantPool
 from deplodock.passes.tile import schedule
+from deplodock.passes.tile.kernel_pass import TileKernelPass
 from deplodock.passes.tile.nests import (
     body_ops,
     chain_size,
@@ -68,11 +66,10 @@ def rows_to_blocks(kernel: tile.KernelOp) -> None:
 
 
 @dataclass(frozen=True)
-class TileRowsToBlocksPass(ModulePass):
+class TileRowsToBlocksPass(TileKernelPass):
     """Reducing kernels: one block per row of the outer free nest (see module doc)."""
 
     name = "tile-rows-to-blocks"
 
-    def apply(self, ctx: Context, op: ModuleOp) -> None:
-        for kernel in [k for k in op.ops if isinstance(k, tile.KernelOp)]:
-            rows_to_blocks(kernel)
+    def apply_to_kernel(self, kernel: tile.KernelOp) -> None:
+        rows_to_blocks(kernel)

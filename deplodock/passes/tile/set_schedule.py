@@ -27,14 +27,13 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
-from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import PassFailedException
 
 from deplodock.dialects import tile
 from deplodock.passes.pipelines import STAGE_PASSES
 from deplodock.passes.tile.choices import write_choice
+from deplodock.passes.tile.kernel_pass import TileKernelPass, tile_kernels
 from deplodock.passes.tile.split_k import TileSplitKPass, added_kernel_name
 
 NAME = "tile-schedule"
@@ -94,7 +93,7 @@ def _setting(kernel: str, knobs: Mapping[str, int]) -> str:
 
 def target_kernels(module: ModuleOp, name: str) -> list[tile.KernelOp]:
     """The kernel named `name` (every tile kernel when `name` is empty)."""
-    kernels = [op for op in module.ops if isinstance(op, tile.KernelOp)]
+    kernels = tile_kernels(module)
     if not name:
         return kernels
     named = [kernel for kernel in kernels if kernel.sym_name.data == name]
@@ -107,7 +106,7 @@ def target_kernels(module: ModuleOp, name: str) -> list[tile.KernelOp]:
 
 
 @dataclass(frozen=True)
-class TileSchedulePass(ModulePass):
+class TileSchedulePass(TileKernelPass):
     """Writes `knobs` on the `schedule` of tile kernel `kernel` (module doc)."""
 
     name = NAME
@@ -115,7 +114,11 @@ class TileSchedulePass(ModulePass):
     kernel: str = ""
     knobs: str = ""
 
-    def apply(self, ctx: Context, op: ModuleOp) -> None:
-        knobs = parse_knobs(self.knobs)
-        for kernel in target_kernels(op, self.kernel):
-            write_choice(kernel, knobs)
+    def check_options(self) -> None:
+        parse_knobs(self.knobs)
+
+    def kernels(self, module: ModuleOp) -> list[tile.KernelOp]:
+        return target_kernels(module, self.kernel)
+
+    def apply_to_kernel(self, kernel: tile.KernelOp) -> None:
+        write_choice(kernel, parse_knobs(self.knobs))

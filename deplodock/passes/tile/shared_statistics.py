@@ -36,11 +36,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from xdsl.context import Context
 from xdsl.dialects import arith
-from xdsl.dialects.builtin import MemRefType, ModuleOp, UnitAttr
+from xdsl.dialects.builtin import MemRefType, UnitAttr
 from xdsl.ir import Attribute, BlockArgument, Operation, SSAValue
-from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
 from deplodock.dialects import tile
@@ -229,7 +227,7 @@ def _row_in_registers(
 
 
 @dataclass(frozen=True)
-class TileSharedStatisticsPass(Tunable, ModulePass):
+class TileSharedStatisticsPass(Tunable):
     """Row statistics of a contraction once per block row, in shared memory (module doc)."""
 
     name = "tile-shared-statistics"
@@ -244,12 +242,11 @@ class TileSharedStatisticsPass(Tunable, ModulePass):
     def candidates(self, kernel: tile.KernelOp) -> list[Choice]:
         return [{"shared_statistics": 1}, {"shared_statistics": 0}]
 
-    def apply(self, ctx: Context, op: ModuleOp) -> None:
-        for kernel in [k for k in op.ops if isinstance(k, tile.KernelOp)]:
-            stats = find_statistics(kernel)
-            if stats is None:
-                continue
-            enable = schedule.read_knob(kernel, "shared_statistics", self.enable)
-            if enable:
-                share_statistics(stats, kernel)
-            schedule.write_knob(kernel, "shared_statistics", enable)
+    def apply_to_kernel(self, kernel: tile.KernelOp) -> None:
+        stats = find_statistics(kernel)
+        if stats is None:
+            return
+        enable = schedule.read_knob(kernel, "shared_statistics", self.enable)
+        if enable:
+            share_statistics(stats, kernel)
+        schedule.write_knob(kernel, "shared_statistics", enable)

@@ -49,11 +49,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from xdsl.context import Context
 from xdsl.dialects import arith
 from xdsl.dialects.builtin import FloatAttr, IntegerAttr, MemRefType, ModuleOp, StringAttr, f32
 from xdsl.ir import Operation, SSAValue
-from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 from xdsl.utils.exceptions import PassFailedException
 
@@ -345,7 +343,7 @@ def _drop_unused_arguments(kernel: tile.KernelOp) -> list[int]:
 
 
 @dataclass(frozen=True)
-class TileSplitKPass(Tunable, ModulePass):
+class TileSplitKPass(Tunable):
     """Contractions with too few output tiles: S partial sums over K slices, combined in
     order by a second kernel (see the module docstring).
 
@@ -369,28 +367,29 @@ class TileSplitKPass(Tunable, ModulePass):
     def candidates(self, kernel: tile.KernelOp) -> list[Choice]:
         return grid(splits=SPLITS)
 
-    def apply(self, ctx: Context, op: ModuleOp) -> None:
-        for kernel in [k for k in op.ops if isinstance(k, tile.KernelOp)]:
-            found = find_contraction(kernel)
-            if found is None or not can_split(found):
-                continue
-            splits = schedule.read_knob(
-                kernel, "splits", self.splits or default_splits(found, self.sms)
+    def apply_to_kernel(self, kernel: tile.KernelOp) -> None:
+        module = kernel.parent_op()  # the helper kernels go beside this one
+        assert isinstance(module, ModuleOp)
+        found = find_contraction(kernel)
+        if found is None or not can_split(found):
+            return
+        splits = schedule.read_knob(
+            kernel, "splits", self.splits or default_splits(found, self.sms)
+        )
+        if splits == 1:
+            return
+        if splits not in legal_splits(found):
+            raise PassFailedException(
+                f"tile.kernel @{kernel.sym_name.data}: splits {splits} must be one of "
+                f"{legal_splits(found)} (they divide the outer K extent "
+                f"{trip_count(found.reduce[0])} into slices of at least {MIN_SLICE})"
             )
-            if splits == 1:
-                continue
-            if splits not in legal_splits(found):
-                raise PassFailedException(
-                    f"tile.kernel @{kernel.sym_name.data}: splits {splits} must be one of "
-                    f"{legal_splits(found)} (they divide the outer K extent "
-                    f"{trip_count(found.reduce[0])} into slices of at least {MIN_SLICE})"
-                )
-            atomic = schedule.read_knob(kernel, "split_atomic", int(self.atomic))
-            if atomic and adds_atomically(found):
-                split_atomically(op, found, splits)
-            else:
-                atomic = 0
-                split_contraction(op, found, splits)
-            schedule.write_knob(kernel, "splits", splits)
-            if atomic:
-                schedule.write_knob(kernel, "split_atomic", 1)
+        atomic = schedule.read_knob(kernel, "split_atomic", int(self.atomic))
+        if atomic and adds_atomically(found):
+            split_atomically(module, found, splits)
+        else:
+            atomic = 0
+            split_contraction(module, found, splits)
+        schedule.write_knob(kernel, "splits", splits)
+        if atomic:
+            schedule.write_knob(kernel, "split_atomic", 1)

@@ -40,11 +40,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from xdsl.context import Context
 from xdsl.dialects import arith
-from xdsl.dialects.builtin import ModuleOp, StringAttr
+from xdsl.dialects.builtin import StringAttr
 from xdsl.ir import BlockArgument, Operation, SSAValue
-from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 from xdsl.utils.exceptions import PassFailedException
 
@@ -372,7 +370,7 @@ def _check_shared_budget(kernel: tile.KernelOp, threads: tile.ThreadsOp) -> None
 
 
 @dataclass(frozen=True)
-class TileStagePass(Tunable, ModulePass):
+class TileStagePass(Tunable):
     """Chunked contractions: operands copied through shared memory (see the module doc).
 
     `operands` lists what to stage (`a`, `b` or `a,b`); a kernel's `stage` knob wins.
@@ -389,7 +387,11 @@ class TileStagePass(Tunable, ModulePass):
     def candidates(self, kernel: tile.KernelOp) -> list[Choice]:
         return grid(stage=(0, 1, 2, 3))  # bit masks: none, a, b, both
 
-    def apply(self, ctx: Context, op: ModuleOp) -> None:
+    def check_options(self) -> None:
+        self.requested_mask()
+
+    def requested_mask(self) -> int:
+        """The `operands` option as a bit mask of `OPERAND_BITS`."""
         requested = 0
         for name in filter(None, (part.strip() for part in self.operands.split(","))):
             if name not in OPERAND_BITS:
@@ -397,9 +399,11 @@ class TileStagePass(Tunable, ModulePass):
                     f"tile-stage: unknown operand '{name}' (expected a, b or a,b)"
                 )
             requested |= OPERAND_BITS[name]
-        for kernel in [k for k in op.ops if isinstance(k, tile.KernelOp)]:
-            if kernel.schedule is None or "bk" not in kernel.schedule.data:
-                continue
-            mask = schedule.read_knob(kernel, "stage", requested)
-            stage_operands(kernel, mask)
-            schedule.write_knob(kernel, "stage", mask)
+        return requested
+
+    def apply_to_kernel(self, kernel: tile.KernelOp) -> None:
+        if kernel.schedule is None or "bk" not in kernel.schedule.data:
+            return
+        mask = schedule.read_knob(kernel, "stage", self.requested_mask())
+        stage_operands(kernel, mask)
+        schedule.write_knob(kernel, "stage", mask)

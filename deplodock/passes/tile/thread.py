@@ -52,10 +52,7 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass, field
 
-from xdsl.context import Context
-from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Operation, SSAValue
-from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 from xdsl.utils.exceptions import PassFailedException
 
@@ -323,7 +320,7 @@ def _erase_emptied(rows: tile.ForOp) -> None:
 
 
 @dataclass(frozen=True)
-class TileThreadPass(Tunable, ModulePass):
+class TileThreadPass(Tunable):
     """Blocked contractions: FM x FN register cells per thread (see the module docstring).
 
     `fm`/`fn` 0 means "the heuristic's choice"; a kernel's `schedule` knobs win over both.
@@ -356,33 +353,32 @@ class TileThreadPass(Tunable, ModulePass):
             if quads == 0 or (not mma and tile.ThreadTileOp.quads_fit((bm // fm, bn // fn)))
         ]
 
-    def apply(self, ctx: Context, op: ModuleOp) -> None:
-        for kernel in [k for k in op.ops if isinstance(k, tile.KernelOp)]:
-            if kernel.schedule is None or "bm" not in kernel.schedule.data:
-                continue
-            bm = schedule.read_knob(kernel, "bm", 0)
-            bn = schedule.read_knob(kernel, "bn", 0)
-            sixteen_bit, fp32 = sixteen_bit_product(kernel), fp32_product(kernel)
-            can_mma = sixteen_bit or fp32  # `tensor_core_product`, from its two parts
-            tensor_cores = sixteen_bit or (bool(self.tf32x3) and fp32)
-            fm, fn, mma = self._choose(kernel, bm, bn, tensor_cores)
-            grid = (bm // fm, bn // fn)
-            quads = 0 if mma else schedule.read_knob(kernel, "quads", self.quads)
-            if quads == -1:
-                quads = int(tile.ThreadTileOp.quads_fit(grid))
-            if quads and not tile.ThreadTileOp.quads_fit(grid):
-                raise PassFailedException(
-                    f"tile.kernel @{kernel.sym_name.data}: quads need an even thread grid, "
-                    f"got {grid[0]}x{grid[1]}"
-                )
-            if thread_contraction(kernel, fm, fn, bool(mma), bool(quads)):
-                schedule.write_knob(kernel, "fm", fm)
-                schedule.write_knob(kernel, "fn", fn)
-                if mma or can_mma:  # a decision only where MMAs can run
-                    schedule.write_knob(kernel, "mma", mma)
-                if not mma and tile.ThreadTileOp.quads_fit(grid):  # only where quads can run
-                    schedule.write_knob(kernel, "quads", quads)
-                schedule.write_knob(kernel, "threads", grid[0] * grid[1])
+    def apply_to_kernel(self, kernel: tile.KernelOp) -> None:
+        if kernel.schedule is None or "bm" not in kernel.schedule.data:
+            return
+        bm = schedule.read_knob(kernel, "bm", 0)
+        bn = schedule.read_knob(kernel, "bn", 0)
+        sixteen_bit, fp32 = sixteen_bit_product(kernel), fp32_product(kernel)
+        can_mma = sixteen_bit or fp32  # `tensor_core_product`, from its two parts
+        tensor_cores = sixteen_bit or (bool(self.tf32x3) and fp32)
+        fm, fn, mma = self._choose(kernel, bm, bn, tensor_cores)
+        grid = (bm // fm, bn // fn)
+        quads = 0 if mma else schedule.read_knob(kernel, "quads", self.quads)
+        if quads == -1:
+            quads = int(tile.ThreadTileOp.quads_fit(grid))
+        if quads and not tile.ThreadTileOp.quads_fit(grid):
+            raise PassFailedException(
+                f"tile.kernel @{kernel.sym_name.data}: quads need an even thread grid, "
+                f"got {grid[0]}x{grid[1]}"
+            )
+        if thread_contraction(kernel, fm, fn, bool(mma), bool(quads)):
+            schedule.write_knob(kernel, "fm", fm)
+            schedule.write_knob(kernel, "fn", fn)
+            if mma or can_mma:  # a decision only where MMAs can run
+                schedule.write_knob(kernel, "mma", mma)
+            if not mma and tile.ThreadTileOp.quads_fit(grid):  # only where quads can run
+                schedule.write_knob(kernel, "quads", quads)
+            schedule.write_knob(kernel, "threads", grid[0] * grid[1])
 
     def _choose(
         self, kernel: tile.KernelOp, bm: int, bn: int, tensor_cores: bool

@@ -52,11 +52,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from xdsl.context import Context
 from xdsl.dialects import arith
-from xdsl.dialects.builtin import ModuleOp, UnitAttr
+from xdsl.dialects.builtin import UnitAttr
 from xdsl.ir import BlockArgument, Operation, SSAValue
-from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 from xdsl.utils.exceptions import PassFailedException
 
@@ -175,7 +173,7 @@ def unroll_small_loops(kernel: tile.KernelOp, max_trips: int, strided: bool = Tr
 
 
 @dataclass(frozen=True)
-class TileUnrollPass(Tunable, ModulePass):
+class TileUnrollPass(Tunable):
     """Marks constant-trip loop nests of at most `max_trips` copies `unroll` (module doc)."""
 
     name = "tile-unroll"
@@ -192,15 +190,14 @@ class TileUnrollPass(Tunable, ModulePass):
     #: count them and unrolled (false leaves them to nvcc, as loops).
     strided: bool = True
 
-    def apply(self, ctx: Context, op: ModuleOp) -> None:
-        for kernel in [k for k in op.ops if isinstance(k, tile.KernelOp)]:
-            max_trips = schedule.read_knob(kernel, UNROLL, self.max_trips)
-            if max_trips < 0:
-                raise PassFailedException(
-                    f"tile.kernel @{kernel.sym_name.data}: unroll {max_trips} must be 0 (off) "
-                    "or a positive number of trips"
-                )
-            if max_trips > 0:
-                strided = self.strided and not schedule.read_knob(kernel, register_prefetch.MARK, 0)
-                unroll_small_loops(kernel, max_trips, strided)
-            schedule.write_knob(kernel, UNROLL, max_trips)
+    def apply_to_kernel(self, kernel: tile.KernelOp) -> None:
+        max_trips = schedule.read_knob(kernel, UNROLL, self.max_trips)
+        if max_trips < 0:
+            raise PassFailedException(
+                f"tile.kernel @{kernel.sym_name.data}: unroll {max_trips} must be 0 (off) "
+                "or a positive number of trips"
+            )
+        if max_trips > 0:
+            strided = self.strided and not schedule.read_knob(kernel, register_prefetch.MARK, 0)
+            unroll_small_loops(kernel, max_trips, strided)
+        schedule.write_knob(kernel, UNROLL, max_trips)

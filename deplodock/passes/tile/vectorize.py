@@ -38,11 +38,9 @@ from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass
 
 import numpy as np
-from xdsl.context import Context
 from xdsl.dialects import arith
-from xdsl.dialects.builtin import IndexType, IntegerAttr, IntegerType, MemRefType, ModuleOp
+from xdsl.dialects.builtin import IndexType, IntegerAttr, IntegerType, MemRefType
 from xdsl.ir import Operation, SSAValue
-from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
 from deplodock.dialects import tile
@@ -278,7 +276,7 @@ def vectorize(kernel: tile.KernelOp, width_default: int) -> bool:
 
 
 @dataclass(frozen=True)
-class TileVectorizePass(Tunable, ModulePass):
+class TileVectorizePass(Tunable):
     """Grid-stride elementwise kernels: `width` elements per thread and access (module doc)."""
 
     name = "tile-vectorize"
@@ -293,17 +291,16 @@ class TileVectorizePass(Tunable, ModulePass):
     def candidates(self, kernel: tile.KernelOp) -> list[Choice]:
         return grid(vector=(1, 2, 4, 8))
 
-    def apply(self, ctx: Context, op: ModuleOp) -> None:
-        for kernel in [k for k in op.ops if isinstance(k, tile.KernelOp)]:
-            if kernel.schedule is not None and "stage" in kernel.schedule.data:
-                width = schedule.read_knob(kernel, "vector", MAX_VECTOR_BYTES)
-                if vectorize_slab_reads(kernel, width):
-                    schedule.write_knob(kernel, "vector", _slab_width(kernel))
-                # the copies widen whether or not the reads did (a `[BK][BN]` slab of V in
-                # P.V is read along N; `tile-mma` reads its slabs in pairs already)
-                vectorize_prologue_copies(kernel)
-                continue
-            vectorize(kernel, self.width)
+    def apply_to_kernel(self, kernel: tile.KernelOp) -> None:
+        if kernel.schedule is not None and "stage" in kernel.schedule.data:
+            width = schedule.read_knob(kernel, "vector", MAX_VECTOR_BYTES)
+            if vectorize_slab_reads(kernel, width):
+                schedule.write_knob(kernel, "vector", _slab_width(kernel))
+            # the copies widen whether or not the reads did (a `[BK][BN]` slab of V in
+            # P.V is read along N; `tile-mma` reads its slabs in pairs already)
+            vectorize_prologue_copies(kernel)
+            return
+        vectorize(kernel, self.width)
 
 
 def _slab_width(kernel: tile.KernelOp) -> int:
