@@ -27,6 +27,7 @@ from typing import Any
 
 from bench.model_validation import kendall_tau
 from bench.modeled import family_of
+from deplodock.files import write_atomic
 
 Pair = dict[str, Any]
 
@@ -151,7 +152,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     text = report(measured, modeled, args.gpu_bound_ms, [str(args.measured), str(args.modeled)])
     if args.out:
-        args.out.write_text(text)
+        write_atomic(args.out, text)
     else:
         print(text, end="")
     return 0

@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from bench.published import TracedRow, fit_split, memory_bound_rows, trace_row
+from deplodock.files import write_atomic
 from deplodock.perf.devices import device_model
 from deplodock.perf.model import CALIBRATION, MODEL_VERSION, Constants
 
@@ -94,7 +95,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "loss_msle": round(loss(traced, constants), 6),
         "constants": {k: round(v, 4) for k, v in dataclasses.asdict(constants).items()},
     }
-    args.out.write_text(json.dumps(result, indent=2) + "\n")
+    write_atomic(args.out, json.dumps(result, indent=2) + "\n")
     print(json.dumps(result, indent=2))
     return 0
 

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from bench.model_calibration import git_commit
 from bench.published import fit_split, memory_bound_rows, trace_row
+from deplodock.files import write_atomic
 from deplodock.perf.devices import device_model
 from deplodock.perf.model import load_calibration
 
@@ -152,8 +153,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     report = validate()
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "model-validation.json").write_text(json.dumps(report, indent=1) + "\n")
-    (args.out / "model-validation.md").write_text(markdown(report))
+    write_atomic(args.out / "model-validation.json", json.dumps(report, indent=1) + "\n")
+    write_atomic(args.out / "model-validation.md", markdown(report))
     summary = report["summary"]
     assert isinstance(summary, dict)
     for split, families in summary.items():

@@ -27,7 +27,8 @@ from typing import Any
 from bench.cases import Case
 from bench.model_calibration import git_commit
 from bench.published import DATA
-from bench.report import geomean, write_json
+from bench.report import geomean, save_figure, write_json
+from deplodock.files import write_atomic
 
 GEMM_CSV = DATA / "h100-eager-gemm-fp32.csv"
 #: Which summary family each case op belongs to.
@@ -271,7 +272,7 @@ def draw_sol_chart(rows: Sequence[dict], path: Path, title: str) -> Path:
         ax.barh([], [], color=color, label=family)
     ax.legend(loc="lower right", fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
+    save_figure(fig, path, dpi=100)
     plt.close(fig)
     return path
 
@@ -312,7 +313,7 @@ def draw_roofline(rows: Sequence[dict], path: Path, title: str, device_key: str)
     ax.set_title(title, fontsize=10)
     ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
+    save_figure(fig, path, dpi=100)
     plt.close(fig)
     return path
 
@@ -351,7 +352,7 @@ def run_modeled_suite(
     doc = document(rows, device_key, dtype)
     out_dir.mkdir(parents=True, exist_ok=True)
     write_json(stem.with_suffix(".json"), doc)
-    stem.with_suffix(".md").write_text(markdown(doc))
+    write_atomic(stem.with_suffix(".md"), markdown(doc))
     device = doc["device_model"]
     draw_sol_chart(
         rows, Path(f"{stem}-sol.png"), f"% of speed-of-light per case, {dtype}, {device}"

@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from deplodock.files import write_atomic
+
 STATUSES = ("ok", "compile_error", "mismatch", "runtime_error", "crashed", "timeout")
 Row = dict[str, Any]
 
@@ -105,8 +107,22 @@ def _finite(x: float) -> float | None:
 
 
 def write_json(path: Path, document: dict[str, Any]) -> Path:
+    """Writes a results document by `files.write_atomic`'s rule: a failed write raises
+    (`cannot write PATH: REASON`) and leaves the previous results as they were."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(document, indent=1, allow_nan=False, default=str) + "\n")
+    write_atomic(path, json.dumps(document, indent=1, allow_nan=False, default=str) + "\n")
+    return path
+
+
+def save_figure(figure: Any, path: Path, dpi: int) -> Path:
+    """Saves a matplotlib figure as PNG through memory and `write_atomic`: `savefig` onto the
+    path would leave half a chart behind a failed write."""
+    import io
+
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=dpi)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_atomic(path, buffer.getvalue())
     return path
 
 
@@ -145,7 +161,6 @@ def draw_chart(rows: Sequence[Row], path: Path, title: str) -> Path:
     ax.barh([], [], color="tab:orange", label="vs torch.compile")
     ax.legend(loc="lower right", fontsize=8)
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
+    save_figure(fig, path, dpi=110)
     plt.close(fig)
     return path

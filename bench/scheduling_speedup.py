@@ -20,6 +20,7 @@ import math
 from pathlib import Path
 
 from bench.report import geomean
+from deplodock.files import write_atomic
 
 #: The token count of the GEMM-versus-cuBLAS table (the suite's largest).
 PEAK_TABLE_SEQ = 512
@@ -169,7 +170,7 @@ def main(argv: list[str] | None = None) -> int:
         if dtype == "fp32":
             lines += peak_table(new, args.model)
     out = RESULTS / f"scheduling-speedup-{args.model}.md"
-    out.write_text("\n".join(lines))
+    write_atomic(out, "\n".join(lines))
     print(f"wrote {out}")
     return 0
 

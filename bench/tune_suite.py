@@ -29,6 +29,7 @@ from typing import Any
 from bench.cases import DTYPES, add_case_patterns, find_cases
 from bench.modeled import document, markdown, model_case, published_linear_rows
 from bench.report import geomean, write_json
+from deplodock.files import write_atomic
 
 DEFAULT_OUT = Path(__file__).resolve().parent / "results"
 
@@ -177,12 +178,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     doc = document(rows, args.model, args.dtype)
     doc["tuned"] = {"cache": str(cache.path), "cases": tuning}
     write_json(args.out / f"{stem}-tuned.json", doc)
-    (args.out / f"{stem}-tuned.md").write_text(
+    write_atomic(
+        args.out / f"{stem}-tuned.md",
         markdown(doc).replace(
             "Every kernel has deplodock's current default schedule.",
             f"Every kernel has its schedule tuned by `python -m bench.tune_suite` "
             f"(see tuning-{args.model}-{args.dtype}.md).",
-        )
+        ),
     )
     result = comparison(before, rows, tuning)
     settings = {
@@ -193,8 +195,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "command": "python -m bench.tune_suite " + " ".join(argv if argv is not None
                                                             else sys.argv[1:]),
     }  # fmt: skip
-    (args.out / f"tuning-{args.model}-{args.dtype}.md").write_text(
-        comparison_markdown(result, settings)
+    write_atomic(
+        args.out / f"tuning-{args.model}-{args.dtype}.md", comparison_markdown(result, settings)
     )
     print(
         "geomean modeled gain: " + ", ".join(f"{k} {v}x" for k, v in result["geomean_gain"].items())

@@ -30,6 +30,7 @@ from deplodock.cli.tune import (
     note_replayed,
     replay_for,
 )
+from deplodock.files import write_atomic
 from deplodock.passes.diffs import PassDiffs
 from deplodock.passes.pipelines import STAGES
 
@@ -234,29 +235,25 @@ NOTHING_COMPUTED = (
 
 
 class OutputError(Exception):
-    """`-o FILE` cannot be written."""
+    """An output path (`-o`, `--html`, `--report`) that cannot be written, found before the
+    work starts (a write that fails later is `files.WriteError`)."""
 
 
 def check_writable(path: Path, flag: str = "-o") -> None:
     """Fails early, with the reason, when `path` (given with `flag`) cannot be created or
-    replaced."""
+    replaced; a device or fifo (`/dev/null`) is written in place, so its own permission
+    counts, not its directory's."""
     directory = path.parent if str(path.parent) else Path(".")
     if path.is_dir():
         raise OutputError(f"{flag} {path}: is a directory")
+    if path.exists() and not path.is_file():
+        if not os.access(path, os.W_OK):
+            raise OutputError(f"{flag} {path}: not writable")
+        return
     if not directory.is_dir():
         raise OutputError(f"{flag} {path}: no directory {directory}")
     if not os.access(directory, os.W_OK):
         raise OutputError(f"{flag} {path}: directory {directory} is not writable")
-
-
-def write_output(path: Path, text: str, flag: str = "-o") -> None:
-    """Writes `flag FILE` atomically: a failed or interrupted run leaves the old file intact."""
-    from deplodock.files import write_atomic
-
-    try:
-        write_atomic(path, text)
-    except OSError as error:
-        raise OutputError(f"{flag} {path}: {error.strerror or error}") from None
 
 
 def run_compile(args: argparse.Namespace) -> int:
@@ -293,7 +290,7 @@ def run_compile(args: argparse.Namespace) -> int:
     if args.ir == "cuda":
         timings["print"] = time.perf_counter() - start
     if args.output:
-        write_output(args.output, text)
+        write_atomic(args.output, text)  # `files`: atomic, and a failed write is one line
     else:
         sys.stdout.write(text)
     note_replayed(replay)
@@ -323,7 +320,7 @@ def write_explorer(
     source = args.code if args.code is not None else _source_text(args)
     title = f"-c {args.code}" if args.code is not None else (program.name or args.source)
     exploration = explore(program, title, source, callback=diffs, progress=progress)
-    write_output(args.html, render_page(exploration), "--html")
+    write_atomic(args.html, render_page(exploration))
     return exploration
 
 
@@ -441,12 +438,32 @@ def _report_timings(timings: dict[str, float]) -> None:
         print(f"  {stage:<7} {seconds * 1000:8.1f} ms", file=sys.stderr)
 
 
+def _keeping_error(args: argparse.Namespace, raised: list[Exception]) -> int:
+    """Runs the subcommand, noting the error it raises before `run_command` reports it."""
+    try:
+        return args.handler(args)
+    except Exception as error:
+        raised.append(error)
+        raise
+
+
+def _print_details(raised: Sequence[Exception]) -> None:
+    """`-v`: below an error's one line, the lines that say more (`WeightError.details`:
+    every missing tensor); without `-v` the one line is all."""
+    for error in raised:
+        for line in getattr(error, "details", ()):
+            print(line, file=sys.stderr)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     start = time.perf_counter()
     source = "-c" if args.code is not None else args.source
-    status = run_command(partial(args.handler, args), "deplodock", args.traceback, source)
+    raised: list[Exception] = []
+    command = partial(_keeping_error, args, raised)
+    status = run_command(command, "deplodock", args.traceback, source)
     if args.verbose:
+        _print_details(raised)
         print(f"  total   {(time.perf_counter() - start) * 1000:8.1f} ms", file=sys.stderr)
     return status
 

@@ -77,6 +77,26 @@ def note_stage_mismatch(pass_name: str, module: ModuleOp) -> None:
         )
 
 
+def note_stage_above(pass_names: Sequence[str], module: ModuleOp) -> None:
+    """A `lower-to-<stage>` the user named, given IR already below `<stage>`, has nothing to
+    do (passes only lower): say so on stderr, as `note_stage_mismatch` does for one pass,
+    rather than print the input unchanged in silence. The stage is followed through the
+    pipeline, so `lower-to-loop,lower-to-tensor` notes the second."""
+    current = stage_of(module)
+    for name in pass_names:
+        stage = name.removeprefix("lower-to-")
+        if not name.startswith("lower-to-") or stage not in STAGES:
+            continue
+        if STAGES.index(stage) < STAGES.index(current):
+            print(
+                f"deplodock-opt: note: {name} lowers to the {stage} level but the module is "
+                f"already at the {current} level: it has nothing to do",
+                file=sys.stderr,
+            )
+        else:
+            current = stage
+
+
 def expand_stage_pipelines(spec: str) -> str:
     """Replaces each bare `lower-to-<stage>` by its passes, so every pass prints on its own."""
     parts = []
@@ -107,8 +127,8 @@ class DeplodockOptMain(xDSLOptMain):
     version_format = "deplodock-opt on xdsl {xdsl_version}"
     #: `-o FILE`'s text, kept in memory until the run has succeeded.
     output: _KeptStringIO | None = None
-    #: The passes named in `-p` (not those a `lower-to-<stage>` expands to).
-    named_passes: frozenset[str] | set[str] = frozenset()
+    #: The passes named in `-p`, in order (not those a `lower-to-<stage>` expands to).
+    named_passes: tuple[str, ...] = ()
     _verify: Callable[[ModulePass | None, ModuleOp, ModulePass | None], None] | None = None
 
     def register_all_dialects(self) -> None:
@@ -161,7 +181,7 @@ class DeplodockOptMain(xDSLOptMain):
     def setup_pipeline(self) -> None:
         spec = strip_builtin_module(self.args.passes or "")
         check_pipeline(spec)
-        self.named_passes = {p.name for p in parse_pipeline(spec)}
+        self.named_passes = tuple(p.name for p in parse_pipeline(spec))
         self.args.passes = expand_stage_pipelines(spec)
         super().setup_pipeline()
         verify = self.pipeline.callback
@@ -186,6 +206,10 @@ class DeplodockOptMain(xDSLOptMain):
             self._differ(previous, module)
         if next_pass is not None and next_pass.name in self.named_passes:
             note_stage_mismatch(next_pass.name, module)
+
+    def apply_passes(self, prog: ModuleOp) -> None:
+        note_stage_above(self.named_passes, prog)
+        super().apply_passes(prog)
 
     def prepare_output(self) -> IO[str]:
         """Collects the output in memory: `-o FILE` is written by `write_output`, at the end."""
@@ -223,14 +247,11 @@ class DeplodockOptMain(xDSLOptMain):
         return super().output_resulting_program(prog)
 
     def write_output(self) -> None:
-        """Writes `-o FILE` atomically, once everything before it has succeeded."""
+        """Writes `-o FILE` once everything before it has succeeded, by `files.write_atomic`'s
+        rule: atomically, and a failed write is one line (`cannot write PATH: REASON`)."""
         if self.args.output_file is not None:
             assert isinstance(self.output, _KeptStringIO)
-            path = Path(self.args.output_file)
-            try:
-                write_atomic(path, self.output.kept)
-            except OSError as error:
-                raise OSError(f"-o {path}: {error.strerror or error}") from None
+            write_atomic(Path(self.args.output_file), self.output.kept)
 
     def _print_after(self, previous: ModulePass | None, module, _next: ModulePass | None) -> None:
         if previous is not None:

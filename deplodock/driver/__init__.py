@@ -9,6 +9,7 @@ that define its meaning. Lowering, printing and checking against PyTorch all sta
 from __future__ import annotations
 
 import io
+import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -460,14 +461,18 @@ def check_tolerance(
 def max_relative_error(actual: np.ndarray, expected: np.ndarray) -> float:
     """max |actual - expected| / max |expected|: one number per output, robust near zeros.
 
-    Where the reference is NaN or infinite, the same NaN or infinity counts as a match (the
-    program computed what PyTorch computes, `log` of a negative say); any other value there,
-    or a non-finite value where the reference is finite, makes the error infinite.
+    Where the reference is infinite, the same infinity counts as a match (PyTorch overflows
+    there too). Where it is NaN nothing can be compared, so NaN there makes the error NaN,
+    which no tolerance admits: a NaN weight makes both sides NaN everywhere, and that must
+    not read as error 0. Any other value where the reference is NaN or infinite, or a
+    non-finite value where it is finite, makes the error infinite.
     """
     actual64, expected64 = _as_float64_pair(actual, expected)
     finite = np.isfinite(expected64)
     if not np.array_equal(_nonfinite_agree(actual64, expected64), np.ones_like(finite)):
         return float("inf")
+    if np.isnan(expected64).any():  # agreeing, so NaN against NaN: compared nothing
+        return float("nan")
     scale = max(float(np.max(np.abs(expected64[finite]), initial=0.0)), np.finfo(np.float64).tiny)
     error = np.max(np.abs(actual64[finite] - expected64[finite]), initial=0.0)
     return float(error / scale) if np.isfinite(error) else float("inf")
@@ -488,6 +493,17 @@ def first_mismatch(
         return None
     index = tuple(int(i) for i in np.unravel_index(int(np.argmax(bad)), bad.shape))
     return index, float(actual64[index]), float(expected64[index])
+
+
+def first_nan_pair(actual: np.ndarray, expected: np.ndarray) -> tuple[int, ...] | None:
+    """The index of the first element (row-major) NaN in both: not a match, nothing compared
+    (`max_relative_error`)."""
+    both = np.isnan(np.asarray(actual, dtype=np.float64)) & np.isnan(
+        np.asarray(expected, dtype=np.float64)
+    )
+    if not both.any():
+        return None
+    return tuple(int(i) for i in np.unravel_index(int(np.argmax(both)), both.shape))
 
 
 def _as_float64_pair(actual: np.ndarray, expected: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -535,9 +551,16 @@ class RunReport:
         return f"{self.stage}-level program on cpu"
 
     def summary(self) -> str:
-        worst = max(self.errors, default=0.0)
-        verdict = "OK" if self.ok else "MISMATCH"
+        """`OK`, `MISMATCH`, or `UNCHECKED` where no output is off but one is NaN against a
+        NaN reference (`max_relative_error`): nothing was compared there, so not OK either."""
+        compared = [error for error in self.errors if not math.isnan(error)]
+        worst = max(compared, default=0.0)
+        unchecked = len(compared) < len(self.errors) and worst <= self.tolerance
+        worst = float("nan") if unchecked else worst
+        verdict = "OK" if self.ok else "UNCHECKED" if unchecked else "MISMATCH"
         where = f"; {self.mismatch}" if self.mismatch and not self.ok else ""
+        if unchecked:
+            where += " (NaN against NaN checks nothing)"
         return (
             f"{verdict}: {self.subject}, {len(self.errors)} output(s), "
             f"max relative error {worst:.3e} ({self.tolerance_text()}){where}"
@@ -555,12 +578,17 @@ class RunReport:
 def describe_mismatch(
     actual: Sequence[np.ndarray], expected: Sequence[np.ndarray], tolerance: float
 ) -> str:
-    """`output 0 at [3, 1]: nan (expected 0.5)` for the first output that fails, else ''."""
-    for number, (a, e) in enumerate(zip(actual, expected, strict=True)):
+    """`output 0 at [3, 1]: nan (expected 0.5)` for the first output that fails, else
+    `output 0 at [2, 0]: nan (expected nan)` for the first NaN against NaN, else ''."""
+    pairs = list(zip(actual, expected, strict=True))
+    for number, (a, e) in enumerate(pairs):
         found = first_mismatch(a, e, tolerance)
         if found is not None:
             index, got, want = found
             return f"output {number} at {list(index)}: {got:.6g} (expected {want:.6g})"
+    for number, (a, e) in enumerate(pairs):
+        if (nan_index := first_nan_pair(a, e)) is not None:
+            return f"output {number} at {list(nan_index)}: nan (expected nan)"
     return ""
 
 

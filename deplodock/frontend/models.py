@@ -292,14 +292,19 @@ def randomize_weights(lm: nn.Module, seed: int = 0) -> nn.Module:
 
 @contextmanager
 def _quiet_transformers() -> Iterator[None]:
-    """transformers' progress bars off for the duration (restored as they were)."""
+    """transformers' progress bars and warnings off for the duration (restored as they
+    were): its load report runs to many lines, and what it would report (a missing tensor)
+    `weights.check_complete` has already said in one."""
     from transformers.utils import logging
 
     was_enabled = logging.is_progress_bar_enabled()
+    verbosity = logging.get_verbosity()
     logging.disable_progress_bar()
+    logging.set_verbosity_error()
     try:
         yield
     finally:
+        logging.set_verbosity(verbosity)
         if was_enabled:
             logging.enable_progress_bar()
 
@@ -312,17 +317,28 @@ def reference_model(source: ModelSource, config: Any, seed: int = 0) -> Any:
     """
     from transformers import AutoModelForCausalLM
 
-    from deplodock.frontend.weights import check_shapes, safetensors_files
+    from deplodock.frontend.weights import check_complete, check_shapes, safetensors_files
 
     if source.directory is not None and safetensors_files(source.directory):
         meta = build_causal_lm(config, torch.float32, device="meta")
-        check_shapes(source.directory, {k: v.shape for k, v in meta.state_dict().items()})
+        expected = {k: v.shape for k, v in meta.state_dict().items()}
+        check_shapes(source.directory, expected)
+        check_complete(source.directory, expected, tied_names(meta))
         with _quiet_transformers():  # no progress bars on the tool's stderr
             model = AutoModelForCausalLM.from_pretrained(
                 source.directory, config=config, attn_implementation="sdpa", dtype=torch.float32
             )
         return model.eval()
     return randomize_weights(build_causal_lm(config, torch.float32, device="cpu"), seed)
+
+
+def tied_names(lm: nn.Module) -> list[list[str]]:
+    """The names of each parameter known under several (tied: `lm_head.weight` and
+    `model.embed_tokens.weight`), which a checkpoint stores once."""
+    names: dict[int, list[str]] = {}
+    for name, param in lm.named_parameters(remove_duplicate=False):
+        names.setdefault(id(param), []).append(name)
+    return [group for group in names.values() if len(group) > 1]
 
 
 def checkpoint_weights(source: ModelSource, reference: nn.Module) -> dict[str, torch.Tensor]:
@@ -338,10 +354,7 @@ def checkpoint_weights(source: ModelSource, reference: nn.Module) -> dict[str, t
         weights = load_safetensors(source.directory)
     else:
         weights = {name: p.detach() for name, p in reference.named_parameters()}
-    aliases: dict[int, list[str]] = {}
-    for name, param in reference.named_parameters(remove_duplicate=False):
-        aliases.setdefault(id(param), []).append(name)
-    for names in aliases.values():
+    for names in tied_names(reference):
         stored = next((weights[n] for n in names if n in weights), None)
         for name in names:
             if stored is not None:

@@ -6,12 +6,17 @@ argument of `@forward` carries its name in the module (`deplodock.param`), the s
 checkpoint uses, so binding is a lookup by name with a shape check. Values the checkpoint does
 not hold by design (non-persistent buffers such as the rotary `inv_freq`, computed from the
 config) come from a fallback mapping; any other missing name is an error, never a default.
+A checkpoint that lacks tensors the model expects is one line naming the first and counting
+the rest (`WeightError.details` lists them all, for `-v`); a weight that holds NaN or Inf is a
+one-line warning, since every output computed from it is NaN on both sides of `run`.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+import re
+import sys
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -27,7 +32,19 @@ SINGLE_FILE = "model.safetensors"
 
 
 class WeightError(Exception):
-    """Weights that are missing, unreadable or of the wrong shape; one-line message."""
+    """Weights that are missing, unreadable or of the wrong shape; one-line message.
+
+    `details`: lines that say more (every missing tensor), for `-v` to print below it.
+    """
+
+    def __init__(self, message: str, details: Sequence[str] = ()) -> None:
+        super().__init__(message)
+        self.details = tuple(details)
+
+
+def warn_on_stderr(message: str) -> None:
+    """The default `warn` of `load_safetensors`: `deplodock: warning: MESSAGE` on stderr."""
+    print(f"deplodock: warning: {message}", file=sys.stderr, flush=True)
 
 
 def safetensors_files(directory: Path) -> list[Path]:
@@ -49,8 +66,11 @@ def safetensors_files(directory: Path) -> list[Path]:
     return sorted(directory.glob("*.safetensors"))
 
 
-def load_safetensors(directory: Path) -> dict[str, torch.Tensor]:
-    """Every tensor of the checkpoint in `directory`, by name (all shards merged)."""
+def load_safetensors(
+    directory: Path, warn: Callable[[str], None] = warn_on_stderr
+) -> dict[str, torch.Tensor]:
+    """Every tensor of the checkpoint in `directory`, by name (all shards merged); a weight
+    holding NaN or Inf is told to `warn` in one line (`nonfinite_warning`)."""
     from safetensors import SafetensorError
     from safetensors.torch import load_file
 
@@ -60,26 +80,106 @@ def load_safetensors(directory: Path) -> dict[str, torch.Tensor]:
             tensors.update(load_file(path))
         except (OSError, SafetensorError) as error:
             raise WeightError(f"cannot read {path}: {error}") from None
+    if (warning := nonfinite_warning(tensors)) is not None:
+        warn(f"{directory}: {warning}")
     return tensors
+
+
+def nonfinite_warning(tensors: Mapping[str, torch.Tensor]) -> str | None:
+    """`weight 'NAME' holds NaN (1 of 32 values)` for the first floating tensor with a NaN
+    or Inf, and how many others have one; None when all are finite. A NaN weight makes the
+    model and its reference both NaN, so the user must hear of it before any comparison."""
+    bad = [
+        name
+        for name, tensor in tensors.items()
+        if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all())
+    ]
+    if not bad:
+        return None
+    tensor = tensors[bad[0]]
+    nans, infs = int(torch.isnan(tensor).sum()), int(torch.isinf(tensor).sum())
+    kinds = " and ".join(kind for kind, count in (("NaN", nans), ("Inf", infs)) if count)
+    others = f"; {_count(len(bad) - 1, 'other weight')} too" if len(bad) > 1 else ""
+    return f"weight '{bad[0]}' holds {kinds} ({nans + infs} of {tensor.numel()} values){others}"
 
 
 def check_shapes(directory: Path, expected: Mapping[str, Sequence[int]]) -> None:
     """Compares the tensor shapes in the checkpoint's headers (no data is read) with
     `expected`, by name, so a mismatch is one line naming the tensor and both shapes."""
-    from safetensors import SafetensorError, safe_open
-
-    for path in safetensors_files(directory):
-        try:
-            with safe_open(path, framework="pt") as f:
-                shapes = {name: tuple(f.get_slice(name).get_shape()) for name in f.keys()}
-        except (OSError, SafetensorError) as error:
-            raise WeightError(f"cannot read {path}: {error}") from None
+    for path, shapes in _header_shapes(directory):
         for name, shape in shapes.items():
             want = tuple(expected.get(name, shape))
             if shape != want:
                 raise WeightError(
                     f"{path.name}: tensor '{name}' has shape {shape}, the model expects {want}"
                 )
+
+
+def check_complete(
+    directory: Path, expected: Iterable[str], tied: Iterable[Sequence[str]] = ()
+) -> None:
+    """Fails when the checkpoint lacks a tensor the model expects, before a loader fills it
+    with random values (transformers does, and prints a report of many lines): one line
+    naming the first missing tensor and counting the rest, every one in `details`.
+
+    `tied`: groups of names of one shared parameter (`lm_head.weight` and
+    `model.embed_tokens.weight`); one of a group stored counts for all of them.
+    """
+    held = {name for _, shapes in _header_shapes(directory) for name in shapes}
+    aliased = {name for group in tied if held.intersection(group) for name in group}
+    names = list(expected)
+    missing = [name for name in names if name not in held and name not in aliased]
+    if not missing:
+        return
+    first = f"the checkpoint lacks '{missing[0]}'"
+    if len(missing) == 1:
+        message = f"{first}, a tensor the model expects"
+    else:
+        message = f"{first} and {_count(len(missing) - 1, 'more tensor')} the model expects"
+    details = [f"  missing: {name}" for name in missing]
+    raise WeightError(f"{directory}: {message}{_layer_hint(missing, names, held)}", details)
+
+
+#: A decoder layer's index in a tensor name (`model.layers.3.mlp.up_proj.weight`).
+_LAYER_INDEX = re.compile(r"\.layers\.(\d+)\.")
+
+
+def _layer_hint(missing: Sequence[str], expected: Sequence[str], held: set[str]) -> str:
+    """`; it holds 1 of the 2 layers the config asks for (--layers 1 keeps those)` when what
+    is missing is whole trailing layers (a config asking for more layers than the weights
+    hold); else ''."""
+
+    def layers(names: Iterable[str]) -> set[int]:
+        return {int(m.group(1)) for name in names if (m := _LAYER_INDEX.search(name))}
+
+    wanted, stored = layers(expected), layers(held)
+    if not stored or stored != set(range(len(stored))) or len(stored) >= len(wanted):
+        return ""
+    if any(not (found := layers([name])) or min(found) < len(stored) for name in missing):
+        return ""
+    return (
+        f"; it holds {len(stored)} of the {len(wanted)} layers the config asks for "
+        f"(--layers {len(stored)} keeps those)"
+    )
+
+
+def _header_shapes(directory: Path) -> list[tuple[Path, dict[str, tuple[int, ...]]]]:
+    """Per checkpoint file, its tensors' shapes, read from the header (no data is read)."""
+    from safetensors import SafetensorError, safe_open
+
+    found = []
+    for path in safetensors_files(directory):
+        try:
+            with safe_open(path, framework="pt") as f:
+                found.append((path, {n: tuple(f.get_slice(n).get_shape()) for n in f.keys()}))
+        except (OSError, SafetensorError) as error:
+            raise WeightError(f"cannot read {path}: {error}") from None
+    return found
+
+
+def _count(number: int, noun: str) -> str:
+    """`1 other weight`, `3 other weights`."""
+    return f"{number} {noun}{'' if number == 1 else 's'}"
 
 
 def param_names(module: ModuleOp, function: str = "forward") -> list[str | None]:

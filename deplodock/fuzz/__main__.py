@@ -19,6 +19,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from deplodock.files import write_atomic
 from deplodock.fuzz.check import LEVELS, Outcome, check, save_reproducer, shrink
 from deplodock.fuzz.generate import generate
 
@@ -82,7 +83,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     summary = fuzz(args.n, args.seed, args.cuda_every, args.out)
     if args.out:
         args.out.mkdir(parents=True, exist_ok=True)
-        (args.out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
+        write_atomic(args.out / "summary.json", json.dumps(summary, indent=1) + "\n")
     counts = summary["counts"]
     assert isinstance(counts, dict)
     return 1 if counts.get("mismatch") or counts.get("crash") else 0

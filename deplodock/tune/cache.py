@@ -253,6 +253,7 @@ class TuneCache:
 
     def _prepare(self) -> None:
         """Makes `path` a usable cache: creates it, or sets a broken file aside first."""
+        _check_not_special(self.path)
         _make_directory(self.path.parent)
         try:
             with _exclusive_lock(self.path.with_name(self.path.name + ".lock")):
@@ -353,6 +354,16 @@ def _exclusive_lock(path: Path) -> Iterator[None]:
         if fcntl is not None:
             fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
         yield  # closing the file releases the lock
+
+
+def _check_not_special(path: Path) -> None:
+    """Refuses a device or fifo (`/dev/full`): it cannot hold a database, and SQLite would
+    first create its lock and WAL files beside it (in `/dev`), then fail to write, or set the
+    device itself aside as corrupt. (A directory fails to open, in SQLite's words.)"""
+    if path.exists() and not path.is_file() and not path.is_dir():
+        raise TuneCacheError(
+            _one_line(f"tune cache {path}: not a regular file (the cache is an SQLite database)")
+        )
 
 
 def _make_directory(directory: Path) -> None:

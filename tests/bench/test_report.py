@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import math
+import re
 import sys
 from pathlib import Path
 
@@ -90,6 +91,32 @@ def test_chart_is_a_png(tmp_path: Path) -> None:
     assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 10_000
     width, height = int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
     assert width == 1100 and height > 600  # grows with the number of cases
+
+
+def test_results_and_charts_fail_loudly_and_keep_the_old_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue #41: bench results go through `files.write_atomic`: a failed write is an error
+    naming the file (`/dev/full` included), and the previous results stay as they were."""
+    import deplodock.files as files
+    from deplodock.files import WriteError
+    from tests.cli.invoke import device
+
+    full = device(tmp_path, "full")
+    message = re.escape(f"cannot write {full}: No space left on device")
+    with pytest.raises(WriteError, match=message):
+        write_json(full, {"rows": []})
+    with pytest.raises(WriteError, match=message):
+        draw_chart(ROWS, full, "speedups")
+    out = write_json(tmp_path / "kernels.json", {"rows": [1]})
+
+    def no_space(_: int) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(files.os, "fsync", no_space)
+    with pytest.raises(WriteError, match=re.escape(f"cannot write {out}: No space left")):
+        write_json(out, {"rows": [2]})
+    assert json.loads(out.read_text()) == {"rows": [1]}
 
 
 def test_run_suite_keeps_going_and_merges_rows() -> None:

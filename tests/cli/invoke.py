@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import stat
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -58,3 +59,35 @@ def assert_one_line_error(result: Result, *fragments: str, status: int = 1) -> N
     assert len(lines) == 1, result.stderr
     for fragment in fragments:
         assert fragment in lines[0], lines[0]
+
+
+#: The devices `device` can stand in for: name -> (major, minor) on Linux.
+DEVICES = {"full": (1, 7), "null": (1, 3)}
+
+
+def device(directory: Path, name: str) -> Path:
+    """`/dev/<name>` (`full`: every write fails with ENOSPC; `null`: every write succeeds),
+    or, for root, a twin of it made in `directory`: a writer that replaced its target
+    rather than writing it (a temporary and a rename) would replace the machine's own
+    device as root, and must harm only the twin. A non-root writer cannot replace /dev's."""
+    real = Path("/dev") / name
+    if not real.exists() or not stat.S_ISCHR(real.stat().st_mode):
+        import pytest
+
+        pytest.skip(f"no {real} here")
+    if os.geteuid() != 0:
+        return real
+    twin = directory / name
+    if not twin.exists():
+        os.mknod(twin, stat.S_IFCHR | 0o666, os.makedev(*DEVICES[name]))
+        try:
+            open(twin, "wb").close()  # a filesystem mounted nodev refuses to open it
+        except OSError:
+            twin.unlink()
+            return real  # safe for a writer that writes devices in place, as files.py does
+    return twin
+
+
+def is_device(path: Path) -> bool:
+    """`path` is still a character device (not replaced by a regular file)."""
+    return stat.S_ISCHR(os.lstat(path).st_mode)

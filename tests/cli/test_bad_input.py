@@ -6,14 +6,17 @@ The wider bad-input corpus is `tests/corpus/`; these are the cases the issue nam
 from __future__ import annotations
 
 import os
+import re
 import stat
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 
-from deplodock.driver import describe_mismatch, max_relative_error
-from tests.cli.invoke import assert_one_line_error, invoke
+from deplodock.driver import RunReport, describe_mismatch, max_relative_error
+from deplodock.files import WriteError, write_atomic
+from tests.cli.invoke import assert_one_line_error, device, invoke, is_device
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "docs" / "examples" / "rmsnorm.mlir"
 
@@ -111,10 +114,34 @@ def test_output_keeps_umask_mode_and_writes_through_symlinks(tool: str, tmp_path
     assert stat.S_IMODE(fresh.stat().st_mode) == 0o644
 
 
-def test_same_nan_and_inf_as_pytorch_match() -> None:
-    result = invoke("deplodock", ["run", "-c", "torch.log(torch.randn(4, 8) - 1)"])
+def test_same_inf_as_pytorch_matches() -> None:
+    result = invoke("deplodock", ["run", "-c", "torch.exp(torch.randn(4, 8) * 100)"])
     assert result.status == 0, result.output
     assert result.stdout.startswith("OK:")
+
+
+def test_nan_against_nan_is_never_ok() -> None:
+    """Issue #41: NaN where the reference is NaN compares nothing; it must not read as OK."""
+    result = invoke("deplodock", ["run", "-c", "torch.log(torch.randn(4, 8) - 1)"])
+    assert result.status == 1, result.output
+    assert result.stdout.startswith("UNCHECKED: "), result.stdout
+    assert "max relative error nan" in result.stdout
+    assert "(NaN against NaN checks nothing)" in result.stdout
+    both = np.array([[1.0, np.nan], [np.nan, 2.0]])
+    assert np.isnan(max_relative_error(both.astype(np.float32), both))
+    assert describe_mismatch([both], [both], 1e-5) == "output 0 at [0, 1]: nan (expected nan)"
+    report = RunReport("kernel", [0.0, float("nan")], 1e-5, 0.0)
+    assert not report.ok and report.summary().startswith("UNCHECKED: ")
+    for errors, worst in (
+        ([float("nan"), float("inf")], "inf"),
+        ([float("nan"), 0.5], "5.000e-01"),
+    ):
+        summary = RunReport("kernel", errors, 1e-5, 0.0).summary()  # a real mismatch wins
+        assert summary.startswith("MISMATCH: ") and f"error {worst} " in summary, summary
+    actual, expected = np.array([np.nan, 1.0, 5.0]), np.array([np.nan, 1.0, 2.0])
+    assert describe_mismatch([both, actual], [both, expected], 1e-5) == (
+        "output 1 at [2]: 5 (expected 2)"
+    )
 
 
 def test_nan_where_pytorch_is_finite_names_the_index() -> None:
@@ -211,23 +238,183 @@ def test_500_chained_additions_compile() -> None:
     assert result.stdout.count("tensor.elementwise") >= 1
 
 
-def test_bad_safetensors_shape_names_tensor_and_shapes(tmp_path: Path) -> None:
-    import torch
-    from safetensors.torch import load_file, save_file
+def tiny_checkpoint(directory: Path, layers: int = 1) -> dict[str, Any]:
+    """A random tiny llama saved in `directory` (config and safetensors); its weights."""
+    from safetensors.torch import load_file
     from transformers import AutoConfig, AutoModelForCausalLM
 
-    sizes = {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 1}
+    sizes = {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": layers}
     sizes |= {"num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 64}
     AutoModelForCausalLM.from_config(AutoConfig.for_model("llama", **sizes)).save_pretrained(
-        tmp_path
+        directory
     )
-    weights = load_file(tmp_path / "model.safetensors")
+    return load_file(directory / "model.safetensors")
+
+
+def save_checkpoint(directory: Path, weights: dict[str, Any]) -> None:
+    from safetensors.torch import save_file
+
+    save_file(weights, directory / "model.safetensors", metadata={"format": "pt"})
+
+
+def test_bad_safetensors_shape_names_tensor_and_shapes(tmp_path: Path) -> None:
+    import torch
+
+    weights = tiny_checkpoint(tmp_path)
     weights["model.layers.0.mlp.up_proj.weight"] = torch.zeros(63, 32)
-    save_file(weights, tmp_path / "model.safetensors", metadata={"format": "pt"})
+    save_checkpoint(tmp_path, weights)
     result = invoke("deplodock", ["run", str(tmp_path), "--seq-len", "4"])
     assert_one_line_error(
         result, "tensor 'model.layers.0.mlp.up_proj.weight' has shape (63, 32)", "expects (64, 32)"
     )
+
+
+def test_weights_of_fewer_layers_are_one_line_and_v_lists_them(tmp_path: Path) -> None:
+    """Issue #41: a config asking for more layers than the weights hold printed
+    transformers' load report (a dozen lines) before the error; now one line, the listing
+    only with -v."""
+    weights = tiny_checkpoint(tmp_path, layers=2)
+    save_checkpoint(tmp_path, {k: v for k, v in weights.items() if ".layers.1." not in k})
+    line = (
+        f"{tmp_path}: the checkpoint lacks 'model.layers.1.self_attn.q_proj.weight' and 8 "
+        "more tensors the model expects; it holds 1 of the 2 layers the config asks for "
+        "(--layers 1 keeps those)"
+    )
+    assert_one_line_error(invoke("deplodock", ["run", str(tmp_path), "--seq-len", "4"]), line)
+    verbose = invoke("deplodock", ["run", str(tmp_path), "--seq-len", "4", "-v"])
+    lines = verbose.stderr.splitlines()
+    assert verbose.status == 1 and lines[0] == f"deplodock: error: {line}"
+    missing = sorted(k for k in weights if ".layers.1." in k)
+    assert sorted(x.removeprefix("  missing: ") for x in lines[1:-1]) == missing
+    assert lines[-1].lstrip().startswith("total")
+    result = invoke("deplodock", ["run", str(tmp_path), "--seq-len", "4", "--layers", "1"])
+    assert result.status == 0 and result.stdout.startswith("OK:"), result.output
+
+
+def test_one_missing_weight_is_one_line(tmp_path: Path) -> None:
+    weights = tiny_checkpoint(tmp_path)
+    del weights["model.layers.0.mlp.up_proj.weight"]
+    save_checkpoint(tmp_path, weights)
+    result = invoke("deplodock", ["run", str(tmp_path), "--seq-len", "4"])
+    assert_one_line_error(
+        result, "lacks 'model.layers.0.mlp.up_proj.weight', a tensor the model expects"
+    )
+
+
+def test_nan_weight_warns_and_is_not_ok(tmp_path: Path) -> None:
+    """Issue #41: a NaN norm weight made the reference NaN too, and the run said OK."""
+    weights = tiny_checkpoint(tmp_path)
+    weights["model.norm.weight"][3] = float("nan")
+    weights["model.layers.0.input_layernorm.weight"][0] = float("inf")
+    save_checkpoint(tmp_path, weights)
+    result = invoke("deplodock", ["run", str(tmp_path), "--seq-len", "4"])
+    assert result.stderr.splitlines() == [
+        f"deplodock: warning: {tmp_path}: weight 'model.layers.0.input_layernorm.weight' "
+        "holds Inf (1 of 32 values); 1 other weight too"
+    ]
+    assert result.status == 1 and result.stdout.startswith("UNCHECKED: "), result.stdout
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["deplodock-opt", str(EXAMPLE), "-o", "{full}"],
+        ["deplodock-opt", str(EXAMPLE), "-p", "lower-to-loop", "-o", "{full}"],
+        ["deplodock", "compile", str(EXAMPLE), "--ir", "torch", "-o", "{full}"],
+        ["deplodock", "compile", str(EXAMPLE), "--ir", "torch", "--html", "{full}"],
+    ],
+    ids=["opt", "opt-passes", "compile", "compile-html"],
+)
+def test_write_to_a_full_device_is_one_line(argv: list[str], tmp_path: Path) -> None:
+    """Issue #41: `-o /dev/full` exited 0 (as root, the device itself was replaced by a
+    regular file holding the output)."""
+    full = device(tmp_path, "full")
+    tool, *args = [a.replace("{full}", str(full)) for a in argv]
+    result = invoke(tool, args)
+    assert_one_line_error(result, f"{tool}: error: cannot write {full}: No space left on device")
+    assert is_device(full)
+
+
+def test_write_to_a_null_device_writes_in_place(tmp_path: Path) -> None:
+    null = device(tmp_path, "null")
+    for tool, argv in (
+        ("deplodock-opt", [str(EXAMPLE), "-o", str(null)]),
+        ("deplodock", ["compile", str(EXAMPLE), "--ir", "loop", "-o", str(null)]),
+    ):
+        result = invoke(tool, argv)
+        assert result.status == 0 and result.output == "", result.output
+        assert is_device(null)
+
+
+class _FailingFile:
+    """A file object from `os.fdopen` whose `step` (write, flush or close) fails with ENOSPC,
+    as on a full disk (the descriptor is still closed)."""
+
+    def __init__(self, file: Any, step: str) -> None:
+        self.file, self.step = file, step
+
+    def __enter__(self) -> _FailingFile:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+    def _fail(self, step: str) -> None:
+        if step == self.step:
+            raise OSError(28, "No space left on device")
+
+    def fileno(self) -> int:
+        return self.file.fileno()
+
+    def write(self, data: bytes) -> int:
+        self._fail("write")
+        return self.file.write(data)
+
+    def flush(self) -> None:
+        self._fail("flush")
+        self.file.flush()
+
+    def close(self) -> None:
+        self.file.close()
+        self._fail("close")
+
+
+@pytest.mark.parametrize("failing", ["write", "flush", "fsync", "close", "replace"])
+def test_a_failed_write_keeps_the_old_file(
+    failing: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each step of `write_atomic` failing (write, flush, fsync, close, the rename): the
+    error is `cannot write PATH: REASON` for the target (not the temporary), the old file is
+    kept and no temporary is left."""
+    import deplodock.files as files
+
+    def no_space(*_: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    real_fdopen = os.fdopen
+    if failing in ("write", "flush", "close"):
+        monkeypatch.setattr(
+            files.os, "fdopen", lambda fd, mode: _FailingFile(real_fdopen(fd, mode), failing)
+        )
+    else:
+        monkeypatch.setattr(files.os, failing, no_space)
+    out = tmp_path / "out.mlir"
+    out.write_text("previous")
+    with pytest.raises(WriteError) as raised:
+        write_atomic(out, "new text")
+    monkeypatch.undo()
+    assert str(raised.value) == f"cannot write {out}: No space left on device"
+    assert out.read_text() == "previous"
+    assert [p.name for p in tmp_path.iterdir()] == ["out.mlir"]
+
+
+def test_tune_report_to_a_full_device_fails(tmp_path: Path) -> None:
+    from deplodock.tune.report import write_report
+
+    report = tmp_path / "report.html"
+    report.symlink_to(device(tmp_path, "full"))
+    with pytest.raises(WriteError, match=re.escape(f"cannot write {report}: No space left")):
+        write_report([], report, "title")
 
 
 def test_truncated_string_literal_fails_at_once(tmp_path: Path) -> None:

@@ -10,9 +10,13 @@ line of stderr; the input it needs is built in a fresh directory from one of:
 - `input_hex`: the bytes of `{in}`, as hex;
 - `input_gen`: a generator below and its argument (`"nested_modules 3000"`);
 - `model`: a tiny llama `config.json` in `{model}/`, updated by this table (`model_raw`: the
-  file's text as is; `weights`: the bytes of `{model}/model.safetensors`, as text).
+  file's text as is; `weights`: the bytes of `{model}/model.safetensors`, as text;
+  `checkpoint`: a real one of random weights, less the tensors whose names contain a `drop`
+  fragment, with a NaN in each `nan` tensor).
 
-`{example}` is the untouched torch-level example; `{out}` (`out.mlir`) holds `previous` before
+`{example}` is the untouched torch-level example; `{full}` and `{null}` are `/dev/full` and
+`/dev/null`, or for root twins of them in the directory (`tests.cli.invoke.device`), also in
+`message`; `{out}` (`out.mlir`) holds `previous` before
 the run unless `output_absent`, and must hold exactly that after a failed run. Every file in
 the directory before the run must be unchanged after it (status 0 cases may add `{out}`),
 and no other file may appear.
@@ -28,7 +32,7 @@ from typing import Any
 
 import pytest
 
-from tests.cli.invoke import invoke
+from tests.cli.invoke import DEVICES, device, invoke
 
 CORPUS = Path(__file__).with_name("cases.toml")
 EXAMPLE = Path(__file__).resolve().parents[2] / "docs" / "examples" / "rmsnorm.mlir"
@@ -122,15 +126,42 @@ def build_input(case: dict[str, Any], directory: Path, levels: dict[str, str]) -
         (model / "config.json").write_text(config)
         if "weights" in case:
             (model / "model.safetensors").write_text(case["weights"])
+        if "checkpoint" in case:
+            build_checkpoint(model, case["checkpoint"])
     if not case.get("output_absent", False):
         (directory / "out.mlir").write_text(PREVIOUS)
+    for name in DEVICES:
+        if any(f"{{{name}}}" in argument for argument in case["argv"]):
+            device(directory, name)
+
+
+def build_checkpoint(model: Path, spec: dict[str, Any]) -> None:
+    """`model.safetensors` of a random model of `model/config.json`, edited by `spec`."""
+    import torch
+    from safetensors.torch import save_file
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    torch.manual_seed(0)
+    lm = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(model))
+    tensors = {
+        name: tensor.detach().clone()
+        for name, tensor in lm.state_dict().items()
+        if not any(fragment in name for fragment in spec.get("drop", []))
+    }
+    for name in spec.get("nan", []):
+        tensors[name].view(-1)[0] = float("nan")
+    save_file(tensors, model / "model.safetensors", metadata={"format": "pt"})
 
 
 def expand(argument: str, directory: Path) -> str:
-    """`{in}`, `{out}`, `{model}`, `{tmp}`, `{example}` and `{gen:NAME N}` in an argument."""
+    """`{in}`, `{out}`, `{model}`, `{tmp}`, `{example}`, `{full}`, `{null}` and
+    `{gen:NAME N}` in an argument."""
     if argument.startswith("{gen:"):
         name, count = argument.removeprefix("{gen:").removesuffix("}").split()
         return GENERATORS[name](int(count))
+    for name in DEVICES:
+        if f"{{{name}}}" in argument:
+            argument = argument.replace(f"{{{name}}}", str(device(directory, name)))
     return (
         argument.replace("{in}", str(directory / "in.mlir"))
         .replace("{out}", str(directory / "out.mlir"))
@@ -143,22 +174,25 @@ def expand(argument: str, directory: Path) -> str:
 def snapshot(directory: Path) -> dict[str, bytes]:
     """Every file under `directory` (links as their target text), by relative path."""
     return {
-        str(p.relative_to(directory)): p.read_bytes() if p.is_file() else b"<dir>"
+        str(p.relative_to(directory)): (
+            p.read_bytes() if p.is_file() else b"<dir>" if p.is_dir() else b"<device>"
+        )
         for p in sorted(directory.rglob("*"))
     }
 
 
-def check_message(case: dict[str, Any], stderr: str) -> None:
+def check_message(case: dict[str, Any], stderr: str, directory: Path) -> None:
     """The fragment in the message line: the first line, or argparse's last (after usage)."""
     lines = stderr.strip().splitlines()
-    if not case["message"]:  # a success that has nothing to say
+    message = expand(case["message"], directory)
+    if not message:  # a success that has nothing to say
         assert not lines, stderr
         return
     assert lines, f"{case['id']}: nothing on stderr"
     if case["status"] == 2:  # argparse: usage, then `prog: error: ...`
-        assert case["message"] in lines[-1], lines[-1]
+        assert message in lines[-1], lines[-1]
         return
-    assert case["message"] in lines[0], f"{case['id']}: {lines[0]!r}"
+    assert message in lines[0], f"{case['id']}: {lines[0]!r}"
     assert len(lines) <= case.get("lines", 1), f"{case['id']}: {len(lines)} lines:\n{stderr}"
 
 
@@ -176,7 +210,7 @@ def test_bad_input(case: dict[str, Any], levels: dict[str, str], tmp_path: Path)
     result = invoke(tool, argv, cwd=tmp_path)
     assert "Traceback" not in result.output, result.output
     assert result.status == case["status"], f"{case['id']}: {result.output}"
-    check_message(case, result.stderr)
+    check_message(case, result.stderr, tmp_path)
     after = snapshot(tmp_path)
     if case["status"] == 0:  # a successful run may write {out}
         before.pop("out.mlir", None)
