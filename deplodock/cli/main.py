@@ -32,7 +32,7 @@ from deplodock.cli.tune import (
 )
 from deplodock.files import write_atomic
 from deplodock.passes.diffs import PassDiffs
-from deplodock.passes.pipelines import STAGES
+from deplodock.passes.pipelines import STAGES, is_below, stages_between
 
 if TYPE_CHECKING:
     from deplodock.driver import Program
@@ -337,7 +337,7 @@ def _source_text(args: argparse.Namespace) -> str:
 def compile_phases(stage: str) -> list[str]:
     """The phases of a model compile to `stage`, in order (what its progress bar counts):
     from the loop level on, the layers are segmented, lowered once each and stitched."""
-    stages = list(STAGES[1 : STAGES.index(stage) + 1])
+    stages = list(stages_between(STAGES[0], stage))
     stamped = "loop" in stages
     return ["model", "torch", *(["segment"] if stamped else []), *stages] + (
         ["stitch"] if stamped else []
@@ -377,7 +377,7 @@ def run_run(args: argparse.Namespace) -> int:
     if args.bench or args.profile:
         raise ValueError("--bench and --profile need --device cuda")
     program = load_source(args, seed=args.seed)
-    stage = args.ir or max("kernel", program.stage, key=STAGES.index)
+    stage = args.ir or (program.stage if is_below(program.stage, "kernel") else "kernel")
     replay = replay_for(args)
     timings = lower_program(program, stage, replay=replay)
     note_replayed(replay)

@@ -32,7 +32,7 @@ from deplodock.files import write_atomic
 from deplodock.passes import get_all_passes
 from deplodock.passes.diffs import PassDiffs
 from deplodock.passes.internal_errors import InternalError, RunningPass
-from deplodock.passes.pipelines import STAGES, input_stage, pipeline_spec, stage_of
+from deplodock.passes.pipelines import STAGES, input_stage, is_below, pipeline_spec, stage_of
 
 #: xDSL's own passes that make sense on deplodock IR at any level.
 UPSTREAM_PASSES: tuple[str, ...] = ("canonicalize", "cse", "dce", "licm")
@@ -87,7 +87,7 @@ def note_stage_above(pass_names: Sequence[str], module: ModuleOp) -> None:
         stage = name.removeprefix("lower-to-")
         if not name.startswith("lower-to-") or stage not in STAGES:
             continue
-        if STAGES.index(stage) < STAGES.index(current):
+        if is_below(current, stage):
             print(
                 f"deplodock-opt: note: {name} lowers to the {stage} level but the module is "
                 f"already at the {current} level: it has nothing to do",

@@ -29,7 +29,13 @@ from xdsl.utils.exceptions import ParseError, VerifyException
 from deplodock.dialects import make_context
 from deplodock.dialects.element_types import is_narrow_float, numpy_dtype
 from deplodock.dialects.queries import forward_function
-from deplodock.passes.pipelines import STAGES, lower, stage_of
+from deplodock.passes.pipelines import (
+    is_below,
+    lower,
+    previous_stage,
+    stage_of,
+    stages_between,
+)
 
 if TYPE_CHECKING:  # torch is imported where a program comes from PyTorch, not for .mlir
     import torch
@@ -264,12 +270,12 @@ def lower_stage(
     before the tile stage, `replay` writes tuned schedules on the loop kernels."""
     if stage == "tile" and replay is not None:
         replay.attach(module)
-    lower(module, stage, ctx, start=STAGES[max(0, STAGES.index(stage) - 1)], callback=callback)
+    lower(module, stage, ctx, start=previous_stage(stage), callback=callback)
 
 
 def check_lowerable(program: Program, stage: str) -> None:
     """Fails, in one line, when `program` is already below `stage` (IR is never raised)."""
-    if STAGES.index(stage) < STAGES.index(program.stage):
+    if is_below(program.stage, stage):
         raise ValueError(f"the program is already at stage '{program.stage}', below '{stage}'")
 
 
@@ -290,8 +296,7 @@ def lower_program(
     """
     ctx = make_context()
     check_lowerable(program, stage)
-    start_index = STAGES.index(program.stage)
-    stages = STAGES[start_index + 1 : STAGES.index(stage) + 1]
+    stages = stages_between(program.stage, stage)
     stamped = program.layer_prefix is not None and program.op_paths is not None
     if stamped and program.stage == "torch" and "loop" in stages:
         return _lower_stamped(program, stages, ctx, callback, progress, replay)
@@ -352,7 +357,7 @@ def kernel_counts(module: ModuleOp) -> tuple[int, int]:
 def computes_nothing(program: Program) -> bool:
     """No kernel launches (from the loop level on) or no op but the return (above it): the
     outputs are the inputs or views of them, which a user who expected kernels should hear."""
-    if STAGES.index(program.stage) >= STAGES.index("loop"):
+    if not is_below("loop", program.stage):
         return kernel_counts(program.module)[0] == 0
     forward = forward_function(program.module)
     return all(op.name == "func.return" for op in forward.body.walk())
@@ -361,7 +366,7 @@ def computes_nothing(program: Program) -> bool:
 def compile_summary(program: Program) -> str:
     """`<source>: 393 kernel launches, 17 unique kernels` (or the op count above the loop
     level), then the seconds per stage."""
-    if STAGES.index(program.stage) >= STAGES.index("loop"):
+    if not is_below("loop", program.stage):
         launches, kernels = kernel_counts(program.module)
         counts = f"{launches} kernel launches, {kernels} unique kernels"
     else:

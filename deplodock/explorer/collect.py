@@ -31,7 +31,7 @@ from xdsl.printer import Printer
 from deplodock.dialects.queries import kernel_symbols, symbol_name
 from deplodock.driver import Program, StageProgress, lower_program, render
 from deplodock.passes.diffs import PassDiffs
-from deplodock.passes.pipelines import STAGES
+from deplodock.passes.pipelines import STAGES, stages_between
 
 #: The levels at which a kernel is its own symbol, above its CUDA source.
 KERNEL_LEVELS = ("loop", "tile", "kernel")
@@ -122,7 +122,7 @@ def explore(
             callback(*args)
 
     modules: dict[str, ModuleOp] = {}
-    for stage in STAGES[STAGES.index(program.stage) + 1 :]:
+    for stage in stages_between(program.stage, STAGES[-1]):
         recorder.stage = stage
         start = time.perf_counter()
         lower_program(program, stage, callback=between_passes, progress=progress)

@@ -59,27 +59,44 @@ STAGE_PASSES: dict[str, tuple[str, ...]] = {
 }
 
 
-def input_stage(pass_name: str) -> str | None:
-    """The level a stage pass reads: a stage's first pass converts from the stage above,
-    the others (fusion, scheduling) rework the stage itself; None for other passes."""
-    for index, stage in enumerate(STAGES):
-        names = STAGE_PASSES[stage]
-        if pass_name in names:
-            return STAGES[index - 1] if pass_name == names[0] else stage
-    return None
-
-
 def check_stage(stage: str) -> None:
     if stage not in STAGES:
         raise ValueError(f"unknown stage '{stage}' (expected one of {', '.join(STAGES)})")
 
 
+def stages_between(start: str, stage: str) -> tuple[str, ...]:
+    """The stages a module at `start` goes through to reach `stage`: those below `start`
+    down to `stage` included (`stages_between("loop", "cuda")` is tile, kernel, cuda)."""
+    check_stage(start)
+    check_stage(stage)
+    return STAGES[STAGES.index(start) + 1 : STAGES.index(stage) + 1]
+
+
+def previous_stage(stage: str) -> str:
+    """The stage above `stage`, whose IR the first pass of `stage` converts (torch for
+    torch: nothing is above it)."""
+    check_stage(stage)
+    return STAGES[max(0, STAGES.index(stage) - 1)]
+
+
+def is_below(stage: str, other: str) -> bool:
+    """Whether `stage` is lower (nearer CUDA) than `other`."""
+    return STAGES.index(stage) > STAGES.index(other)
+
+
+def input_stage(pass_name: str) -> str | None:
+    """The level a stage pass reads: a stage's first pass converts from the stage above,
+    the others (fusion, scheduling) rework the stage itself; None for other passes."""
+    for stage, names in STAGE_PASSES.items():
+        if pass_name in names:
+            return previous_stage(stage) if pass_name == names[0] else stage
+    return None
+
+
 def pipeline_pass_names(stage: str, start: str = "torch") -> tuple[str, ...]:
     """The passes that take a module from stage `start` down to `stage`, in order."""
-    check_stage(stage)
-    check_stage(start)
     names: tuple[str, ...] = ()
-    for current in STAGES[STAGES.index(start) + 1 : STAGES.index(stage) + 1]:
+    for current in stages_between(start, stage):
         names += STAGE_PASSES[current]
     return names
 

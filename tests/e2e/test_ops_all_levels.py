@@ -24,7 +24,7 @@ from deplodock.driver import (
     reference_outputs,
 )
 from deplodock.frontend.expression import randomize_parameters
-from deplodock.passes.pipelines import STAGES
+from deplodock.passes.pipelines import STAGES, previous_stage
 
 OPS: dict[str, str] = {
     "add": "torch.randn(4, 32) + torch.randn(32)",
@@ -160,7 +160,7 @@ def lower_from_above(program: Program, stage: str, at: Callable[[str], ModuleOp]
     from `at(stage above)`, so that a cached `at` lowers every stage only once."""
     if stage == "torch":
         return program.module.clone()
-    above = STAGES[STAGES.index(stage) - 1]
+    above = previous_stage(stage)
     step = Program(at(above).clone(), above)
     lower_program(step, stage)
     return step.module
