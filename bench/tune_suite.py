@@ -69,7 +69,7 @@ def tune_case(case: Any, dtype: str, evaluator: Any, options: Any, cache: Any) -
                 "seconds": round(k.record.seconds, 1),
                 "cached": k.cached,
                 "stopped": k.stopped,
-                "knobs": k.record.knobs,
+                "knobs": dict(k.record.knobs),
             }
             for k in result.kernels
         ],

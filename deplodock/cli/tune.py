@@ -192,8 +192,7 @@ def run_tune(args: argparse.Namespace) -> int:
         with display:
             result = tune_program(program.module, evaluator, options, cache, display)
     finally:
-        if hasattr(evaluator, "close"):
-            evaluator.close()
+        evaluator.close()
     records = [k.record for k in result.kernels]
     if args.verbose:
         from deplodock.tune.report import variants_table
@@ -291,8 +290,6 @@ class TuneDisplay:
             return
         from rich.table import Table
 
-        from deplodock.passes.tile.set_schedule import format_knobs
-
         latest = trial.score
         table = Table.grid(padding=(0, 2))
         table.add_row("kernel", self.header)
@@ -303,7 +300,7 @@ class TuneDisplay:
         )
         if best.score.time_us:
             table.add_row("best", f"{best.score.time_us:.2f} us (trial {best.index})")
-            table.add_row("knobs", format_knobs(best.leaf.knobs))
+            table.add_row("knobs", best.leaf.knobs.format())
         self.live.update(table)
 
     def kernel_finished(self, result: KernelResult) -> None:

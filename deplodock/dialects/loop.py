@@ -9,11 +9,13 @@ kernel. The syntax and verifiers are shared with `tile` and `kernel` (see `commo
 
 from __future__ import annotations
 
+from xdsl.dialects.builtin import DictionaryAttr
 from xdsl.ir import Dialect
-from xdsl.irdl import irdl_op_definition, lazy_traits_def
+from xdsl.irdl import irdl_op_definition, lazy_traits_def, opt_attr_def
 from xdsl.traits import HasParent, SingleBlockImplicitTerminator
 
 from deplodock.dialects import common
+from deplodock.dialects.common.schedule import verify_schedule
 
 
 @irdl_op_definition
@@ -56,10 +58,20 @@ class ReturnOp(common.ReturnOpBase):
 
 @irdl_op_definition
 class KernelOp(common.KernelOpBase):
-    """`loop.kernel @k(%a: memref<...>, ...) { ... loop.return }`."""
+    """`loop.kernel @k(%a: memref<...>, ...) [attributes {schedule = {...}}] { ... }`.
+
+    `schedule`, when present, is the `Schedule` the tile passes are to use for this kernel
+    (`dialects/common/schedule.py`): a tuned one replayed from the cache, or one written by
+    hand; `convert-loop-to-tile` carries it onto the `tile.kernel`.
+    """
 
     name = "loop.kernel"
+    schedule = opt_attr_def(DictionaryAttr)
     traits = lazy_traits_def(lambda: (SingleBlockImplicitTerminator(ReturnOp),))
+
+    def verify_(self) -> None:
+        super().verify_()
+        verify_schedule(self, self.name, self.sym_name.data)
 
 
 @irdl_op_definition

@@ -66,6 +66,7 @@ from xdsl.utils.exceptions import VerifyException
 
 from deplodock.dialects import common
 from deplodock.dialects.common import async_memory, mma
+from deplodock.dialects.common.schedule import verify_schedule
 from deplodock.dialects.element_types import buffer_bytes, byte_size
 from deplodock.dialects.hardware import (
     MAX_SHARED_BYTES,
@@ -92,9 +93,10 @@ class ReturnOp(common.ReturnOpBase):
 class KernelOp(common.KernelOpBase):
     """`tile.kernel @k(%a: memref<...>, ...) [attributes {schedule = {...}}] { ... }`.
 
-    `schedule` is an optional dictionary of the knobs the scheduling passes decided or are
-    to use (`passes/tile/schedule.py`: each pass reads its knob here before its option, and
-    writes back what it used). The body holds exactly one `tile.grid`.
+    `schedule` is the optional `Schedule` (`dialects/common/schedule.py`) of the knobs the
+    scheduling passes decided or are to use (`passes/tile/schedule.py`: each pass reads its
+    knob here before its option, and writes back what it used). The body holds exactly one
+    `tile.grid`.
     """
 
     name = "tile.kernel"
@@ -103,6 +105,7 @@ class KernelOp(common.KernelOpBase):
 
     def verify_(self) -> None:
         super().verify_()
+        verify_schedule(self, self.name, self.sym_name.data)
         grids = [op for op in self.body.block.ops if isinstance(op, GridOp)]
         if len(grids) != 1:
             raise VerifyException(

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 from xdsl.context import Context
 from xdsl.dialects import arith
-from xdsl.dialects.builtin import DictionaryAttr, MemRefType, ModuleOp
+from xdsl.dialects.builtin import MemRefType, ModuleOp
 from xdsl.ir import Block, Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import PatternRewriteWalker
@@ -117,9 +117,7 @@ def unscheduled_kernel(kernel: loop.KernelOp) -> tile.KernelOp:
     """`kernel` as one block of one warp, every thread running every loop whole."""
     check_not_empty(kernel)
     new = tile.KernelOp(kernel.sym_name.data, kernel.arg_types)
-    schedule = kernel.attributes.get("schedule")
-    if isinstance(schedule, DictionaryAttr):
-        new.schedule = schedule
+    new.schedule = kernel.schedule  # a tuned or hand-written one: the tile passes read it
     for old, arg in zip(kernel.body.block.args, new.body.block.args, strict=True):
         arg.name_hint = old.name_hint
     grid, threads = tile.GridOp(1), tile.ThreadsOp(WARP_SIZE)

@@ -33,6 +33,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
+from deplodock.dialects.common.schedule import Schedule
 from deplodock.files import cache_root
 
 try:  # POSIX; elsewhere concurrent recoveries of one corrupt file are not serialized.
@@ -115,13 +116,13 @@ class CacheKey:
 class Variant:
     """One schedule the search evaluated, and what came of it."""
 
-    knobs: dict[str, int]
+    knobs: Schedule
     time_us: float | None  # None where it has no time (it failed, was wrong, timed out)
     status: str  # "ok", "failed", "wrong", "timeout", ...
     detail: str = ""
 
     def __post_init__(self) -> None:
-        _check_knobs(self.knobs)
+        object.__setattr__(self, "knobs", _as_schedule(self.knobs))
         if self.time_us is not None:
             _check_time("variant time_us", self.time_us)
         if not isinstance(self.status, str) or not self.status:
@@ -134,7 +135,7 @@ class TuneRecord:
 
     key: CacheKey
     kernel_name: str  # readable, for reports (`linear_kernel`); not part of the key
-    knobs: dict[str, int]  # the winner's complete schedule, in knob order
+    knobs: Schedule  # the winner's complete schedule, in knob order
     best_us: float
     default_us: float | None  # the heuristic schedule's time, where it had one
     trials: int  # variants evaluated
@@ -144,7 +145,7 @@ class TuneRecord:
     created: str = field(default_factory=utc_now)  # ISO-8601 UTC
 
     def __post_init__(self) -> None:
-        _check_knobs(self.knobs)
+        object.__setattr__(self, "knobs", _as_schedule(self.knobs))
         _check_time("best_us", self.best_us)
         if self.default_us is not None:
             _check_time("default_us", self.default_us)
@@ -288,13 +289,13 @@ def _key_values(key: CacheKey) -> tuple[str, str, str, str]:
 
 def _row_from_record(record: TuneRecord) -> tuple[Any, ...]:
     variants = [
-        {"knobs": v.knobs, "time_us": v.time_us, "status": v.status, "detail": v.detail}
+        {"knobs": dict(v.knobs), "time_us": v.time_us, "status": v.status, "detail": v.detail}
         for v in record.variants
     ]
     return (
         *_key_values(record.key),
         record.kernel_name,
-        json.dumps(record.knobs),
+        json.dumps(dict(record.knobs)),
         float(record.best_us),
         None if record.default_us is None else float(record.default_us),
         record.trials,
@@ -471,12 +472,11 @@ def _is_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _check_knobs(knobs: Mapping[str, int]) -> None:
-    if not isinstance(knobs, dict):
-        raise ValueError(f"knobs must be a dict of str to int, got {type(knobs).__name__}")
-    for name, value in knobs.items():
-        if not isinstance(name, str) or not _is_int(value):
-            raise ValueError(f"knob {name!r} = {value!r}: knobs map names to integers")
+def _as_schedule(knobs: Mapping[str, int]) -> Schedule:
+    """A record's knobs as a `Schedule` (stored as a JSON object, so a mapping)."""
+    if not isinstance(knobs, Mapping):
+        raise ValueError(f"knobs must be a mapping of str to int, got {type(knobs).__name__}")
+    return Schedule(knobs)
 
 
 def _check_time(name: str, value: float) -> None:

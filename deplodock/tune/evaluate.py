@@ -11,10 +11,11 @@ found on the same device, with the same compiler, by the same cost source.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, ClassVar, Protocol
 
 from xdsl.dialects.builtin import ModuleOp
 
@@ -43,13 +44,31 @@ class Score:
 
 
 class Evaluator(Protocol):
-    """Scores kernel-level candidates; the three strings go into the cache key."""
+    """Scores kernel-level candidates; the three strings go into the cache key.
+
+    A measuring evaluator (`measure.py`, `measured`) also checks every candidate against a
+    reference schedule of the same kernel and times the fastest few again, interleaved,
+    because timings drift; the model's scores are exact and need neither. Evaluators
+    subclass this protocol and inherit the defaults of what they do not need."""
 
     target: str
     toolchain: str
     cost: str
+    #: Scores are timings, which drift: the tuner has the fastest few `retime`d.
+    measured: ClassVar[bool] = False
 
     def evaluate(self, kernel_module: ModuleOp) -> Score: ...
+
+    def set_reference(self, kernel_module: ModuleOp | None) -> None:
+        """Candidates scored from now on must compute what `kernel_module` computes (the
+        tuner passes its first candidate, the heuristic's); None: no check."""
+
+    def retime(self, kernel_modules: Sequence[ModuleOp]) -> list[Score]:
+        """The candidates scored again, in order (a measuring one times them in turns)."""
+        return [self.evaluate(module) for module in kernel_modules]
+
+    def close(self) -> None:
+        """Releases what the evaluator holds (a measuring one stops its GPU worker)."""
 
 
 # --- the toolchain: what else decides the kernel a schedule produces --------------------
@@ -98,7 +117,7 @@ def _model_identity(device: Device, calibration: Calibration) -> tuple[str, str,
 # --- the model as the evaluator --------------------------------------------------------
 
 
-class ModelEvaluator:
+class ModelEvaluator(Evaluator):
     """The performance model's time for one launch of the candidate (its helper kernels
     included), on the device model `device_key`, with ptxas's registers when nvcc is
     installed. Modeled, never measured: `cost` says which model and calibration."""

@@ -47,7 +47,7 @@ from deplodock.backend.nvcc import nvcc_release
 from deplodock.dialects import make_context
 from deplodock.dialects.element_types import torch_dtype
 from deplodock.passes.pipelines import lower
-from deplodock.tune.evaluate import FAILED, OK, TIMEOUT, WRONG, Score
+from deplodock.tune.evaluate import FAILED, OK, TIMEOUT, WRONG, Evaluator, Score
 
 #: The seed of the random inputs: every candidate of a kernel (and its reference) sees the same.
 INPUT_SEED = 0
@@ -511,7 +511,7 @@ def measured_identity(device: DeviceInfo) -> tuple[str, str, str]:
     return f"cuda:{device.name} {arch}", toolchain, "measured"
 
 
-class MeasuredEvaluator:
+class MeasuredEvaluator(Evaluator):
     """Scores kernel-level candidates by their time on this machine's GPU.
 
     Each candidate is lowered to cuda and built here (`build(module, capability)`, nvcc at
@@ -521,6 +521,7 @@ class MeasuredEvaluator:
     """
 
     cost = "measured"
+    measured = True
 
     def __init__(
         self,

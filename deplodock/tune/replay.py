@@ -12,24 +12,14 @@ Nothing is created: without a cache file there is nothing to replay and no file 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from xdsl.dialects.builtin import DictionaryAttr, IntegerAttr, ModuleOp
+from xdsl.dialects.builtin import ModuleOp
 
-from deplodock.dialects import loop
 from deplodock.tune.cache import CacheKey, TuneCache
 from deplodock.tune.kernels import kernel_hash, loop_kernels
-
-SCHEDULE = "schedule"
-
-
-def write_schedule(kernel: loop.KernelOp, knobs: Mapping[str, int]) -> None:
-    """Sets the loop kernel's `schedule` attribute to `knobs` (in their order)."""
-    kernel.attributes[SCHEDULE] = DictionaryAttr(
-        {name: IntegerAttr(value, 64) for name, value in knobs.items()}
-    )
 
 
 @dataclass
@@ -48,7 +38,7 @@ class Replay:
 
     def attach(self, module: ModuleOp) -> int:
         """Writes the cached schedules on `module`'s loop kernels; how many it wrote."""
-        kernels = [k for k in loop_kernels(module) if SCHEDULE not in k.attributes]
+        kernels = [k for k in loop_kernels(module) if k.schedule is None]
         if not kernels or not self.path.exists():
             return 0
         if self._opened is None:
@@ -58,7 +48,7 @@ class Replay:
         for kernel in kernels:
             record = cache.lookup(CacheKey(kernel_hash(kernel), target, toolchain, cost))
             if record is not None:
-                write_schedule(kernel, record.knobs)
+                record.knobs.write_on(kernel)
                 self.replayed.append(kernel.sym_name.data)
                 count += 1
         return count

@@ -13,7 +13,6 @@ import importlib.util
 from collections.abc import Sequence
 from pathlib import Path
 
-from deplodock.passes.tile.set_schedule import format_knobs
 from deplodock.tune.cache import TuneRecord, Variant
 
 #: Rows of the ranked table shown in full; longer tables keep the head and the tail.
@@ -60,7 +59,7 @@ def variants_table(record: TuneRecord) -> str:
         detail = f"  ({variant.detail})" if variant.time_us is None and variant.detail else ""
         lines.append(
             f" {best}{rank:>4} {trial:>5} {timing:>12} {versus:>10}  "
-            f"{format_knobs(variant.knobs)}{detail}"
+            f"{variant.knobs.format()}{detail}"
         )
     return "\n".join(lines)
 

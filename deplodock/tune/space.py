@@ -23,16 +23,16 @@ from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 
 from xdsl.context import Context
-from xdsl.dialects.builtin import IntegerAttr, ModuleOp
+from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
 from deplodock.dialects import loop, make_context, tile
+from deplodock.dialects.common.schedule import Schedule
 from deplodock.passes.pipelines import STAGE_PASSES, build_pipeline, lower
-from deplodock.passes.tile.choices import Choice, Tunable, write_choice
+from deplodock.passes.tile import schedule
+from deplodock.passes.tile.choices import Tunable
 from deplodock.tune.evaluate import Score
 from deplodock.tune.kernels import standalone
-
-Knobs = dict[str, int]
 
 
 @dataclass(frozen=True)
@@ -42,14 +42,14 @@ class Point:
 
     module: ModuleOp
     next_pass: int
-    legal: tuple[Choice, ...] = ()
+    legal: tuple[Schedule, ...] = ()
 
 
 @dataclass(frozen=True)
 class Candidate:
     """A leaf: the complete schedule and the tile-level module it produced."""
 
-    knobs: Knobs
+    knobs: Schedule
     module: ModuleOp
 
 
@@ -59,23 +59,16 @@ def tile_kernel(module: ModuleOp) -> tile.KernelOp:
     return next(op for op in module.ops if isinstance(op, tile.KernelOp))
 
 
-def schedule_of(module: ModuleOp) -> Knobs:
+def schedule_of(module: ModuleOp) -> Schedule:
     """The knobs recorded on the tuned kernel, in the order they were written."""
-    kernel = tile_kernel(module)
-    if kernel.schedule is None:
-        return {}
-    return {
-        name: value.value.data
-        for name, value in kernel.schedule.data.items()
-        if isinstance(value, IntegerAttr)
-    }
+    return Schedule.of(tile_kernel(module))
 
 
-def _prior(default: Knobs) -> Callable[[Choice], tuple[float, ...]]:
+def _prior(default: Schedule) -> Callable[[Schedule], tuple[float, ...]]:
     """Sort key of a pass's choices: the heuristic's first, then by knobs shared with it, then
     by how far (in powers of two) the others are from it."""
 
-    def key(choice: Choice) -> tuple[float, ...]:
+    def key(choice: Schedule) -> tuple[float, ...]:
         shared = sum(default.get(name) == value for name, value in choice.items())
         distance = sum(
             abs(math.log2(1 + abs(value)) - math.log2(1 + abs(default.get(name, value))))
@@ -104,14 +97,14 @@ class KernelSpace:
         self.convert.apply(self.ctx, module)
         return self._advance(module, 0)
 
-    def choices(self, point: Point) -> list[Choice]:
+    def choices(self, point: Point) -> list[Schedule]:
         if not point.legal:
             return []
         return sorted(point.legal, key=_prior(self._default_knobs(point)))
 
-    def child(self, point: Point, choice: Choice) -> Point:
+    def child(self, point: Point, choice: Schedule) -> Point:
         module = point.module.clone()
-        write_choice(tile_kernel(module), choice)
+        schedule.write_knobs(tile_kernel(module), choice)
         self.passes[point.next_pass].apply(self.ctx, module)
         return self._advance(module, point.next_pass + 1)
 
@@ -142,13 +135,13 @@ class KernelSpace:
             index += 1
         return Point(module, index)
 
-    def _default_knobs(self, point: Point) -> Knobs:
+    def _default_knobs(self, point: Point) -> Schedule:
         """What the pass at `point` chooses on its own: run it on a copy and read back."""
         module = point.module.clone()
         before = schedule_of(module)
         self.passes[point.next_pass].apply(self.ctx, module)
         after = schedule_of(module)
-        return {name: value for name, value in after.items() if before.get(name) != value}
+        return Schedule((name, value) for name, value in after.items() if before.get(name) != value)
 
 
 def lower_candidate(candidate: Candidate) -> ModuleOp:

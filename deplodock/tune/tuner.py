@@ -95,7 +95,7 @@ def candidate_scorer(
 
         checker = KernelCheck(kernel, seed)
 
-    needs_reference = hasattr(evaluator, "set_reference")
+    needs_reference = True
 
     def score(candidate: Candidate) -> Score:
         nonlocal needs_reference
@@ -104,7 +104,7 @@ def candidate_scorer(
         except Exception as error:
             return Score(None, FAILED, f"does not lower: {first_line(error)}")
         if needs_reference:  # the first candidate, the heuristic's, is the GPU's reference
-            evaluator.set_reference(kernel_module)  # type: ignore[attr-defined]
+            evaluator.set_reference(kernel_module)
             needs_reference = False
         if checker is not None:
             verdict = checker.check(kernel_module)
@@ -136,7 +136,7 @@ def tune_kernel(
         exploration=options.exploration,
         on_trial=on_trial,
     )
-    if hasattr(evaluator, "retime"):
+    if evaluator.measured:
         result = retimed(result, evaluator)
     return result
 
@@ -153,7 +153,7 @@ def retimed(result: SearchResult[Candidate], evaluator: Evaluator) -> SearchResu
     ]
     if len(top) < 2:
         return result
-    scores = evaluator.retime([lower_candidate(t.leaf) for t in top])  # type: ignore[attr-defined]
+    scores = evaluator.retime([lower_candidate(t.leaf) for t in top])
     for trial, score in zip(top, scores, strict=True):
         trial.score = score
     return result
@@ -168,13 +168,13 @@ def record_of(
         return None
     first = result.trials[0]
     variants = tuple(
-        Variant(dict(t.leaf.knobs), t.score.time_us, t.score.status, t.score.detail)
+        Variant(t.leaf.knobs, t.score.time_us, t.score.status, t.score.detail)
         for t in result.trials
     )
     return TuneRecord(
         key=key,
         kernel_name=name,
-        knobs=dict(best.leaf.knobs),
+        knobs=best.leaf.knobs,
         best_us=float(best.score.time_us or 0.0),
         default_us=first.score.time_us if first.score.reward > 0 else None,
         trials=len(result.trials),

@@ -123,7 +123,7 @@ def long_sdpa_cases() -> Iterator[object]:
                 yield pytest.param(causal, dtype, tokens, marks=marks, id=label)
 
 
-@pytest.mark.parametrize(("causal", "dtype", "tokens"), long_sdpa_cases())
+@pytest.mark.parametrize(("causal", "dtype", "tokens"), list(long_sdpa_cases()))
 def test_long_sdpa_matches_pytorch_through_the_emitted_c(
     causal: bool, dtype: str, tokens: int
 ) -> None:

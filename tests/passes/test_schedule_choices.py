@@ -15,10 +15,12 @@ import pytest
 from xdsl.dialects.builtin import ModuleOp
 
 from deplodock.dialects import make_context, tile
+from deplodock.dialects.common.schedule import Schedule
 from deplodock.driver import lower_program, program_from_expression
 from deplodock.passes import get_all_passes
 from deplodock.passes.pipelines import STAGE_PASSES
-from deplodock.passes.tile.choices import Choice, Tunable, write_choice
+from deplodock.passes.tile import schedule
+from deplodock.passes.tile.choices import Tunable
 from tests.helpers import parse, random_inputs, rel_err, run
 from tests.passes.test_tile_split_k import loop_ir
 
@@ -43,7 +45,7 @@ def tile_passes() -> list:
     return [passes[name]()() for name in STAGE_PASSES["tile"]]
 
 
-def walk(module: ModuleOp, pick) -> list[tuple[str, str, list[Choice], Choice | None]]:
+def walk(module: ModuleOp, pick) -> list[tuple[str, str, list[Schedule], Schedule | None]]:
     """Runs the tile stage on `module`; before each tunable pass, `pick(choices)` chooses
     for every kernel it applies to. Returns (pass, kernel, choices, picked) per decision."""
     decisions = []
@@ -55,7 +57,7 @@ def walk(module: ModuleOp, pick) -> list[tuple[str, str, list[Choice], Choice | 
                 choices = scheduling_pass.legal_choices(kernel)
                 picked = pick(choices)
                 if picked is not None:
-                    write_choice(kernel, picked)
+                    schedule.write_knobs(kernel, picked)
                 decisions.append((scheduling_pass.name, kernel.sym_name.data, choices, picked))
         scheduling_pass.apply(make_context(), module)
         module.verify()
@@ -80,9 +82,9 @@ def test_any_legal_walk_computes_the_loop_program(name: str, seed: int) -> None:
 @pytest.mark.parametrize("name", sorted(PROGRAMS))
 def test_the_default_choice_is_in_the_space(name: str) -> None:
     module = loop_module(name)
-    seen: list[tuple[str, list[Choice]]] = []
+    seen: list[tuple[str, list[Schedule]]] = []
 
-    def keep_default(choices: list[Choice]) -> None:
+    def keep_default(choices: list[Schedule]) -> None:
         seen.append(("", choices))
         return None
 

@@ -9,18 +9,18 @@ combine kernel has its own knobs, a row-reduction with other row threads).
 from __future__ import annotations
 
 import pytest
-from xdsl.dialects.builtin import IntegerAttr, ModuleOp
+from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import PassPipeline
 from xdsl.utils.exceptions import PassFailedException
 
 from deplodock.dialects import loop, make_context, tile
+from deplodock.dialects.common.schedule import Schedule
 from deplodock.driver import lower_program, program_from_expression, render
 from deplodock.passes import get_all_passes
 from deplodock.passes.pipelines import STAGE_PASSES, lower
-from deplodock.passes.tile.choices import write_choice
+from deplodock.passes.tile import schedule
 from deplodock.passes.tile.set_schedule import (
     TileSchedulePass,
-    format_knobs,
     parse_knobs,
     schedule_pipeline,
 )
@@ -28,7 +28,7 @@ from deplodock.passes.tile.set_schedule import (
 GEMM = "nn.Linear(256, 128)(torch.randn(1, 64, 256))"
 RMSNORM = "nn.RMSNorm(512)(torch.randn(1, 16, 512))"
 
-Schedules = dict[str, dict[str, int]]
+Schedules = dict[str, Schedule]
 
 
 def loop_module(expression: str) -> ModuleOp:
@@ -41,10 +41,9 @@ def tile_kernels(module: ModuleOp) -> dict[str, tile.KernelOp]:
     return {op.sym_name.data: op for op in module.ops if isinstance(op, tile.KernelOp)}
 
 
-def knobs_of(kernel: tile.KernelOp) -> dict[str, int]:
+def knobs_of(kernel: tile.KernelOp) -> Schedule:
     assert kernel.schedule is not None
-    values = kernel.schedule.data.items()
-    return {name: value.value.data for name, value in values if isinstance(value, IntegerAttr)}
+    return Schedule.of(kernel)
 
 
 def lowered(module: ModuleOp, given: Schedules) -> tuple[Schedules, str]:
@@ -56,7 +55,7 @@ def lowered(module: ModuleOp, given: Schedules) -> tuple[Schedules, str]:
         passes[name]()().apply(make_context(), module)
         for kernel_name, kernel in tile_kernels(module).items():
             if kernel_name in given and name in (STAGE_PASSES["tile"][0], "tile-split-k"):
-                write_choice(kernel, given.pop(kernel_name))
+                schedule.write_knobs(kernel, given.pop(kernel_name))
     schedules = {name: knobs_of(kernel) for name, kernel in tile_kernels(module).items()}
     lower(module, "cuda", start="tile")
     return schedules, render(module, "cuda")
@@ -74,9 +73,9 @@ def replayed(module: ModuleOp, schedules: Schedules) -> str:
 
 
 def test_knob_text_round_trips() -> None:
-    knobs = {"bm": 128, "bn": 64, "group": 8, "splits": 1}
-    assert format_knobs(knobs) == "bm=128 bn=64 group=8 splits=1"
-    assert parse_knobs(format_knobs(knobs)) == knobs
+    knobs = Schedule({"bm": 128, "bn": 64, "group": 8, "splits": 1})
+    assert knobs.format() == "bm=128 bn=64 group=8 splits=1"
+    assert parse_knobs(knobs.format()) == knobs
     assert list(parse_knobs("  fn=2   fm=4 ")) == ["fn", "fm"]
     assert parse_knobs("") == {}
 
@@ -100,14 +99,14 @@ def tile_level(expression: str) -> ModuleOp:
 def test_the_pass_writes_knobs_in_order_over_existing_ones() -> None:
     module = tile_level(GEMM)
     (kernel,) = tile_kernels(module).values()
-    write_choice(kernel, {"bm": 64, "group": 2})
+    schedule.write_knobs(kernel, {"bm": 64, "group": 2})
     TileSchedulePass(kernel="linear_kernel", knobs="bn=32 bm=16").apply(make_context(), module)
     assert knobs_of(kernel) == {"bm": 16, "group": 2, "bn": 32}
     assert list(knobs_of(kernel)) == ["bm", "group", "bn"]
 
 
 def test_the_pipeline_text_parses_quoted_options() -> None:
-    spec = schedule_pipeline({"linear_kernel": {"bm": 128, "bn": 64}})
+    spec = schedule_pipeline({"linear_kernel": Schedule({"bm": 128, "bn": 64})})
     assert spec.startswith(
         'convert-loop-to-tile,tile-schedule{kernel="linear_kernel" knobs="bm=128 bn=64"},'
     )
@@ -118,7 +117,9 @@ def test_the_pipeline_text_parses_quoted_options() -> None:
 
 
 def test_a_split_kernels_combine_is_set_after_tile_split_k() -> None:
-    spec = schedule_pipeline({"mm": {"splits": 2}, "mm_combine": {"threads": 128}})
+    spec = schedule_pipeline(
+        {"mm": Schedule({"splits": 2}), "mm_combine": Schedule({"threads": 128})}
+    )
     names = [p.name for p in PassPipeline.parse_spec(get_all_passes(), spec).passes]
     assert names[:5] == [
         "convert-loop-to-tile",
@@ -166,7 +167,7 @@ def test_a_module_without_tile_kernels_is_an_error_when_a_kernel_is_named() -> N
 def test_the_pipeline_string_replays_byte_identical_cuda(expression: str, given: Schedules) -> None:
     module = loop_module(expression)
     _, default_cuda = lowered(module, {})
-    schedules, cuda = lowered(module, {name: dict(knobs) for name, knobs in given.items()})
+    schedules, cuda = lowered(module, {name: Schedule(knobs) for name, knobs in given.items()})
     for name, knobs in given.items():
         assert knobs.items() <= schedules[name].items(), f"@{name} did not take {knobs}"
     assert (cuda == default_cuda) == (not given)

@@ -7,7 +7,6 @@ from deplodock.driver import render
 from deplodock.passes.pipelines import lower
 from deplodock.tune.evaluate import Score
 from deplodock.tune.kernels import kernel_hash, loop_kernels, standalone
-from deplodock.tune.replay import write_schedule
 from deplodock.tune.space import KernelSpace, lower_candidate, schedule_of
 
 
@@ -52,7 +51,7 @@ def test_a_leaf_written_on_the_loop_kernel_replays_identically(silu_mul_loop):
     _, leaf = space.rollout(space.child(root, space.choices(root)[-1]))
     scored = render(lower(lower_candidate(leaf), "cuda", start="kernel"), "cuda")
     (kernel,) = loop_kernels(silu_mul_loop.clone())
-    write_schedule(kernel, leaf.knobs)
+    leaf.knobs.write_on(kernel)
     replayed = render(lower(standalone(kernel), "cuda", start="loop"), "cuda")
     assert replayed == scored
     assert replayed != default_cuda(silu_mul_loop)

@@ -7,7 +7,7 @@ import time
 import pytest
 
 from deplodock.tune.cache import TuneCache
-from deplodock.tune.evaluate import FAILED, ModelEvaluator, Score
+from deplodock.tune.evaluate import FAILED, Evaluator, ModelEvaluator, Score
 from deplodock.tune.tuner import TuneOptions, tune_program
 
 
@@ -41,7 +41,7 @@ def test_same_seed_same_variants(silu_mul_loop, model):
     assert first.knobs == second.knobs
 
 
-class FlakyModel:
+class FlakyModel(Evaluator):
     """The model, except that candidates with 128 threads fail as a compile would."""
 
     def __init__(self, model):

@@ -33,11 +33,12 @@ from xdsl.ir import Operation
 from xdsl.rewriter import InsertPoint, Rewriter
 
 from deplodock.dialects import tile
+from deplodock.dialects.common.schedule import Schedule
 from deplodock.dialects.element_types import byte_size
 from deplodock.dialects.hardware import CP_ASYNC_BYTES, CP_ASYNC_CG_BYTES
 from deplodock.passes.constant_pool import ConstantPool
 from deplodock.passes.tile import schedule
-from deplodock.passes.tile.choices import Choice, Tunable, grid, has_knob
+from deplodock.passes.tile.choices import Tunable, grid
 from deplodock.passes.tile.copy_loops import CopyLoop, copy_loops, vector_width, widen
 
 
@@ -134,13 +135,13 @@ class TileAsyncCopyPass(Tunable):
     enable: bool = True
 
     def applies_to(self, kernel: tile.KernelOp) -> bool:
-        return has_knob(kernel, "stage") and not has_knob(kernel, "async")
+        return schedule.has_knob(kernel, "stage") and not schedule.has_knob(kernel, "async")
 
-    def candidates(self, kernel: tile.KernelOp) -> list[Choice]:
+    def candidates(self, kernel: tile.KernelOp) -> list[Schedule]:
         return grid(**{"async": (0, 1)})
 
     def apply_to_kernel(self, kernel: tile.KernelOp) -> None:
-        if kernel.schedule is None or "stage" not in kernel.schedule.data:
+        if not schedule.has_knob(kernel, "stage"):
             return
         if any(isinstance(o, tile.CopyAsyncOp) for o in kernel.walk()):
             return

@@ -40,9 +40,10 @@ from xdsl.rewriter import InsertPoint, Rewriter
 from xdsl.utils.exceptions import PassFailedException
 
 from deplodock.dialects import tile
+from deplodock.dialects.common.schedule import Schedule
 from deplodock.passes.constant_pool import ConstantPool
 from deplodock.passes.tile import schedule
-from deplodock.passes.tile.choices import Choice, Tunable
+from deplodock.passes.tile.choices import Tunable
 from deplodock.passes.tile.contraction import (
     Contraction,
     find_contraction,
@@ -265,11 +266,11 @@ class TileBlockPass(Tunable):
     def applies_to(self, kernel: tile.KernelOp) -> bool:
         return find_contraction(kernel) is not None
 
-    def candidates(self, kernel: tile.KernelOp) -> list[Choice]:
+    def candidates(self, kernel: tile.KernelOp) -> list[Schedule]:
         found = find_contraction(kernel)
         assert found is not None
         return [
-            {"bm": bm, "bn": bn, "group": group}
+            Schedule({"bm": bm, "bn": bn, "group": group})
             for bm, bn in legal_blocks(found)
             for group in GROUPS
         ]

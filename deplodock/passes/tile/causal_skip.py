@@ -41,11 +41,12 @@ from xdsl.ir import BlockArgument, Operation, SSAValue
 from xdsl.rewriter import InsertPoint, Rewriter
 
 from deplodock.dialects import tile
+from deplodock.dialects.common.schedule import Schedule
 from deplodock.dialects.hardware import is_shared
 from deplodock.dialects.queries import computed_from, constant_index
 from deplodock.passes.constant_pool import ConstantPool
 from deplodock.passes.tile import schedule
-from deplodock.passes.tile.choices import Choice, Tunable, grid, has_knob
+from deplodock.passes.tile.choices import Tunable, grid
 
 MARK = "causal_skip"
 
@@ -333,9 +334,9 @@ class TileCausalSkipPass(Tunable):
     enable: bool = True
 
     def applies_to(self, kernel: tile.KernelOp) -> bool:
-        return not has_knob(kernel, MARK) and _target(kernel) is not None
+        return not schedule.has_knob(kernel, MARK) and _target(kernel) is not None
 
-    def candidates(self, kernel: tile.KernelOp) -> list[Choice]:
+    def candidates(self, kernel: tile.KernelOp) -> list[Schedule]:
         return grid(causal_skip=(0, 1))
 
     def apply_to_kernel(self, kernel: tile.KernelOp) -> None:

@@ -10,7 +10,7 @@ for p in tile_passes:
     for kernel in kernels:
         options = p.legal_choices(kernel) if isinstance(p, Tunable) else []
         if options:
-            write_choice(kernel, pick(options))
+            schedule.write_knobs(kernel, pick(options))
     p.apply(ctx, module)
 ```
 
@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import itertools
 from abc import abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -35,29 +35,24 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.utils.exceptions import DiagnosticException, PassFailedException, VerifyException
 
 from deplodock.dialects import make_context, tile
+from deplodock.dialects.common.schedule import Schedule
 from deplodock.passes.tile import schedule
 from deplodock.passes.tile.kernel_pass import TileKernelPass
 
-#: One assignment of a pass's knobs, e.g. `{"bm": 128, "bn": 64, "group": 8}`.
-Choice = dict[str, int]
 
-
-def grid(**values: Sequence[int]) -> list[Choice]:
-    """Every combination of the given knob values (a Cartesian product, in order)."""
+def grid(**values: Sequence[int]) -> list[Schedule]:
+    """Every combination of the given knob values (a Cartesian product, in order): one
+    choice of a pass is a partial `Schedule`, e.g. `bm=128 bn=64 group=8`."""
     names = list(values)
-    return [dict(zip(names, combo, strict=True)) for combo in itertools.product(*values.values())]
+    return [
+        Schedule(zip(names, combo, strict=True)) for combo in itertools.product(*values.values())
+    ]
 
 
-def write_choice(kernel: tile.KernelOp, choice: Mapping[str, int]) -> None:
-    """Records a choice on the kernel's `schedule`, for the pass to read."""
-    for name, value in choice.items():
-        schedule.write_knob(kernel, name, value)
-
-
-def _taken(scheduling_pass: TileKernelPass, kernel: tile.KernelOp, choice: Choice) -> bool:
+def _taken(scheduling_pass: TileKernelPass, kernel: tile.KernelOp, choice: Schedule) -> bool:
     """Whether the pass, run on a copy of `kernel` with `choice` written, takes it."""
     copy = kernel.clone()
-    write_choice(copy, choice)
+    schedule.write_knobs(copy, choice)
     module = ModuleOp([copy])
     try:
         scheduling_pass.apply(make_context(), module)
@@ -79,16 +74,12 @@ class Tunable(TileKernelPass):
         """Whether the pass would schedule `kernel` as it stands (its trigger)."""
 
     @abstractmethod
-    def candidates(self, kernel: tile.KernelOp) -> list[Choice]:
+    def candidates(self, kernel: tile.KernelOp) -> list[Schedule]:
         """The value grid the pass could take for `kernel` (legal or not)."""
 
-    def legal_choices(self, kernel: tile.KernelOp) -> list[Choice]:
+    def legal_choices(self, kernel: tile.KernelOp) -> list[Schedule]:
         """The candidates the pass takes as given for `kernel` (module docstring); empty
         when the pass does not apply to it."""
         if not self.applies_to(kernel):
             return []
         return [choice for choice in self.candidates(kernel) if _taken(self, kernel, choice)]
-
-
-def has_knob(kernel: tile.KernelOp, name: str) -> bool:
-    return kernel.schedule is not None and name in kernel.schedule.data

@@ -41,10 +41,11 @@ from xdsl.rewriter import InsertPoint, Rewriter
 from xdsl.utils.exceptions import PassFailedException
 
 from deplodock.dialects import tile
+from deplodock.dialects.common.schedule import Schedule
 from deplodock.dialects.hardware import MAX_SHARED_BYTES, MAX_VECTOR_BYTES
 from deplodock.passes.constant_pool import ConstantPool
 from deplodock.passes.tile import schedule
-from deplodock.passes.tile.choices import Choice, Tunable, has_knob
+from deplodock.passes.tile.choices import Tunable, grid
 from deplodock.passes.tile.contraction import k_loop_of, operand_bytes
 from deplodock.passes.tile.multibuffer import DEFAULT_DEPTH
 from deplodock.passes.tile.nests import body_ops, start_of
@@ -174,15 +175,15 @@ class TileChunkKPass(Tunable):
     bk: int = 0
 
     def applies_to(self, kernel: tile.KernelOp) -> bool:
-        return has_knob(kernel, "fm") and not has_knob(kernel, "bk")
+        return schedule.has_knob(kernel, "fm") and not schedule.has_knob(kernel, "bk")
 
-    def candidates(self, kernel: tile.KernelOp) -> list[Choice]:
+    def candidates(self, kernel: tile.KernelOp) -> list[Schedule]:
         threads = schedule.threads_of(kernel)
         loop = k_loop_of(threads) if threads is not None else None
-        return [] if loop is None else [{"bk": bk} for bk in legal_chunks(loop.upper)]
+        return [] if loop is None else grid(bk=legal_chunks(loop.upper))
 
     def apply_to_kernel(self, kernel: tile.KernelOp) -> None:
-        if kernel.schedule is None or "fm" not in kernel.schedule.data:
+        if not schedule.has_knob(kernel, "fm"):
             return
         threads = schedule.threads_of(kernel)
         loop = k_loop_of(threads) if threads is not None else None

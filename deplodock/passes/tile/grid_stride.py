@@ -26,11 +26,12 @@ from xdsl.rewriter import InsertPoint
 from xdsl.utils.exceptions import PassFailedException
 
 from deplodock.dialects import tile
+from deplodock.dialects.common.schedule import Schedule
 from deplodock.dialects.hardware import WARP_SIZE
 from deplodock.dialects.queries import read_buffers, written_buffers
 from deplodock.passes.constant_pool import ConstantPool
 from deplodock.passes.tile import schedule
-from deplodock.passes.tile.choices import Choice, Tunable, grid, has_knob
+from deplodock.passes.tile.choices import Tunable, grid
 from deplodock.passes.tile.nests import chain_size, free_chain, has_reduce_loop, is_serial
 
 
@@ -88,12 +89,12 @@ class TileGridStridePass(Tunable):
 
     def applies_to(self, kernel: tile.KernelOp) -> bool:
         threads = schedule.threads_of(kernel)
-        if threads is None or has_reduce_loop(kernel) or has_knob(kernel, "threads"):
+        if threads is None or has_reduce_loop(kernel) or schedule.has_knob(kernel, "threads"):
             return False
         loops = schedule.top_loops(threads)
         return bool(loops) and all(is_serial(loop) for loop in loops)
 
-    def candidates(self, kernel: tile.KernelOp) -> list[Choice]:
+    def candidates(self, kernel: tile.KernelOp) -> list[Schedule]:
         return grid(threads=(64, 128, 256, 512, 1024), max_blocks=(132, 264, 528, 1024, 2048))
 
     def apply_to_kernel(self, kernel: tile.KernelOp) -> None:

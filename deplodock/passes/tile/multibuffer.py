@@ -39,10 +39,11 @@ from xdsl.rewriter import InsertPoint, Rewriter
 from xdsl.utils.exceptions import PassFailedException
 
 from deplodock.dialects import tile
+from deplodock.dialects.common.schedule import Schedule
 from deplodock.dialects.hardware import MAX_SHARED_BYTES, shared_memref
 from deplodock.passes.constant_pool import ConstantPool
 from deplodock.passes.tile import schedule
-from deplodock.passes.tile.choices import Choice, Tunable, grid, has_knob
+from deplodock.passes.tile.choices import Tunable, grid
 from deplodock.passes.tile.copy_loops import copy_loops
 from deplodock.passes.tile.nests import body_ops
 
@@ -183,9 +184,9 @@ class TileMultibufferPass(Tunable):
     depth: int = 0
 
     def applies_to(self, kernel: tile.KernelOp) -> bool:
-        return staged_loop(kernel) is not None and not has_knob(kernel, "depth")
+        return staged_loop(kernel) is not None and not schedule.has_knob(kernel, "depth")
 
-    def candidates(self, kernel: tile.KernelOp) -> list[Choice]:
+    def candidates(self, kernel: tile.KernelOp) -> list[Schedule]:
         return grid(depth=DEPTHS)
 
     def apply_to_kernel(self, kernel: tile.KernelOp) -> None:

@@ -48,10 +48,11 @@ from xdsl.ir import Operation, SSAValue
 from xdsl.rewriter import InsertPoint, Rewriter
 
 from deplodock.dialects import tile
+from deplodock.dialects.common.schedule import Schedule
 from deplodock.dialects.queries import written_buffers
 from deplodock.dialects.reduce_kind import ReduceKind
 from deplodock.passes.tile import schedule
-from deplodock.passes.tile.choices import Choice, Tunable, grid, has_knob
+from deplodock.passes.tile.choices import Tunable, grid
 from deplodock.passes.tile.nests import body_ops, combiner_of
 from deplodock.passes.tile.row_on_chip import _defined_in, _sweep_key
 
@@ -227,9 +228,9 @@ class TileOnlineSoftmaxPass(Tunable):
     knobs = ("online_softmax",)
 
     def applies_to(self, kernel: tile.KernelOp) -> bool:
-        return find_pair(kernel) is not None and not has_knob(kernel, "online_softmax")
+        return find_pair(kernel) is not None and not schedule.has_knob(kernel, "online_softmax")
 
-    def candidates(self, kernel: tile.KernelOp) -> list[Choice]:
+    def candidates(self, kernel: tile.KernelOp) -> list[Schedule]:
         return grid(online_softmax=(0, 1))
 
     #: Rows of at most this many elements a thread stay in registers: not fused.

@@ -46,6 +46,7 @@ from xdsl.rewriter import Rewriter
 from xdsl.utils.exceptions import PassFailedException
 
 from deplodock.dialects import tile
+from deplodock.dialects.common.schedule import Schedule
 from deplodock.dialects.element_types import byte_size
 from deplodock.dialects.hardware import (
     CP_ASYNC_BYTES,
@@ -55,7 +56,7 @@ from deplodock.dialects.hardware import (
 )
 from deplodock.passes.tile import schedule
 from deplodock.passes.tile.banks import wavefronts
-from deplodock.passes.tile.choices import Choice, Tunable, grid, has_knob
+from deplodock.passes.tile.choices import Tunable, grid
 from deplodock.passes.tile.copy_loops import copy_loops
 
 #: Paddings tried (elements per row).
@@ -229,14 +230,14 @@ class TilePadSharedPass(Tunable):
     swizzle_b: int = -1
 
     def applies_to(self, kernel: tile.KernelOp) -> bool:
-        return has_knob(kernel, "stage") and bool(_unpadded_operands(kernel))
+        return schedule.has_knob(kernel, "stage") and bool(_unpadded_operands(kernel))
 
-    def candidates(self, kernel: tile.KernelOp) -> list[Choice]:
+    def candidates(self, kernel: tile.KernelOp) -> list[Schedule]:
         operands = _unpadded_operands(kernel)
         pads = grid(**{f"pad_{operand}": PADDINGS for operand in operands})
         swizzles = grid(**{f"swizzle_{operand}": SWIZZLES for operand in operands})
         return [
-            pad | swizzle
+            pad.with_knobs(swizzle)
             for pad in pads
             for swizzle in swizzles
             if all(not (pad[f"pad_{o}"] and swizzle[f"swizzle_{o}"]) for o in operands)

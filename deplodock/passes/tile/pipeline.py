@@ -32,9 +32,10 @@ from xdsl.ir import Operation, SSAValue
 from xdsl.rewriter import InsertPoint, Rewriter
 
 from deplodock.dialects import tile
+from deplodock.dialects.common.schedule import Schedule
 from deplodock.passes.constant_pool import ConstantPool
 from deplodock.passes.tile import schedule
-from deplodock.passes.tile.choices import Choice, Tunable, grid, has_knob
+from deplodock.passes.tile.choices import Tunable, grid
 from deplodock.passes.tile.multibuffer import StagedLoop, staged_loop
 
 
@@ -101,9 +102,9 @@ class TilePipelinePass(Tunable):
     enable: bool = True
 
     def applies_to(self, kernel: tile.KernelOp) -> bool:
-        return staged_loop(kernel) is not None and not has_knob(kernel, "pipeline")
+        return staged_loop(kernel) is not None and not schedule.has_knob(kernel, "pipeline")
 
-    def candidates(self, kernel: tile.KernelOp) -> list[Choice]:
+    def candidates(self, kernel: tile.KernelOp) -> list[Schedule]:
         return grid(pipeline=(0, 1))
 
     def apply_to_kernel(self, kernel: tile.KernelOp) -> None:

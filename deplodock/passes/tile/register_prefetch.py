@@ -52,9 +52,10 @@ from xdsl.ir import Block, Operation, SSAValue
 from xdsl.rewriter import InsertPoint, Rewriter
 
 from deplodock.dialects import tile
+from deplodock.dialects.common.schedule import Schedule
 from deplodock.passes.constant_pool import ConstantPool
 from deplodock.passes.tile import schedule
-from deplodock.passes.tile.choices import Choice, Tunable, grid, has_knob
+from deplodock.passes.tile.choices import Tunable, grid
 
 #: The attribute that marks the guard of the stores this pass moved after the arithmetic.
 MARK = "register_prefetch"
@@ -215,9 +216,9 @@ class TileRegisterPrefetchPass(Tunable):
 
     def applies_to(self, kernel: tile.KernelOp) -> bool:
         found = _find(kernel)
-        return found is not None and bool(found.copies) and not has_knob(kernel, MARK)
+        return found is not None and bool(found.copies) and not schedule.has_knob(kernel, MARK)
 
-    def candidates(self, kernel: tile.KernelOp) -> list[Choice]:
+    def candidates(self, kernel: tile.KernelOp) -> list[Schedule]:
         return grid(register_prefetch=(0, 1))
 
     def apply_to_kernel(self, kernel: tile.KernelOp) -> None:

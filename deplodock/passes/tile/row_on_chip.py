@@ -49,12 +49,13 @@ from xdsl.ir import BlockArgument, Operation, SSAValue
 from xdsl.rewriter import InsertPoint, Rewriter
 
 from deplodock.dialects import tile
+from deplodock.dialects.common.schedule import Schedule
 from deplodock.dialects.element_types import buffer_bytes
 from deplodock.dialects.hardware import MAX_STATIC_SHARED_BYTES, WARP_SIZE, shared_memref
 from deplodock.dialects.queries import written_buffers
 from deplodock.passes.constant_pool import ConstantPool
 from deplodock.passes.tile import schedule
-from deplodock.passes.tile.choices import Choice, Tunable, grid, has_knob
+from deplodock.passes.tile.choices import Tunable, grid
 from deplodock.passes.tile.nests import body_ops
 
 NONE, REGISTERS, SHARED = 0, 1, 2
@@ -321,9 +322,9 @@ class TileRowOnChipPass(Tunable):
     knobs = ("row_on_chip",)
 
     def applies_to(self, kernel: tile.KernelOp) -> bool:
-        return find_sweeps(kernel) is not None and not has_knob(kernel, "row_on_chip")
+        return find_sweeps(kernel) is not None and not schedule.has_knob(kernel, "row_on_chip")
 
-    def candidates(self, kernel: tile.KernelOp) -> list[Choice]:
+    def candidates(self, kernel: tile.KernelOp) -> list[Schedule]:
         return grid(row_on_chip=(NONE, REGISTERS, SHARED))
 
     #: At most this many elements of the row per thread go to registers.

@@ -51,11 +51,12 @@ from xdsl.ir import Operation, SSAValue
 from xdsl.rewriter import InsertPoint, Rewriter
 
 from deplodock.dialects import tile
+from deplodock.dialects.common.schedule import Schedule
 from deplodock.dialects.hardware import WARP_SIZE
 from deplodock.dialects.queries import written_buffers
 from deplodock.passes.constant_pool import ConstantPool
 from deplodock.passes.tile import schedule
-from deplodock.passes.tile.choices import Choice, Tunable, grid, has_knob
+from deplodock.passes.tile.choices import Tunable, grid
 from deplodock.passes.tile.cooperative_reduce import cooperative_reduce
 from deplodock.passes.tile.nests import (
     body_ops,
@@ -237,10 +238,10 @@ class TileRowsPass(Tunable):
     min_blocks: int = 132
 
     def applies_to(self, kernel: tile.KernelOp) -> bool:
-        return _row_nest(kernel) is not None and not has_knob(kernel, "row_threads")
+        return _row_nest(kernel) is not None and not schedule.has_knob(kernel, "row_threads")
 
-    def candidates(self, kernel: tile.KernelOp) -> list[Choice]:
-        off = {"row_threads": 0, "rows_per_block": 1}  # left to tile-rows-to-blocks
+    def candidates(self, kernel: tile.KernelOp) -> list[Schedule]:
+        off = Schedule({"row_threads": 0, "rows_per_block": 1})  # left to tile-rows-to-blocks
         sizes = (1, 2, 4, 8, 16, 32, 64, 128, 256)
         return [off, *grid(row_threads=sizes[1:], rows_per_block=sizes)]
 

@@ -17,16 +17,17 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from xdsl.dialects import arith
-from xdsl.dialects.builtin import DictionaryAttr, IndexType, IntegerAttr
-from xdsl.ir import Attribute, Operation, SSAValue
+from xdsl.dialects.builtin import IndexType, IntegerAttr
+from xdsl.ir import Operation, SSAValue
 from xdsl.rewriter import InsertPoint, Rewriter
 from xdsl.utils.exceptions import PassFailedException
 
 from deplodock.dialects import tile
+from deplodock.dialects.common.schedule import Schedule
 from deplodock.dialects.hardware import MAX_THREADS_PER_BLOCK, WARP_SIZE, is_valid_block_size
 from deplodock.passes.constant_pool import ConstantPool
 from deplodock.passes.tile.nests import body_ops, chain_size, start_of, trip_counts
@@ -35,28 +36,28 @@ from deplodock.passes.tile.nests import body_ops, chain_size, start_of, trip_cou
 
 
 def read_knob(kernel: tile.KernelOp, name: str, default: int) -> int:
-    """The kernel's `schedule[name]`, else `default` (the pass option)."""
-    if kernel.schedule is None or name not in kernel.schedule.data:
-        return default
-    value = kernel.schedule.data[name]
-    if not isinstance(value, IntegerAttr):
-        raise PassFailedException(
-            f"tile.kernel @{kernel.sym_name.data}: schedule knob '{name}' must be an integer, "
-            f"got {value}"
-        )
-    return value.value.data
+    """The kernel's knob `name` (its `Schedule`), else `default` (the pass option)."""
+    return Schedule.of(kernel).get(name, default)
+
+
+def has_knob(kernel: tile.KernelOp, name: str) -> bool:
+    """Whether the kernel's schedule sets `name` (a pass that wrote it has decided)."""
+    return name in Schedule.of(kernel)
 
 
 def write_knob(kernel: tile.KernelOp, name: str, value: int) -> None:
-    """Records `schedule[name] = value` on the kernel (keys kept in insertion order)."""
-    knobs: dict[str, Attribute] = dict(kernel.schedule.data) if kernel.schedule else {}
-    knobs[name] = IntegerAttr(value, 64)
-    kernel.schedule = DictionaryAttr(knobs)
+    """Records knob `name = value` on the kernel's schedule (a new knob goes last)."""
+    write_knobs(kernel, {name: value})
+
+
+def write_knobs(kernel: tile.KernelOp, knobs: Mapping[str, int]) -> None:
+    """Records several knobs at once (a tuner's choice, a `tile-schedule` option)."""
+    Schedule.of(kernel).with_knobs(knobs).write_on(kernel)
 
 
 def is_tiled_contraction(kernel: tile.KernelOp) -> bool:
     """Whether `tile-block` owns this kernel's schedule (the baseline passes leave it)."""
-    return kernel.schedule is not None and "bm" in kernel.schedule.data
+    return has_knob(kernel, "bm")
 
 
 def check_threads(kernel: tile.KernelOp, threads: int, knob: str) -> None:

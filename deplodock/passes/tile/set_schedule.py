@@ -23,7 +23,6 @@ A kernel that `tile-split-k` adds (`@<name>_combine`) does not exist yet after
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -31,36 +30,24 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.utils.exceptions import PassFailedException
 
 from deplodock.dialects import tile
+from deplodock.dialects.common.schedule import Schedule, ScheduleError
 from deplodock.passes.pipelines import STAGE_PASSES
-from deplodock.passes.tile.choices import write_choice
+from deplodock.passes.tile import schedule
 from deplodock.passes.tile.kernel_pass import TileKernelPass, tile_kernels
 from deplodock.passes.tile.split_k import TileSplitKPass, added_kernel_name
 
 NAME = "tile-schedule"
 
-#: One `name=int` pair of the `knobs` option.
-_KNOB = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)=([-+]?[0-9]+)")
+
+def parse_knobs(text: str) -> Schedule:
+    """The `knobs` option (`"bm=128 bn=64"`) as a schedule; a malformed pair is one line."""
+    try:
+        return Schedule.parse(text)
+    except ScheduleError as error:
+        raise PassFailedException(f'{NAME}: {error} in knobs="{text}"') from None
 
 
-def parse_knobs(text: str) -> dict[str, int]:
-    """`"bm=128 bn=64"` -> `{"bm": 128, "bn": 64}` (a later pair of a name wins)."""
-    knobs: dict[str, int] = {}
-    for pair in text.split():
-        match = _KNOB.fullmatch(pair)
-        if match is None:
-            raise PassFailedException(
-                f"{NAME}: malformed knob '{pair}' in knobs=\"{text}\" (expected name=integer)"
-            )
-        knobs[match.group(1)] = int(match.group(2))
-    return knobs
-
-
-def format_knobs(knobs: Mapping[str, int]) -> str:
-    """`{"bm": 128, "bn": 64}` -> `"bm=128 bn=64"` (`parse_knobs` reads it back)."""
-    return " ".join(f"{name}={value}" for name, value in knobs.items())
-
-
-def schedule_pipeline(schedules: Mapping[str, Mapping[str, int]]) -> str:
+def schedule_pipeline(schedules: Mapping[str, Schedule]) -> str:
     """The pipeline from the loop level to CUDA that lowers each kernel named in `schedules`
     with those knobs: `convert-loop-to-tile`, one `tile-schedule` per kernel, then the rest
     of the tile stage and the kernel and cuda stages. A kernel that `tile-split-k` adds (the
@@ -77,7 +64,7 @@ def schedule_pipeline(schedules: Mapping[str, Mapping[str, int]]) -> str:
     return ",".join([*passes, *STAGE_PASSES["kernel"], *STAGE_PASSES["cuda"]])
 
 
-def split_kernels(schedules: Mapping[str, Mapping[str, int]]) -> set[str]:
+def split_kernels(schedules: Mapping[str, Schedule]) -> set[str]:
     """The kernels of `schedules` that `tile-split-k` adds, given the others' `splits`."""
     return {
         added_kernel_name(name, atomic)
@@ -87,8 +74,8 @@ def split_kernels(schedules: Mapping[str, Mapping[str, int]]) -> set[str]:
     }
 
 
-def _setting(kernel: str, knobs: Mapping[str, int]) -> str:
-    return f'{NAME}{{kernel="{kernel}" knobs="{format_knobs(knobs)}"}}'
+def _setting(kernel: str, knobs: Schedule) -> str:
+    return f'{NAME}{{kernel="{kernel}" knobs="{knobs.format()}"}}'
 
 
 def target_kernels(module: ModuleOp, name: str) -> list[tile.KernelOp]:
@@ -121,4 +108,4 @@ class TileSchedulePass(TileKernelPass):
         return target_kernels(module, self.kernel)
 
     def apply_to_kernel(self, kernel: tile.KernelOp) -> None:
-        write_choice(kernel, parse_knobs(self.knobs))
+        schedule.write_knobs(kernel, parse_knobs(self.knobs))

@@ -42,11 +42,12 @@ from xdsl.ir import Attribute, BlockArgument, Operation, SSAValue
 from xdsl.rewriter import InsertPoint, Rewriter
 
 from deplodock.dialects import tile
+from deplodock.dialects.common.schedule import Schedule
 from deplodock.dialects.hardware import WARP_SIZE, shared_memref
 from deplodock.dialects.queries import written_buffers
 from deplodock.passes.constant_pool import ConstantPool
 from deplodock.passes.tile import schedule
-from deplodock.passes.tile.choices import Choice, Tunable, has_knob
+from deplodock.passes.tile.choices import Tunable, grid
 from deplodock.passes.tile.contraction import (
     block_slice,
     k_loop_of,
@@ -237,10 +238,12 @@ class TileSharedStatisticsPass(Tunable):
     enable: int = 1
 
     def applies_to(self, kernel: tile.KernelOp) -> bool:
-        return find_statistics(kernel) is not None and not has_knob(kernel, "shared_statistics")
+        return find_statistics(kernel) is not None and not schedule.has_knob(
+            kernel, "shared_statistics"
+        )
 
-    def candidates(self, kernel: tile.KernelOp) -> list[Choice]:
-        return [{"shared_statistics": 1}, {"shared_statistics": 0}]
+    def candidates(self, kernel: tile.KernelOp) -> list[Schedule]:
+        return grid(shared_statistics=(1, 0))
 
     def apply_to_kernel(self, kernel: tile.KernelOp) -> None:
         stats = find_statistics(kernel)

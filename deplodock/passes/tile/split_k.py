@@ -56,12 +56,13 @@ from xdsl.rewriter import InsertPoint, Rewriter
 from xdsl.utils.exceptions import PassFailedException
 
 from deplodock.dialects import tile
+from deplodock.dialects.common.schedule import Schedule
 from deplodock.dialects.hardware import is_shared
 from deplodock.dialects.reduce_kind import ReduceKind
 from deplodock.passes.constant_pool import ConstantPool
 from deplodock.passes.tile import schedule
 from deplodock.passes.tile.block import DEFAULT_SMS, default_block, tile_score
-from deplodock.passes.tile.choices import Choice, Tunable, grid, has_knob
+from deplodock.passes.tile.choices import Tunable, grid
 from deplodock.passes.tile.contraction import (
     Contraction,
     find_contraction,
@@ -362,9 +363,9 @@ class TileSplitKPass(Tunable):
 
     def applies_to(self, kernel: tile.KernelOp) -> bool:
         found = find_contraction(kernel)
-        return found is not None and can_split(found) and not has_knob(kernel, "splits")
+        return found is not None and can_split(found) and not schedule.has_knob(kernel, "splits")
 
-    def candidates(self, kernel: tile.KernelOp) -> list[Choice]:
+    def candidates(self, kernel: tile.KernelOp) -> list[Schedule]:
         return grid(splits=SPLITS)
 
     def apply_to_kernel(self, kernel: tile.KernelOp) -> None:

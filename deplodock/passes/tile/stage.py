@@ -47,11 +47,12 @@ from xdsl.rewriter import InsertPoint, Rewriter
 from xdsl.utils.exceptions import PassFailedException
 
 from deplodock.dialects import tile
+from deplodock.dialects.common.schedule import Schedule
 from deplodock.dialects.hardware import MAX_SHARED_BYTES, is_shared, shared_memref
 from deplodock.dialects.queries import def_chain_reaches, indices_reach
 from deplodock.passes.constant_pool import ConstantPool
 from deplodock.passes.tile import schedule
-from deplodock.passes.tile.choices import Choice, Tunable, grid, has_knob
+from deplodock.passes.tile.choices import Tunable, grid
 from deplodock.passes.tile.contraction import block_slice, defined_in, thread_tiles_of
 from deplodock.passes.tile.nests import body_ops
 from deplodock.passes.tile.shared_statistics import STATISTICS_ATTR
@@ -382,9 +383,9 @@ class TileStagePass(Tunable):
     operands: str = "a,b"
 
     def applies_to(self, kernel: tile.KernelOp) -> bool:
-        return has_knob(kernel, "bk") and not has_knob(kernel, "stage")
+        return schedule.has_knob(kernel, "bk") and not schedule.has_knob(kernel, "stage")
 
-    def candidates(self, kernel: tile.KernelOp) -> list[Choice]:
+    def candidates(self, kernel: tile.KernelOp) -> list[Schedule]:
         return grid(stage=(0, 1, 2, 3))  # bit masks: none, a, b, both
 
     def check_options(self) -> None:
@@ -402,7 +403,7 @@ class TileStagePass(Tunable):
         return requested
 
     def apply_to_kernel(self, kernel: tile.KernelOp) -> None:
-        if kernel.schedule is None or "bk" not in kernel.schedule.data:
+        if not schedule.has_knob(kernel, "bk"):
             return
         mask = schedule.read_knob(kernel, "stage", self.requested_mask())
         stage_operands(kernel, mask)

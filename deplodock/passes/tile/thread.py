@@ -57,9 +57,10 @@ from xdsl.rewriter import InsertPoint, Rewriter
 from xdsl.utils.exceptions import PassFailedException
 
 from deplodock.dialects import tile
+from deplodock.dialects.common.schedule import Schedule
 from deplodock.dialects.hardware import WARP_SIZE, is_valid_block_size
 from deplodock.passes.tile import schedule
-from deplodock.passes.tile.choices import Choice, Tunable, has_knob
+from deplodock.passes.tile.choices import Tunable
 from deplodock.passes.tile.contraction import (
     fp32_product,
     operand_bytes,
@@ -340,13 +341,13 @@ class TileThreadPass(Tunable):
     tf32x3: int = 1
 
     def applies_to(self, kernel: tile.KernelOp) -> bool:
-        return has_knob(kernel, "bm") and not has_knob(kernel, "fm")
+        return schedule.has_knob(kernel, "bm") and not schedule.has_knob(kernel, "fm")
 
-    def candidates(self, kernel: tile.KernelOp) -> list[Choice]:
+    def candidates(self, kernel: tile.KernelOp) -> list[Schedule]:
         bm, bn = schedule.read_knob(kernel, "bm", 0), schedule.read_knob(kernel, "bn", 0)
         layouts = (0, 1) if tensor_core_product(kernel) else (0,)
         return [
-            {"fm": fm, "fn": fn, "mma": mma, "quads": quads}
+            Schedule({"fm": fm, "fn": fn, "mma": mma, "quads": quads})
             for fm, fn in legal_cells(bm, bn)
             for mma in layouts
             for quads in (0, 1)
@@ -354,7 +355,7 @@ class TileThreadPass(Tunable):
         ]
 
     def apply_to_kernel(self, kernel: tile.KernelOp) -> None:
-        if kernel.schedule is None or "bm" not in kernel.schedule.data:
+        if not schedule.has_knob(kernel, "bm"):
             return
         bm = schedule.read_knob(kernel, "bm", 0)
         bn = schedule.read_knob(kernel, "bn", 0)
@@ -390,7 +391,7 @@ class TileThreadPass(Tunable):
         mma = schedule.read_knob(kernel, "mma", self.mma)
         if mma == -1:  # the heuristic: MMA cells, on the default thread count if legal
             cells = None
-            if tensor_cores and not (has_knob(kernel, "fm") or self.fm):
+            if tensor_cores and not (schedule.has_knob(kernel, "fm") or self.fm):
                 cells = default_mma_cells(bm, bn, min(MMA_THREADS, bm // fm * (bn // fn)))
             mma = int(cells is not None)
             fm, fn = cells or (fm, fn)

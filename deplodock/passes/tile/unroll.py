@@ -59,10 +59,11 @@ from xdsl.rewriter import InsertPoint, Rewriter
 from xdsl.utils.exceptions import PassFailedException
 
 from deplodock.dialects import tile
+from deplodock.dialects.common.schedule import Schedule
 from deplodock.dialects.queries import constant_index
 from deplodock.passes.constant_pool import ConstantPool
 from deplodock.passes.tile import register_prefetch, schedule
-from deplodock.passes.tile.choices import Choice, Tunable, grid, has_knob
+from deplodock.passes.tile.choices import Tunable, grid
 from deplodock.passes.tile.nests import is_serial, trip_count
 
 #: The unit attribute that asks for a fully unrolled loop (kept on `kernel.for`).
@@ -180,9 +181,9 @@ class TileUnrollPass(Tunable):
     knobs = (UNROLL,)
 
     def applies_to(self, kernel: tile.KernelOp) -> bool:
-        return not has_knob(kernel, UNROLL)
+        return not schedule.has_knob(kernel, UNROLL)
 
-    def candidates(self, kernel: tile.KernelOp) -> list[Choice]:
+    def candidates(self, kernel: tile.KernelOp) -> list[Schedule]:
         return grid(**{UNROLL: (0, 4, 16, 64, 256)})
 
     max_trips: int = 64

@@ -44,6 +44,7 @@ from xdsl.ir import Operation, SSAValue
 from xdsl.rewriter import InsertPoint, Rewriter
 
 from deplodock.dialects import tile
+from deplodock.dialects.common.schedule import Schedule
 from deplodock.dialects.element_types import UnsupportedElementType, byte_size
 from deplodock.dialects.hardware import (
     MAX_VECTOR_BYTES,
@@ -53,7 +54,7 @@ from deplodock.dialects.hardware import (
 )
 from deplodock.passes.constant_pool import ConstantPool
 from deplodock.passes.tile import schedule
-from deplodock.passes.tile.choices import Choice, Tunable, grid, has_knob
+from deplodock.passes.tile.choices import Tunable, grid
 from deplodock.passes.tile.copy_loops import (
     copy_loops,
     lane_compares,
@@ -285,14 +286,14 @@ class TileVectorizePass(Tunable):
     width: int = 4
 
     def applies_to(self, kernel: tile.KernelOp) -> bool:
-        strided = has_knob(kernel, "stage") or has_knob(kernel, "max_blocks")
-        return strided and not has_knob(kernel, "vector")
+        strided = schedule.has_knob(kernel, "stage") or schedule.has_knob(kernel, "max_blocks")
+        return strided and not schedule.has_knob(kernel, "vector")
 
-    def candidates(self, kernel: tile.KernelOp) -> list[Choice]:
+    def candidates(self, kernel: tile.KernelOp) -> list[Schedule]:
         return grid(vector=(1, 2, 4, 8))
 
     def apply_to_kernel(self, kernel: tile.KernelOp) -> None:
-        if kernel.schedule is not None and "stage" in kernel.schedule.data:
+        if schedule.has_knob(kernel, "stage"):
             width = schedule.read_knob(kernel, "vector", MAX_VECTOR_BYTES)
             if vectorize_slab_reads(kernel, width):
                 schedule.write_knob(kernel, "vector", _slab_width(kernel))

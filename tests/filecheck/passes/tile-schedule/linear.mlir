@@ -49,4 +49,4 @@ builtin.module {
 
 // NAME: deplodock-opt: error: tile-schedule: no tile.kernel @mm (the module has @linear_kernel)
 
-// KNOB: deplodock-opt: error: tile-schedule: malformed knob 'bn=' in knobs="bm=16 bn=" (expected name=integer)
+// KNOB: deplodock-opt: error: tile-schedule: malformed knob 'bn=' (expected name=integer) in knobs="bm=16 bn="
