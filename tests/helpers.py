@@ -16,7 +16,7 @@ from xdsl.parser import Parser
 from deplodock.backend.cpu_runner import run_on_cpu
 from deplodock.dialects import make_context
 from deplodock.dialects.queries import forward_function
-from deplodock.driver import max_relative_error
+from deplodock.numerics import max_relative_error, random_array
 
 __all__ = ["parse", "random_inputs", "rel_err", "run", "tiny_llama"]
 
@@ -41,7 +41,7 @@ def random_inputs(module: ModuleOp, seed: int) -> list[np.ndarray]:
     """Standard-normal float32 arrays, one per argument of `@forward`, from `seed`."""
     rng = np.random.default_rng(seed)
     shapes = [t.get_shape() for t in forward_function(module).function_type.inputs.data]
-    return [rng.standard_normal(s).astype(np.float32) for s in shapes]
+    return [random_array(rng, s, np.dtype(np.float32)) for s in shapes]
 
 
 def tiny_llama() -> tuple[Any, torch.Tensor]:

@@ -18,6 +18,7 @@ PACKAGE = ROOT / "deplodock"
 #: Top-level module or package of `deplodock` -> its layer (lowest first).
 LAYERS: dict[str, int] = {
     "files": 0,
+    "numerics": 0,
     "dialects": 0,
     "passes": 1,
     "interpreters": 1,

@@ -47,6 +47,7 @@ from xdsl.utils.exceptions import VerifyException
 
 from deplodock.dialects import common
 from deplodock.dialects.common import async_memory, mma
+from deplodock.dialects.effects import Collective
 from deplodock.dialects.element_types import UnsupportedElementType, buffer_bytes
 from deplodock.dialects.hardware import (
     MAX_SHARED_BYTES,
@@ -233,7 +234,7 @@ class ShflXorOp(IRDLOperation):
     mask = prop_def(IntegerAttr[I64])
     result = result_def(T)
     assembly_format = "$value `,` $mask attr-dict `:` type($result)"
-    traits = traits_def(HasAncestor(FuncOp))
+    traits = traits_def(HasAncestor(FuncOp), Collective())
 
     def __init__(self, value: SSAValue, mask: int):
         super().__init__(
@@ -255,7 +256,7 @@ class MmaSyncOp(mma.MmaSyncOpBase):
     tensor-core MMA (`common/mma.py`)."""
 
     name = "kernel.mma_sync"
-    traits = traits_def(HasAncestor(FuncOp))
+    traits = traits_def(HasAncestor(FuncOp), Collective())
 
 
 @irdl_op_definition

@@ -67,6 +67,7 @@ from xdsl.utils.exceptions import VerifyException
 from deplodock.dialects import common
 from deplodock.dialects.common import async_memory, mma
 from deplodock.dialects.common.schedule import verify_schedule
+from deplodock.dialects.effects import Collective
 from deplodock.dialects.element_types import buffer_bytes, byte_size
 from deplodock.dialects.hardware import (
     MAX_SHARED_BYTES,
@@ -264,7 +265,7 @@ class CombineOp(IRDLOperation):
     result = result_def(T)
 
     assembly_format = "$kind $value (`width` $width^)? attr-dict `:` type($value)"
-    traits = traits_def(HasAncestor(ThreadsOp), Pure())
+    traits = traits_def(HasAncestor(ThreadsOp), Pure(), Collective())
 
     def __init__(
         self, kind: ReduceKind | str, value: SSAValue | Operation, width: int | None = None
@@ -872,7 +873,7 @@ class MmaSyncOp(mma.MmaSyncOpBase):
     block form warp `w` (`common/mma.py` has the fragment layouts)."""
 
     name = "tile.mma_sync"
-    traits = traits_def(HasAncestor(ThreadsOp))
+    traits = traits_def(HasAncestor(ThreadsOp), Collective())
 
 
 @irdl_op_definition

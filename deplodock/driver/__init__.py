@@ -29,6 +29,17 @@ from xdsl.utils.exceptions import ParseError, VerifyException
 from deplodock.dialects import make_context
 from deplodock.dialects.element_types import is_narrow_float, numpy_dtype
 from deplodock.dialects.queries import forward_function
+from deplodock.numerics import (
+    FILE_TOLERANCES,
+    FP32_TOLERANCE,
+    MODEL_TOLERANCES,
+    NARROW_FLOAT_TOLERANCE,
+    PYTORCH_ERROR_FACTOR,
+    first_mismatch,
+    first_nan_pair,
+    max_relative_error,
+    random_array,
+)
 from deplodock.passes.pipelines import (
     is_below,
     lower,
@@ -171,19 +182,6 @@ def capture_causal_lm(
 #: `run` builds the transformers reference on the CPU and interprets every kernel: tiny only.
 MAX_RUN_PARAMETERS = 200_000_000
 
-#: Max relative error of a bf16/f16 program against PyTorch in float64: the narrow type rounds
-#: at other points than PyTorch's kernels do (`run -c`, `run --device cuda`, files).
-NARROW_FLOAT_TOLERANCE = 1e-2
-#: ... or this multiple of PyTorch's own error in that type on the same inputs, when larger: a
-#: chain of bf16 ops (attention: matmul, scale, mask, softmax, matmul) is off by more than
-#: 1e-2 in PyTorch itself (1.1e-2 to 1.5e-2 at the suite's attention shapes), and deplodock
-#: must be as accurate as PyTorch, not more.
-PYTORCH_ERROR_FACTOR = 2.0
-
-
-#: `run` tolerance of a model's logits per dtype (relative to the largest logit).
-MODEL_TOLERANCES = {"fp32": 1e-4, "fp16": 2e-2, "bf16": 5e-2}
-
 
 def _model_reference(
     program: Program, source: object, config: object, seq_len: int, seed: int
@@ -226,11 +224,6 @@ def program_from_file(path: Path) -> Program:
     return program
 
 
-#: `run FILE.mlir` tolerance: the lowering against the file's own level, in the same dtype
-#: (only the order of long sums changes in fp32; bf16/fp16 round at different points).
-FILE_TOLERANCES = {"fp32": 1e-4, "narrow": NARROW_FLOAT_TOLERANCE}
-
-
 def _forward_types(module: ModuleOp) -> list[Attribute]:
     function_type = forward_function(module).function_type
     return [*function_type.inputs.data, *function_type.outputs.data]
@@ -241,8 +234,9 @@ def _own_level_reference(
 ) -> tuple[list[np.ndarray], list[np.ndarray]]:
     """Random `@forward` arguments and the outputs of the unlowered module on them.
 
-    Floats are standard normal; integer arguments are zeros, the one value valid as any
-    index (a `gather`'s indices), so a file's integer inputs are exercised only weakly.
+    `numerics.random_array`'s values: floats standard normal, booleans fair coins, integers
+    zeros, the one value valid as any index (a `gather`'s indices), so a file's integer
+    inputs are exercised only weakly.
     """
     from deplodock.backend.cpu_runner import run_on_cpu
 
@@ -251,11 +245,7 @@ def _own_level_reference(
     for arg_type in forward_function(original).function_type.inputs.data:
         assert isinstance(arg_type, ShapedType)
         dtype = numpy_dtype(arg_type.get_element_type())
-        shape = tuple(arg_type.get_shape())
-        if np.issubdtype(dtype, np.floating):
-            arguments.append(rng.standard_normal(shape).astype(dtype))
-        else:
-            arguments.append(np.zeros(shape, dtype=dtype))
+        arguments.append(random_array(rng, arg_type.get_shape(), dtype))
     return arguments, run_on_cpu(original.clone(), arguments)
 
 
@@ -463,78 +453,6 @@ def check_tolerance(
     return narrow_float_tolerance(own), own
 
 
-def max_relative_error(actual: np.ndarray, expected: np.ndarray) -> float:
-    """max |actual - expected| / max |expected|: one number per output, robust near zeros.
-
-    Where the reference is infinite, the same infinity counts as a match (PyTorch overflows
-    there too). Where it is NaN nothing can be compared, so NaN there makes the error NaN,
-    which no tolerance admits: a NaN weight makes both sides NaN everywhere, and that must
-    not read as error 0. Any other value where the reference is NaN or infinite, or a
-    non-finite value where it is finite, makes the error infinite.
-    """
-    actual64, expected64 = _as_float64_pair(actual, expected)
-    finite = np.isfinite(expected64)
-    if not np.array_equal(_nonfinite_agree(actual64, expected64), np.ones_like(finite)):
-        return float("inf")
-    if np.isnan(expected64).any():  # agreeing, so NaN against NaN: compared nothing
-        return float("nan")
-    scale = max(float(np.max(np.abs(expected64[finite]), initial=0.0)), np.finfo(np.float64).tiny)
-    error = np.max(np.abs(actual64[finite] - expected64[finite]), initial=0.0)
-    return float(error / scale) if np.isfinite(error) else float("inf")
-
-
-def first_mismatch(
-    actual: np.ndarray, expected: np.ndarray, tolerance: float
-) -> tuple[tuple[int, ...], float, float] | None:
-    """(index, actual, expected) of the first element (row-major) off by more than
-    `tolerance` relative to max |expected| or non-finite where the reference differs."""
-    actual64, expected64 = _as_float64_pair(actual, expected)
-    finite = np.isfinite(expected64)
-    scale = max(float(np.max(np.abs(expected64[finite]), initial=0.0)), np.finfo(np.float64).tiny)
-    with np.errstate(invalid="ignore"):
-        off = np.abs(np.where(finite, actual64 - expected64, 0.0)) > tolerance * scale
-    bad = off | ~_nonfinite_agree(actual64, expected64) | (finite & ~np.isfinite(actual64))
-    if not bad.any():
-        return None
-    index = tuple(int(i) for i in np.unravel_index(int(np.argmax(bad)), bad.shape))
-    return index, float(actual64[index]), float(expected64[index])
-
-
-def first_nan_pair(actual: np.ndarray, expected: np.ndarray) -> tuple[int, ...] | None:
-    """The index of the first element (row-major) NaN in both: not a match, nothing compared
-    (`max_relative_error`)."""
-    both = np.isnan(np.asarray(actual, dtype=np.float64)) & np.isnan(
-        np.asarray(expected, dtype=np.float64)
-    )
-    if not both.any():
-        return None
-    return tuple(int(i) for i in np.unravel_index(int(np.argmax(both)), both.shape))
-
-
-def _as_float64_pair(actual: np.ndarray, expected: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Both in float64, reference values beyond the range of `actual`'s float type made
-    infinite: PyTorch in that type overflows there too (`exp(1000)` in fp32 is inf)."""
-    actual = np.asarray(actual)
-    actual64 = actual.astype(np.float64)
-    expected64 = np.asarray(expected, dtype=np.float64)
-    if actual64.shape != expected64.shape:
-        raise ValueError(f"shape {actual64.shape} differs from the reference {expected64.shape}")
-    if np.issubdtype(actual.dtype, np.floating) and actual.dtype.itemsize < 8:
-        limit = float(np.finfo(actual.dtype).max)
-        with np.errstate(invalid="ignore"):
-            expected64 = np.where(
-                np.abs(expected64) > limit, np.sign(expected64) * np.inf, expected64
-            )
-    return actual64, expected64
-
-
-def _nonfinite_agree(actual: np.ndarray, expected: np.ndarray) -> np.ndarray:
-    """True where the reference is finite, or where actual is the same NaN or infinity."""
-    same_nan = np.isnan(actual) & np.isnan(expected)
-    same_inf = np.isinf(expected) & (actual == expected)
-    return np.isfinite(expected) | same_nan | same_inf
-
-
 @dataclass
 class RunReport:
     stage: str
@@ -654,7 +572,7 @@ def run_and_compare(
     `progress` hears of every block the tile and kernel interpreters finish; `memcheck` runs
     cuda-level C with guard pages after every buffer (`cpu_runner.run_kernel`)."""
     if tolerance is None:
-        tolerance = program.tolerance if program.tolerance is not None else 1e-5
+        tolerance = program.tolerance if program.tolerance is not None else FP32_TOLERANCE
     arguments, expected = arguments_and_reference(program, seed)
     tolerance, own = check_tolerance(
         tolerance, program.torch_module, program.example_inputs, expected

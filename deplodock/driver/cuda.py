@@ -21,15 +21,14 @@ from xdsl.dialects.builtin import BFloat16Type, Float16Type, ModuleOp
 from deplodock.backend.cost import KernelCost
 from deplodock.dialects.element_types import torch_dtype
 from deplodock.dialects.queries import forward_function
-from deplodock.driver import (
+from deplodock.driver import RunReport, check_tolerance, float64_outputs, lower_program
+from deplodock.frontend.capture import to_numpy
+from deplodock.numerics import (
+    FP32_LONG_SUM_TOLERANCE,
+    FP32_TOLERANCE,
     NARROW_FLOAT_TOLERANCE,
-    RunReport,
-    check_tolerance,
-    float64_outputs,
-    lower_program,
     max_relative_error,
 )
-from deplodock.frontend.capture import to_numpy
 
 MATMUL_OPS = frozenset({"torch.matmul", "torch.linear", "torch.bmm"})
 
@@ -47,13 +46,13 @@ def program_dtype(module: ModuleOp) -> str:
 
 
 def tolerance_for(module: ModuleOp) -> float:
-    """Max relative error allowed, from the torch-level module: 1e-2 for bf16/f16 programs;
-    in fp32, 1e-4 when it multiplies matrices (long sums) and 1e-5 otherwise."""
+    """Max relative error allowed, from the torch-level module (`numerics`): the narrow one
+    for bf16/f16 programs; in fp32, the long-sum one when it multiplies matrices."""
     if program_dtype(module) != "fp32":
         return NARROW_FLOAT_TOLERANCE
     names = {op.name for op in module.walk()}
     matmul = bool(names & MATMUL_OPS) or any("attention" in n or "sdpa" in n for n in names)
-    return 1e-4 if matmul else 1e-5
+    return FP32_LONG_SUM_TOLERANCE if matmul else FP32_TOLERANCE
 
 
 def device_arguments(program: Any, device: str = "cuda") -> tuple[list[Any], list[Any]]:

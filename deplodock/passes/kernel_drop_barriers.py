@@ -49,10 +49,11 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Block, Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import Rewriter
-from xdsl.traits import MemoryAllocEffect, NoMemoryEffect
+from xdsl.traits import MemoryAllocEffect
 
 from deplodock.dialects import kernel
 from deplodock.dialects.common import LoadOpBase, StoreOpBase
+from deplodock.dialects.effects import is_pure
 
 #: The key of an op whose memory effects are unknown: it conflicts with every access.
 ANY_BUFFER = None
@@ -75,7 +76,7 @@ def _memory_access(op: Operation) -> tuple[SSAValue | None, bool] | None:
         return op.memref, False
     if isinstance(op, StoreOpBase):
         return op.memref, True
-    if op.dialect_name() in ("arith", "math") or op.has_trait(NoMemoryEffect):
+    if is_pure(op):
         return None
     if op.has_trait(MemoryAllocEffect) or isinstance(
         op, kernel.ShflXorOp | kernel.MmaSyncOp | kernel.YieldOp | kernel.ReturnOp

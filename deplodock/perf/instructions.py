@@ -31,6 +31,7 @@ from xdsl.ir import Operation
 
 from deplodock.dialects import kernel
 from deplodock.dialects.common.mma import MMA_M16N8K8_TF32, MMA_M16N8K16
+from deplodock.dialects.effects import is_pure
 from deplodock.dialects.hardware import TF32_MMA_RATE
 from deplodock.dialects.queries import constant_index
 from deplodock.dialects.scalar_ops import CAST_OPS
@@ -133,8 +134,6 @@ def op_cost(op: Operation, fused: set[Operation]) -> Cost:
         return _division_cost(op)
     if isinstance(op, CAST_OPS):
         return {} if isinstance(op, arith.IndexCastOp) else {"convert": 1}
-    if op.dialect_name() in ("arith", "math"):
-        return {"int": 1}  # index arithmetic, comparisons, selects, logic
     if isinstance(op, kernel.ThreadIdOp | kernel.BlockIdOp):
         return {"int": 1}  # S2R
     if isinstance(op, kernel.ShflXorOp):
@@ -151,4 +150,6 @@ def op_cost(op: Operation, fused: set[Operation]) -> Cost:
         return {"branch": 1}
     if isinstance(op, kernel.YieldOp) and isinstance(op.parent_op(), kernel.ForOp):
         return {"int": 1, "branch": 1}  # the back edge: increment, compare-and-branch
+    if is_pure(op):
+        return {"int": 1}  # index arithmetic, comparisons, selects, logic
     return {}

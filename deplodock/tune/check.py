@@ -52,6 +52,14 @@ from deplodock.interpreters.common import lookup_kernel
 from deplodock.interpreters.estimate import Work, estimate_interpretation
 from deplodock.interpreters.kernel import run_kernel
 from deplodock.interpreters.values import empty_buffer
+from deplodock.numerics import (
+    CHECK_FP32_TOLERANCE,
+    CHECK_NARROW_TOLERANCE,
+    SUM_ERROR_FACTOR,
+    first_mismatch,
+    random_array,
+    schedule_error,
+)
 from deplodock.tune.footprint import Host, Launch, NotAnalysable, footprints, select_blocks, widen
 from deplodock.tune.kernels import standalone
 
@@ -70,22 +78,6 @@ WIDEN_SECONDS = 0.5
 #: A sample that runs at least this share of the costliest launch's blocks is not worth it:
 #: run them all.
 SAMPLE_SHARE = 0.5
-
-#: Max relative error (max |actual - expected| / max |expected|, the project's measure) of a
-#: candidate against the loop level in the same dtype. The driver allows 1e-5 in fp32 for
-#: kernels without long sums and 1e-4 for GEMMs (`driver.cuda.tolerance_for`, and a file
-#: against its own level, `FILE_TOLERANCES`), and 1e-2 for bf16/f16, which round at other
-#: points than the reference (`NARROW_FLOAT_TOLERANCE`). Here both sides are deplodock in
-#: the same dtype, so fp32 can be held tighter than 1e-4: only the order of the additions
-#: changes (split-K, MMA fragments, 3xTF32), and that error grows like sqrt(K) * eps with
-#: the sum's length K (measured: 5e-7 for K = 256, 1.9e-6 for K = 3584, i.e. about
-#: 0.27 sqrt(K) eps, eps = 2^-23). An fp32 kernel gets max(FP32_TOLERANCE,
-#: SUM_ERROR_FACTOR * sqrt(K) * eps): 1e-5 up to K ~ 1700, 1.4e-5 at 3584, 3.3e-5 at
-#: 18944, a 7x margin, and below the ~2e-4 that plain TF32 products (no 3xTF32 correction)
-#: show whatever K.
-FP32_TOLERANCE = 1e-5
-SUM_ERROR_FACTOR = 2.0
-NARROW_TOLERANCE = 1e-2
 
 #: How `KernelCheck` picks the blocks it runs.
 MODES = ("auto", "full", "sample")
@@ -132,17 +124,15 @@ def random_inputs(kernel_op: loop.KernelOp, seed: int) -> list[np.ndarray]:
     for position, arg in enumerate(kernel_op.body.block.args):
         memref = arg.type
         assert isinstance(memref, MemRefType)
-        shape = tuple(memref.get_shape())
-        element = memref.element_type
-        dtype = numpy_dtype(element)
         if position in written and position not in read:
             arrays.append(empty_buffer(memref))
-        elif np.issubdtype(dtype, np.floating):
-            arrays.append(np.asarray(round_to_type(rng.standard_normal(shape), element)))
-        elif dtype == np.bool_:
-            arrays.append(rng.random(shape) < 0.5)
+            continue
+        shape, dtype = memref.get_shape(), numpy_dtype(memref.element_type)
+        if np.issubdtype(dtype, np.floating):  # bf16 rounded, carried as float32
+            array = round_to_type(random_array(rng, shape, dtype), memref.element_type)
+            arrays.append(np.asarray(array))
         else:
-            arrays.append(rng.integers(0, _integer_bound(arg), shape).astype(dtype))
+            arrays.append(random_array(rng, shape, dtype, _integer_bound(arg)))
     return arrays
 
 
@@ -169,43 +159,38 @@ def _integer_bound(arg: SSAValue) -> int:
 
 
 def tolerance_of(kernel_op: loop.KernelOp) -> float:
-    """The max relative error a candidate of `kernel_op` may show (see `FP32_TOLERANCE`):
-    `NARROW_TOLERANCE` when any buffer holds bf16/f16, else fp32's for its longest sum."""
+    """The max relative error a candidate of `kernel_op` may show (`numerics`'s
+    `CHECK_FP32_TOLERANCE`): the narrow one when any buffer holds bf16/f16, else fp32's for
+    its longest sum."""
     elements = [arg.type.element_type for arg in kernel_op.body.block.args]  # type: ignore[attr-defined]
     if any(is_narrow_float(element) for element in elements):
-        return NARROW_TOLERANCE
+        return CHECK_NARROW_TOLERANCE
     sums = [op.trip_count for op in kernel_op.walk() if isinstance(op, loop.ForOp) and op.inits]
     eps = float(np.finfo(np.float32).eps)
-    return max(FP32_TOLERANCE, SUM_ERROR_FACTOR * math.sqrt(max(sums, default=1)) * eps)
+    return max(CHECK_FP32_TOLERANCE, SUM_ERROR_FACTOR * math.sqrt(max(sums, default=1)) * eps)
 
 
 def compare(
     actual: np.ndarray, expected: np.ndarray, compared: np.ndarray, tolerance: float, output: int
 ) -> float:
-    """The max relative error of `actual` against `expected` over the `compared` elements
-    (a boolean mask), as the project measures it: max |a - e| / max |e|. Where the
-    reference is NaN or infinite only the same value matches; a non-finite value where it
-    is finite, or an error above `tolerance`, raises `_Wrong` naming the element."""
+    """The max relative error (`numerics.schedule_error`: a NaN in both matches) of
+    `actual` against `expected` over the `compared` elements (a boolean mask); above
+    `tolerance` it raises `_Wrong` naming the first element off."""
     positions = np.flatnonzero(compared)
-    got = actual.reshape(-1)[positions].astype(np.float64)
-    want = expected.reshape(-1)[positions].astype(np.float64)
-    finite = np.isfinite(want)
-    agree = np.where(finite, np.isfinite(got), (got == want) | (np.isnan(got) & np.isnan(want)))
-    if not agree.all():
-        k = int(np.argmin(agree))
-        where = _element(expected.shape, positions[k])
-        raise _Wrong(f"output {output} element {where} is {got[k]:.6g}, expected {want[k]:.6g}")
-    scale = max(float(np.max(np.abs(want[finite]), initial=0.0)), np.finfo(np.float64).tiny)
-    errors = np.abs(np.where(finite, got - want, 0.0))
-    k = int(np.argmax(errors)) if errors.size else 0
-    error = float(errors[k]) / scale if errors.size else 0.0
-    if error > tolerance:
-        where = _element(expected.shape, positions[k])
-        raise _Wrong(
-            f"max relative error {error:.1e} > {tolerance:.0e} at output {output} element "
-            f"{where} ({got[k]:.6g}, expected {want[k]:.6g})"
-        )
-    return error
+    got, want = actual.reshape(-1)[positions], expected.reshape(-1)[positions]
+    error = schedule_error(got, want)
+    if error <= tolerance:
+        return error
+    found = first_mismatch(got, want, tolerance)
+    assert found is not None, "an error above the tolerance has an element off"
+    (k,), value, reference = found
+    where = _element(expected.shape, positions[k])
+    if math.isinf(error):
+        raise _Wrong(f"output {output} element {where} is {value:.6g}, expected {reference:.6g}")
+    raise _Wrong(
+        f"max relative error {error:.1e} > {tolerance:.0e} at output {output} element "
+        f"{where} ({value:.6g}, expected {reference:.6g})"
+    )
 
 
 def _element(shape: tuple[int, ...], flat: int) -> tuple[int, ...]:

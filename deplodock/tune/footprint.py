@@ -45,6 +45,7 @@ from xdsl.interpreter import Interpreter, InterpreterFunctions, PythonValues, im
 from xdsl.ir import Attribute, BlockArgument, Operation, OpResult, SSAValue
 
 from deplodock.dialects import kernel
+from deplodock.dialects.effects import is_pure
 from deplodock.dialects.element_types import numpy_dtype
 from deplodock.dialects.queries import forward_function, written_arguments
 from deplodock.interpreters import make_interpreter
@@ -162,11 +163,6 @@ _CROSS_THREAD = (kernel.SharedAllocOp, kernel.BarrierOp, kernel.ShflXorOp, kerne
 _WRITES = (kernel.StoreOp, kernel.AtomicAddOp, kernel.StoreVectorOp)
 
 
-def _is_scalar(op: Operation) -> bool:
-    """Scalar arithmetic: pure, per thread."""
-    return op.dialect_name() in ("arith", "math")
-
-
 def _is_global(value: SSAValue, fn: kernel.FuncOp) -> bool:
     return isinstance(value, BlockArgument) and value.owner is fn.body.block
 
@@ -196,7 +192,7 @@ def address_kernel(fn: kernel.FuncOp, relevant: set[int]) -> kernel.FuncOp:
     become zeros. Raises `NotAnalysable` where an address depends on loaded data or on an
     op this analysis does not know."""
     for op in fn.walk():
-        if op is not fn and not isinstance(op, _INERT + _MEMORY) and not _is_scalar(op):
+        if op is not fn and not isinstance(op, _INERT + _MEMORY) and not is_pure(op):
             raise NotAnalysable(f"{op.name} is not understood")
     copy = fn.clone()
     roots = [op for op in copy.walk() if _is_root(op, copy, relevant)]
@@ -230,7 +226,7 @@ def address_kernel(fn: kernel.FuncOp, relevant: set[int]) -> kernel.FuncOp:
             owner = value.op
             if isinstance(owner, kernel.ForOp):
                 keep_carried(owner, value.index)
-            elif _is_scalar(owner) or isinstance(
+            elif is_pure(owner) or isinstance(
                 owner, kernel.ThreadIdOp | kernel.BlockIdOp | kernel.SharedAllocOp
             ):
                 if owner not in keep:

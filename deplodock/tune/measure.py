@@ -37,6 +37,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.parser import Parser
 
@@ -45,16 +46,18 @@ from deplodock.backend.build import DEFAULT_FLAGS, build_module
 from deplodock.backend.device import DeviceInfo, require_cuda
 from deplodock.backend.nvcc import nvcc_release
 from deplodock.dialects import make_context
-from deplodock.dialects.element_types import torch_dtype
+from deplodock.dialects.element_types import numpy_dtype, torch_dtype
+from deplodock.numerics import (
+    GPU_CHECK_FP32_TOLERANCE,
+    GPU_CHECK_NARROW_TOLERANCE,
+    random_array,
+    schedule_error,
+)
 from deplodock.passes.pipelines import lower
 from deplodock.tune.evaluate import FAILED, OK, TIMEOUT, WRONG, Evaluator, Score
 
 #: The seed of the random inputs: every candidate of a kernel (and its reference) sees the same.
 INPUT_SEED = 0
-#: Max relative error of a candidate against the reference schedule (relative to the largest
-#: reference element): schedules sum in other orders, which moves fp32 results by ~1e-6 and
-#: 16-bit ones by a few ulps (~1e-2); a wrong index or a missed element is off by O(1).
-FP32_TOLERANCE, NARROW_TOLERANCE = 1e-4, 2e-2
 #: GPU cycles of the spin before each timed run (~0.1 ms on Hopper): longer than the host
 #: takes to launch one candidate, so the events time the kernel, not the launch.
 SPIN_CYCLES = 200_000
@@ -345,62 +348,44 @@ class Worker:
 
 
 def random_arguments(arg_types: Sequence[Any], device: str, seed: int = INPUT_SEED) -> list[Any]:
-    """Seeded random tensors for `@forward`'s memref arguments, on `device`.
-
-    Floats are standard normal (never zero, so nothing multiplies away). Integers are indices
-    as often as not (an embedding's token ids), and no type says into what; they are drawn
-    below the smallest dimension of any argument, which is in range whatever they index.
-    """
+    """Seeded random tensors for `@forward`'s memref arguments (`numerics.random_array`'s
+    values, drawn on the host), on `device`. Integers are indices as often as not (an
+    embedding's token ids), and no type says into what; they are drawn below the smallest
+    dimension of any argument, which is in range whatever they index."""
     import torch
 
-    generator = torch.Generator(device=device).manual_seed(seed)
+    rng = np.random.default_rng(seed)
     dims = [d for t in arg_types for d in t.get_shape()]
     bound = max(1, min(dims, default=1))
     arguments = []
     for t in arg_types:
-        shape, dtype = tuple(t.get_shape()), torch_dtype(t.element_type)
-        if dtype.is_floating_point:
-            value = torch.randn(shape, generator=generator, device=device).to(dtype)
-        elif dtype == torch.bool:
-            value = torch.randint(0, 2, shape, generator=generator, device=device).bool()
-        else:
-            value = torch.randint(0, bound, shape, generator=generator, device=device, dtype=dtype)
+        array = random_array(rng, t.get_shape(), numpy_dtype(t.element_type), bound)
+        value = torch.from_numpy(array).to(device=device, dtype=torch_dtype(t.element_type))
         arguments.append(value.contiguous())
     return arguments
 
 
 def tolerance_for(dtype: Any) -> float:
-    """`FP32_TOLERANCE` for 32- and 64-bit floats, `NARROW_TOLERANCE` for 16-bit, 0 else."""
+    """`numerics.GPU_CHECK_FP32_TOLERANCE` for 32- and 64-bit floats, the narrow one for
+    16-bit, 0 else."""
     if not dtype.is_floating_point:
         return 0.0
-    return NARROW_TOLERANCE if dtype.itemsize < 4 else FP32_TOLERANCE
-
-
-def relative_error(actual: Any, expected: Any) -> float:
-    """max |actual - expected| / max |expected| over the finite reference elements; infinite
-    where a non-finite reference element is not matched by the same value (or the reverse)."""
-    import torch
-
-    a, e = actual.double(), expected.double()
-    finite = torch.isfinite(e)
-    same_nonfinite = (a == e) | (torch.isnan(a) & torch.isnan(e))
-    if not bool(torch.where(finite, torch.isfinite(a), same_nonfinite).all()):
-        return math.inf
-    if not bool(finite.any()):
-        return 0.0
-    scale = max(float(e[finite].abs().max()), 1e-300)
-    return float((a[finite] - e[finite]).abs().max()) / scale
+    return GPU_CHECK_NARROW_TOLERANCE if dtype.itemsize < 4 else GPU_CHECK_FP32_TOLERANCE
 
 
 def mismatch(actual: Sequence[Any], expected: Sequence[Any]) -> str | None:
-    """Why a candidate's outputs are not the reference's (None when they match)."""
+    """Why a candidate's outputs are not the reference's (None when they match): by
+    `numerics.schedule_error` (a NaN in both matches), on host copies of the tensors."""
+    from deplodock.frontend.capture import to_numpy
+
     if len(actual) != len(expected):
         return f"{len(actual)} outputs, the reference has {len(expected)}"
     for i, (a, e) in enumerate(zip(actual, expected, strict=True)):
         if a.shape != e.shape or a.dtype != e.dtype:
             mine, theirs = f"{a.dtype} {tuple(a.shape)}", f"{e.dtype} {tuple(e.shape)}"
             return f"output #{i} is {mine}, the reference's {theirs}"
-        error, tolerance = relative_error(a, e), tolerance_for(e.dtype)
+        error = schedule_error(to_numpy(a), to_numpy(e))
+        tolerance = tolerance_for(e.dtype)
         if error > tolerance:
             return f"output #{i}: max relative error {error:.2g} > {tolerance:g} (reference)"
     return None
@@ -433,6 +418,7 @@ class DeviceRunner:
         self.before_each = before_each
         self.tensor_device = tensor_device
         self._reference: tuple[str, list[Any]] | None = None
+        self._arguments: tuple[tuple[str, ...], list[Any]] | None = None
 
     def __call__(self, job: Any) -> Any:
         if isinstance(job, TimeJob):
@@ -442,11 +428,21 @@ class DeviceRunner:
         raise TypeError(f"the runner takes a TimeJob or a RetimeJob, not {type(job).__name__}")
 
     def run_once(self, text: str) -> tuple[Any, list[Any], list[Any]]:
-        """Load a program, run it once (checked launch by launch) on fresh random arguments:
-        (program, arguments, outputs)."""
+        """Load a program, run it once (checked launch by launch) on the seeded random
+        arguments: (program, arguments, outputs)."""
         program = self.load(parse_module(text), self.device)
-        arguments = random_arguments(program.arg_types, self.tensor_device)
+        arguments = self.arguments(program.arg_types)
         return program, arguments, program(*arguments, check=True)
+
+    def arguments(self, arg_types: Sequence[Any]) -> list[Any]:
+        """`random_arguments` of these types: drawn on the host once per kernel (its
+        candidates and its reference take the same), a fresh copy for each run, which a
+        wrong candidate may write over."""
+        key = tuple(str(t) for t in arg_types)
+        if self._arguments is None or self._arguments[0] != key:
+            self._arguments = None  # free the previous kernel's arguments first
+            self._arguments = (key, random_arguments(arg_types, self.tensor_device))
+        return [argument.clone() for argument in self._arguments[1]]
 
     def expected(self, reference: str) -> list[Any]:
         """The reference program's outputs on the seeded inputs (computed once per reference)."""

@@ -19,15 +19,10 @@ from xdsl.rewriter import InsertPoint, Rewriter
 
 from deplodock.dialects import kernel, loop
 from deplodock.driver import lower_program, program_from_expression
+from deplodock.numerics import CHECK_FP32_TOLERANCE, CHECK_NARROW_TOLERANCE
 from deplodock.passes.pipelines import lower
 from deplodock.tune import check as check_module
-from deplodock.tune.check import (
-    FP32_TOLERANCE,
-    NARROW_TOLERANCE,
-    KernelCheck,
-    random_inputs,
-    tolerance_of,
-)
+from deplodock.tune.check import KernelCheck, random_inputs, tolerance_of
 from deplodock.tune.footprint import Host, computed_elements, footprints, select_blocks
 from deplodock.tune.kernels import loop_kernels, standalone
 
@@ -351,10 +346,10 @@ def test_integer_inputs_index_what_they_index() -> None:
 
 
 def test_tolerances_follow_the_dtype_and_the_sum() -> None:
-    assert tolerance_of(loop_kernel(GEMM_BF16)) == NARROW_TOLERANCE
-    assert tolerance_of(loop_kernel("torch.randn(64, 64) * 2")) == FP32_TOLERANCE
+    assert tolerance_of(loop_kernel(GEMM_BF16)) == CHECK_NARROW_TOLERANCE
+    assert tolerance_of(loop_kernel("torch.randn(64, 64) * 2")) == CHECK_FP32_TOLERANCE
     long = tolerance_of(loop_kernel("torch.randn(4, 16384) @ torch.randn(16384, 4)"))
-    assert FP32_TOLERANCE < long < 1e-4
+    assert CHECK_FP32_TOLERANCE < long < 1e-4
 
 
 def test_a_bad_mode_is_refused() -> None:

@@ -34,6 +34,7 @@ from xdsl.dialects.builtin import MemRefType
 from xdsl.ir import Attribute, Block, BlockArgument, Operation, SSAValue
 
 from deplodock.dialects import kernel
+from deplodock.dialects.effects import is_pure
 from deplodock.dialects.element_types import ELEMENT_TYPES, buffer_bytes
 from deplodock.dialects.hardware import (
     FULL_WARP_MASK,
@@ -358,7 +359,7 @@ class KernelPrinter:
                 self.line("}")
             case kernel.YieldOp() | kernel.ReturnOp():
                 pass  # loops assign their iter_args themselves; the kernel just ends
-            case _ if op.dialect_name() in ("arith", "math"):  # no memory effects
+            case _ if is_pure(op):  # a C expression, inlined where used once
                 self.print_scalar(op)
             case _:
                 raise PrinterError(f"no CUDA C translation for {op.name}")

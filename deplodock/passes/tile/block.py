@@ -41,6 +41,7 @@ from xdsl.utils.exceptions import PassFailedException
 
 from deplodock.dialects import tile
 from deplodock.dialects.common.schedule import Schedule
+from deplodock.dialects.effects import is_pure
 from deplodock.passes.constant_pool import ConstantPool
 from deplodock.passes.tile import schedule
 from deplodock.passes.tile.choices import Tunable
@@ -238,7 +239,9 @@ def block_contraction(found: Contraction, bm: int, bn: int, group: int) -> None:
 
 
 def _is_pure(op: Operation) -> bool:
-    return isinstance(op, tile.LoadOp | tile.ForOp) or op.dialect_name() in ("arith", "math")
+    """What a cell computes without storing: loads, loops (its sums) and pure ops; the
+    rest (its stores) goes under the guard."""
+    return isinstance(op, tile.LoadOp | tile.ForOp) or is_pure(op)
 
 
 def _product(values: list[int]) -> int:

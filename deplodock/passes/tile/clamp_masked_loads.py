@@ -78,8 +78,6 @@ def _kept_by(load: tile.LoadOp) -> arith.SelectOp | None:
         user = use.operation
         if isinstance(user, arith.SelectOp):
             return user if use.index == 1 else None
-        if user.dialect_name() not in ("arith", "math") or len(user.results) != 1:
-            return None
         if isinstance(user, arith.CmpfOp) or not _is_float_math(user):
             return None
         value = user.results[0]

@@ -40,6 +40,7 @@ from xdsl.rewriter import InsertPoint, Rewriter
 
 from deplodock.dialects import tile
 from deplodock.dialects.common.memory import index_range
+from deplodock.dialects.effects import is_pure
 from deplodock.dialects.hardware import is_shared
 from deplodock.dialects.queries import constant_index, written_buffers
 from deplodock.passes.tile.kernel_pass import TileKernelPass
@@ -90,7 +91,7 @@ def is_hoistable(op: Operation, loop: tile.ForOp, written: set[SSAValue]) -> boo
         if not isinstance(buffer.type, MemRefType) or is_shared(buffer.type) or buffer in written:
             return False
         return runs_for_every_thread(loop) or _in_bounds_before(op, loop)
-    if op.dialect_name() not in ("arith", "math") or op.regions:
+    if not is_pure(op):
         return False
     if isinstance(op, DIVISIONS):
         return _nonzero_int_constant(op.operands[1])

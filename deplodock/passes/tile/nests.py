@@ -23,6 +23,7 @@ from xdsl.dialects import arith
 from xdsl.ir import Operation, SSAValue
 
 from deplodock.dialects import tile
+from deplodock.dialects.effects import is_pure
 from deplodock.dialects.queries import constant_index
 from deplodock.dialects.reduce_kind import ReduceKind
 
@@ -75,10 +76,10 @@ def has_reduce_loop(kernel: tile.KernelOp) -> bool:
 
 
 def is_hoistable(op: Operation, written: set[SSAValue]) -> bool:
-    """True when `op` may be recomputed at will: scalar arith/math, or a read-only load."""
+    """True when `op` may be recomputed at will: a pure op, or a read-only load."""
     if isinstance(op, tile.LoadOp):
         return op.memref not in written
-    return op.dialect_name() in ("arith", "math") and not op.regions
+    return is_pure(op)
 
 
 def _single_child_loop(loop: tile.ForOp, written: set[SSAValue]) -> tile.ForOp | None:

@@ -94,21 +94,6 @@ def drop_unused_constants(threads: tile.ThreadsOp) -> None:
             Rewriter.erase_op(op)
 
 
-def erase_dead(block_ops: list[Operation]) -> None:
-    """Index arithmetic (and loads) a rewrite left without uses go: pure ops without uses,
-    until none is left."""
-    changed = True
-    while changed:
-        changed = False
-        for op in block_ops:
-            if op.parent is None:
-                continue
-            pure = op.dialect_name() in ("arith", "math") or isinstance(op, tile.LoadOp)
-            if pure and not op.regions and all(not r.uses for r in op.results):
-                Rewriter.erase_op(op)
-                changed = True
-
-
 def set_count(region: tile.GridOp | tile.ThreadsOp, count: int) -> None:
     """Resizes the grid (blocks) or the block (threads)."""
     region.upper = IntegerAttr(count, 64)

@@ -43,6 +43,7 @@ from xdsl.rewriter import InsertPoint, Rewriter
 
 from deplodock.dialects import tile
 from deplodock.dialects.common.schedule import Schedule
+from deplodock.dialects.effects import erase_dead
 from deplodock.dialects.hardware import WARP_SIZE, shared_memref
 from deplodock.dialects.queries import written_buffers
 from deplodock.passes.constant_pool import ConstantPool
@@ -205,7 +206,7 @@ def share_statistics(stats: Statistics, kernel: tile.KernelOp) -> None:
     for group in stats.by_cell:
         for loop in reversed(group):
             Rewriter.erase_op(loop)
-    schedule.erase_dead(list(threads.body.block.ops))
+    erase_dead(list(threads.body.block.ops))
 
 
 def _row_in_registers(

@@ -57,6 +57,7 @@ from xdsl.utils.exceptions import PassFailedException
 
 from deplodock.dialects import tile
 from deplodock.dialects.common.schedule import Schedule
+from deplodock.dialects.effects import erase_dead
 from deplodock.dialects.hardware import is_shared
 from deplodock.dialects.reduce_kind import ReduceKind
 from deplodock.passes.constant_pool import ConstantPool
@@ -139,20 +140,6 @@ def can_split(found: Contraction) -> bool:
 def _workspace_type(found: Contraction, splits: int) -> MemRefType:
     accumulator = found.reduce[0].res[0].type
     return MemRefType(accumulator, [splits, *(loop.upper for loop in found.free)])
-
-
-def _drop_dead_ops(kernel: tile.KernelOp) -> None:
-    """Erases arithmetic and loads nothing uses any more (what fed only the moved side)."""
-    changed = True
-    while changed:
-        changed = False
-        for op in list(kernel.walk(reverse=True)):
-            removable = isinstance(op, tile.LoadOp) or (
-                op.dialect_name() in ("arith", "math") and not op.regions
-            )
-            if removable and all(not result.uses for result in op.results):
-                Rewriter.erase_op(op)
-                changed = True
 
 
 def _slice_k(found: Contraction, splits: int) -> tile.ForOp:
@@ -256,14 +243,14 @@ def split_contraction(module: ModuleOp, found: Contraction, splits: int) -> tile
     workspace = kernel.body.block.insert_arg(ws_type, len(kernel.body.block.args))
     workspace.name_hint = "ws"
     _split_partial(found, splits, workspace)
-    _drop_dead_ops(kernel)
+    erase_dead(list(kernel.walk()))
 
     found_again = find_contraction(combine)
     assert found_again is not None, "a clone of a contraction is a contraction"
     combine_ws = combine.body.block.insert_arg(ws_type, len(combine.body.block.args))
     combine_ws.name_hint = "ws"
     _make_combine(found_again, splits, combine_ws)
-    _drop_dead_ops(combine)
+    erase_dead(list(combine.walk()))
 
     partial_args = _drop_unused_arguments(kernel)
     combine_args = _drop_unused_arguments(combine)
@@ -312,7 +299,7 @@ def split_atomically(module: ModuleOp, found: Contraction, splits: int) -> tile.
     assert isinstance(store, tile.StoreOp)
     add = tile.AtomicAddOp(store.value, store.memref, store.indices)
     Rewriter.replace_op(store, add)
-    _drop_dead_ops(kernel)
+    erase_dead(list(kernel.walk()))
 
     found_zero = find_contraction(zero)
     assert found_zero is not None, "a clone of a contraction is a contraction"
@@ -321,7 +308,7 @@ def split_atomically(module: ModuleOp, found: Contraction, splits: int) -> tile.
     Rewriter.insert_op(nothing, InsertPoint.before(found_zero.reduce[0]))
     found_zero.reduce[0].res[0].replace_all_uses_with(nothing.result)
     Rewriter.erase_op(found_zero.reduce[0])
-    _drop_dead_ops(zero)
+    erase_dead(list(zero.walk()))
 
     partial_args = _drop_unused_arguments(kernel)
     zero_args = _drop_unused_arguments(zero)

@@ -48,6 +48,7 @@ from xdsl.utils.exceptions import PassFailedException
 
 from deplodock.dialects import tile
 from deplodock.dialects.common.schedule import Schedule
+from deplodock.dialects.effects import erase_dead, is_pure
 from deplodock.dialects.hardware import MAX_SHARED_BYTES, is_shared, shared_memref
 from deplodock.dialects.queries import def_chain_reaches, indices_reach
 from deplodock.passes.constant_pool import ConstantPool
@@ -164,16 +165,12 @@ def _prologue_root(
     if root.parent_block() is not ki_loop.body.block:
         return None
     ops = [*block_slice(root.operands, threads), root]
-    if not all(_pure(op) or _global_load(op) or _statistic_load(op) for op in ops):
+    if not all(is_pure(op) or _global_load(op) or _statistic_load(op) for op in ops):
         return None
     loads = {op.res for op in ops if isinstance(op, tile.LoadOp)}
     computed = _dependent_ops(ops, loads)
     casts = (arith.ExtFOp, arith.TruncFOp)
     return root if any(not isinstance(op, casts) for op in computed) else None
-
-
-def _pure(op: Operation) -> bool:
-    return op.dialect_name() in ("arith", "math") and not op.regions
 
 
 def _global_load(op: Operation) -> bool:
@@ -336,13 +333,13 @@ def stage_operands(kernel: tile.KernelOp, mask: int) -> int:
         stages = [s for s in find(ki_loop, threads) if OPERAND_BITS[s.operand] & mask]
         for stage in stages:
             _build_stage(stage, ko_loop, ki_loop, threads, pool, copy_point)
-        schedule.erase_dead(list(ki_loop.body.block.ops))
+        erase_dead(list(ki_loop.body.block.ops))
         built += stages
     if not built:
         return 0
     Rewriter.insert_op(tile.BarrierOp(), InsertPoint.before(ki_loop))
     Rewriter.insert_op(tile.BarrierOp(), InsertPoint.after(ki_loop))
-    schedule.erase_dead(list(threads.body.block.ops))
+    erase_dead(list(threads.body.block.ops))
     _check_shared_budget(kernel, threads)
     staged = 0
     for stage in built:

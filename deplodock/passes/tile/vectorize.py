@@ -45,6 +45,7 @@ from xdsl.rewriter import InsertPoint, Rewriter
 
 from deplodock.dialects import tile
 from deplodock.dialects.common.schedule import Schedule
+from deplodock.dialects.effects import is_pure
 from deplodock.dialects.element_types import UnsupportedElementType, byte_size
 from deplodock.dialects.hardware import (
     MAX_VECTOR_BYTES,
@@ -160,8 +161,8 @@ def _vectorizable(loop: tile.ForOp, width: int) -> bool:
             continue
         if isinstance(op, tile.LoadOp | tile.StoreOp):
             accesses.append(op)
-        elif op.dialect_name() not in ("arith", "math") or op.regions:
-            return False
+        elif not is_pure(op):
+            return False  # the rewrite repeats the data ops once per element
         elif _index_becomes_data(op):
             return False  # e.g. arange: each element needs its own index, not the first one
     return _contiguous(accesses, loop.induction_var, loop.upper, width)
