@@ -154,9 +154,8 @@ def compile_cubin(
         cu = Path(tmp) / "kernels.cu"
         cubin = Path(tmp) / "kernels.cubin"
         cu.write_text(source)
-        # -I: the device header (`cpu_simt.h`: cp.async, vector, mma.sync primitives) resolves.
-        include = f"-I{Path(__file__).parent}"
-        cmd = [nvcc_command(), f"-arch={arch}", "-cubin", "-Xptxas", "-v", include, *extra_flags]
+        # No -I: a unit deplodock writes carries its device primitives (`cuda_source`).
+        cmd = [nvcc_command(), f"-arch={arch}", "-cubin", "-Xptxas", "-v", *extra_flags]
         proc = subprocess.run(
             [*cmd, "-o", str(cubin), str(cu)], capture_output=True, text=True, cwd=tmp
         )
