@@ -96,7 +96,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="with --ir cuda: run the emitted C with checked buffers, so an index outside a "
         "global or __shared__ buffer, or a read of a shared element the block never wrote, is "
         "an error naming kernel, buffer, element, thread, block and source line (the "
-        "interpreters of the other levels always check)",
+        "interpreters of the other levels always check; a cuda-level file, which has no "
+        "reference, always runs so)",
     )
     gpu = run_parser.add_argument_group("cuda (--device cuda)")
     gpu.add_argument(
@@ -141,7 +142,9 @@ def run_doc() -> str:
     return (
         "Lower a program, run it on random inputs and report its max relative error "
         "against PyTorch (-c), against transformers (a model: the directory's safetensors, "
-        "else random weights) or against the file's own level (.mlir)."
+        "else random weights) or against the file's own level (.mlir). A file run at its "
+        "own level has nothing to compare with: UNCHECKED (exit 1), cuda-level C under "
+        "memcheck."
     )
 
 
@@ -354,6 +357,10 @@ def pass_diffs(only: str | None, every_pass: bool = False) -> PassDiffs:
     return PassDiffs(None if only in (None, "all") else only, every_pass=every_pass)
 
 
+#: `run --memcheck` below or above the cuda level.
+MEMCHECK_STAGE = "--memcheck goes with --ir cuda (the interpreters always check)"
+
+
 def run_run(args: argparse.Namespace) -> int:
     from deplodock.driver import long_run_warning, lower_program, run_and_compare
 
@@ -363,8 +370,8 @@ def run_run(args: argparse.Namespace) -> int:
         raise ValueError("--bench measures on a GPU; --model DEVICE models without one")
     if args.timing is not None and not args.bench:
         raise ValueError("--timing goes with --bench (how its calls are timed)")
-    if args.memcheck and args.ir != "cuda":
-        raise ValueError("--memcheck goes with --ir cuda (the interpreters always check)")
+    if args.memcheck and args.ir not in (None, "cuda"):
+        raise ValueError(MEMCHECK_STAGE)
     if (
         args.profile
         and not args.bench
@@ -378,6 +385,8 @@ def run_run(args: argparse.Namespace) -> int:
         raise ValueError("--bench and --profile need --device cuda")
     program = load_source(args, seed=args.seed)
     stage = args.ir or max("kernel", program.stage, key=STAGES.index)
+    if args.memcheck and stage != "cuda":
+        raise ValueError(MEMCHECK_STAGE)
     replay = replay_for(args)
     timings = lower_program(program, stage, replay=replay)
     note_replayed(replay)
