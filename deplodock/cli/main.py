@@ -21,7 +21,7 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from deplodock.cli.errors import run_command
+from deplodock.cli.errors import OneLineArgumentParser, run_command
 from deplodock.cli.progress import block_progress_bar, phase_progress_bar
 from deplodock.cli.tune import (
     add_cache_parser,
@@ -30,6 +30,7 @@ from deplodock.cli.tune import (
     note_replayed,
     replay_for,
 )
+from deplodock.cli.version import VersionAction
 from deplodock.files import write_atomic
 from deplodock.passes.diffs import PassDiffs
 from deplodock.passes.pipelines import STAGES
@@ -40,11 +41,12 @@ if TYPE_CHECKING:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineArgumentParser(
         prog="deplodock",
         description="A hackable ML compiler: PyTorch -> torch -> tensor -> loop -> tile -> "
         "kernel -> cuda, every stage printable and runnable on the CPU.",
     )
+    parser.add_argument("--version", action=VersionAction, tool="deplodock")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     compile_parser = commands.add_parser(
@@ -218,6 +220,11 @@ def load_source(
     from deplodock.driver import compile_program_from_expression, load_program, program_from_model
 
     source: str | None = args.source
+    if source is not None and source.endswith(".py"):
+        raise ValueError(
+            f"{source}: a .py file is not accepted: use -c EXPR or the Python API "
+            "(deplodock.compile(module, example_inputs))"
+        )
     if is_model(args):
         assert source is not None
         return program_from_model(source, args.layers, args.seq_len, args.dtype, seed, progress)
@@ -350,10 +357,10 @@ def compile_phases(stage: str) -> list[str]:
 def pass_diffs(only: str | None, every_pass: bool = False) -> PassDiffs:
     """The between-passes callback of `--print-pass-diffs[=PASS]` and `-v` (`-vv`: the IR
     after every pass, `every_pass`)."""
-    from deplodock.passes import DEPLODOCK_PASSES
+    from deplodock.passes import DEPLODOCK_PASSES, unknown_pass
 
     if only not in (None, "all") and only not in DEPLODOCK_PASSES:
-        raise ValueError(f"--print-pass-diffs: unknown pass '{only}'")
+        raise ValueError(f"--print-pass-diffs: {unknown_pass(only, DEPLODOCK_PASSES)}")
     return PassDiffs(None if only in (None, "all") else only, every_pass=every_pass)
 
 

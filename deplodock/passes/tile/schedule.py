@@ -34,6 +34,23 @@ from deplodock.passes.tile.nests import body_ops, chain_size, start_of, trip_cou
 # --- knobs -----------------------------------------------------------------------------------
 
 
+#: Knobs that count or measure something (a tile extent, a raster group, register cells, a
+#: chunk, slots, splits, threads, blocks, rows, a vector width): 0 is none of their values.
+#: A pass *option* of 0 may mean "the heuristic's choice" (`tile-block{bm=0}`), but a knob is
+#: the decision itself, so a 0 knob is refused (`knob_error`), never taken as the default.
+POSITIVE_KNOBS = frozenset(
+    {"bm", "bn", "group", "fm", "fn", "bk", "depth", "splits", "threads", "max_blocks"}
+    | {"rows_per_block", "vector"}
+)
+
+
+def knob_error(name: str, value: int) -> str | None:
+    """Why `name=value` cannot be a schedule knob (None when it can)."""
+    if name in POSITIVE_KNOBS and value <= 0:
+        return f"{name}={value}: must be positive (leave the knob out for the heuristic's choice)"
+    return None
+
+
 def read_knob(kernel: tile.KernelOp, name: str, default: int) -> int:
     """The kernel's `schedule[name]`, else `default` (the pass option)."""
     if kernel.schedule is None or name not in kernel.schedule.data:
@@ -44,6 +61,8 @@ def read_knob(kernel: tile.KernelOp, name: str, default: int) -> int:
             f"tile.kernel @{kernel.sym_name.data}: schedule knob '{name}' must be an integer, "
             f"got {value}"
         )
+    if why := knob_error(name, value.value.data):
+        raise PassFailedException(f"tile.kernel @{kernel.sym_name.data}: schedule knob {why}")
     return value.value.data
 
 
