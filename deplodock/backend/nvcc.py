@@ -95,7 +95,8 @@ def needs_arch_specific(source: str) -> bool:
 
 
 def arch_for(capability: tuple[int, int], source: str = "") -> str:
-    """The nvcc `-arch` for a device of compute capability `capability` and this source.
+    """The nvcc `-arch` for a device of compute capability `capability` and kernels whose
+    source is `source` (the kernels' own, not the device primitives a unit defines).
 
     `(9, 0)` -> `sm_90`, or `sm_90a` when the source needs the arch-specific instructions.
     """
