@@ -21,7 +21,7 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from deplodock.cli.errors import run_command
+from deplodock.cli.errors import OneLineArgumentParser, run_command
 from deplodock.cli.progress import block_progress_bar, phase_progress_bar
 from deplodock.cli.tune import (
     add_cache_parser,
@@ -30,6 +30,7 @@ from deplodock.cli.tune import (
     note_replayed,
     replay_for,
 )
+from deplodock.cli.version import VersionAction
 from deplodock.files import write_atomic
 from deplodock.passes.diffs import PassDiffs
 from deplodock.passes.pipelines import STAGES, is_below, stages_between
@@ -40,11 +41,12 @@ if TYPE_CHECKING:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineArgumentParser(
         prog="deplodock",
         description="A hackable ML compiler: PyTorch -> torch -> tensor -> loop -> tile -> "
         "kernel -> cuda, every stage printable and runnable on the CPU.",
     )
+    parser.add_argument("--version", action=VersionAction, tool="deplodock")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     compile_parser = commands.add_parser(
@@ -96,7 +98,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="with --ir cuda: run the emitted C with checked buffers, so an index outside a "
         "global or __shared__ buffer, or a read of a shared element the block never wrote, is "
         "an error naming kernel, buffer, element, thread, block and source line (the "
-        "interpreters of the other levels always check)",
+        "interpreters of the other levels always check; a cuda-level file, which has no "
+        "reference, always runs so)",
     )
     gpu = run_parser.add_argument_group("cuda (--device cuda)")
     gpu.add_argument(
@@ -141,7 +144,9 @@ def run_doc() -> str:
     return (
         "Lower a program, run it on random inputs and report its max relative error "
         "against PyTorch (-c), against transformers (a model: the directory's safetensors, "
-        "else random weights) or against the file's own level (.mlir)."
+        "else random weights) or against the file's own level (.mlir). A file run at its "
+        "own level has nothing to compare with: UNCHECKED (exit 1), cuda-level C under "
+        "memcheck."
     )
 
 
@@ -215,6 +220,11 @@ def load_source(
     from deplodock.driver import compile_program_from_expression, load_program, program_from_model
 
     source: str | None = args.source
+    if source is not None and source.endswith(".py"):
+        raise ValueError(
+            f"{source}: a .py file is not accepted: use -c EXPR or the Python API "
+            "(deplodock.compile(module, example_inputs))"
+        )
     if is_model(args):
         assert source is not None
         return program_from_model(source, args.layers, args.seq_len, args.dtype, seed, progress)
@@ -347,11 +357,15 @@ def compile_phases(stage: str) -> list[str]:
 def pass_diffs(only: str | None, every_pass: bool = False) -> PassDiffs:
     """The between-passes callback of `--print-pass-diffs[=PASS]` and `-v` (`-vv`: the IR
     after every pass, `every_pass`)."""
-    from deplodock.passes import DEPLODOCK_PASSES
+    from deplodock.passes import DEPLODOCK_PASSES, unknown_pass
 
     if only not in (None, "all") and only not in DEPLODOCK_PASSES:
-        raise ValueError(f"--print-pass-diffs: unknown pass '{only}'")
+        raise ValueError(f"--print-pass-diffs: {unknown_pass(only, DEPLODOCK_PASSES)}")
     return PassDiffs(None if only in (None, "all") else only, every_pass=every_pass)
+
+
+#: `run --memcheck` below or above the cuda level.
+MEMCHECK_STAGE = "--memcheck goes with --ir cuda (the interpreters always check)"
 
 
 def run_run(args: argparse.Namespace) -> int:
@@ -363,8 +377,8 @@ def run_run(args: argparse.Namespace) -> int:
         raise ValueError("--bench measures on a GPU; --model DEVICE models without one")
     if args.timing is not None and not args.bench:
         raise ValueError("--timing goes with --bench (how its calls are timed)")
-    if args.memcheck and args.ir != "cuda":
-        raise ValueError("--memcheck goes with --ir cuda (the interpreters always check)")
+    if args.memcheck and args.ir not in (None, "cuda"):
+        raise ValueError(MEMCHECK_STAGE)
     if (
         args.profile
         and not args.bench
@@ -378,6 +392,8 @@ def run_run(args: argparse.Namespace) -> int:
         raise ValueError("--bench and --profile need --device cuda")
     program = load_source(args, seed=args.seed)
     stage = args.ir or (program.stage if is_below(program.stage, "kernel") else "kernel")
+    if args.memcheck and stage != "cuda":
+        raise ValueError(MEMCHECK_STAGE)
     replay = replay_for(args)
     timings = lower_program(program, stage, replay=replay)
     note_replayed(replay)

@@ -41,6 +41,7 @@ from deplodock.numerics import (
     random_array,
 )
 from deplodock.passes.pipelines import (
+    STAGES,
     is_below,
     lower,
     previous_stage,
@@ -72,6 +73,9 @@ class Program:
     reference: Callable[[int], tuple[list[np.ndarray], list[np.ndarray]]] | None = None
     #: The `run` tolerance of this source, when it needs its own (models: 1e-4 in fp32).
     tolerance: float | None = None
+    #: The stage of the module `reference` interprets, for a `.mlir` file (its own stage):
+    #: run at that stage, the program would be compared with itself, so it is not compared.
+    reference_stage: str | None = None
     #: Repeated layers (models: `model.layers`): torch-level ops whose module path is
     #: `<layer_prefix>.<i>...` form layer `i`, and identical layers are lowered once
     #: (`deplodock.stamp`). `op_paths` maps each torch-level op to its module path.
@@ -219,6 +223,7 @@ def program_from_file(path: Path) -> Program:
     module.verify()
     program = Program(module, stage_of(module))
     program.reference = partial(_own_level_reference, module.clone())
+    program.reference_stage = program.stage
     narrow = any(is_narrow_float(getattr(t, "element_type", None)) for t in _forward_types(module))
     program.tolerance = FILE_TOLERANCES["narrow" if narrow else "fp32"]
     return program
@@ -232,21 +237,27 @@ def _forward_types(module: ModuleOp) -> list[Attribute]:
 def _own_level_reference(
     original: ModuleOp, seed: int
 ) -> tuple[list[np.ndarray], list[np.ndarray]]:
-    """Random `@forward` arguments and the outputs of the unlowered module on them.
+    """Random `@forward` arguments and the outputs of the unlowered module on them."""
+    from deplodock.backend.cpu_runner import run_on_cpu
+
+    arguments = random_arguments(original, seed)
+    return arguments, run_on_cpu(original.clone(), arguments)
+
+
+def random_arguments(module: ModuleOp, seed: int) -> list[np.ndarray]:
+    """Random values of `@forward`'s arguments, for a program without PyTorch inputs.
 
     `numerics.random_array`'s values: floats standard normal, booleans fair coins, integers
     zeros, the one value valid as any index (a `gather`'s indices), so a file's integer
     inputs are exercised only weakly.
     """
-    from deplodock.backend.cpu_runner import run_on_cpu
-
     rng = np.random.default_rng(seed)
     arguments = []
-    for arg_type in forward_function(original).function_type.inputs.data:
+    for arg_type in forward_function(module).function_type.inputs.data:
         assert isinstance(arg_type, ShapedType)
         dtype = numpy_dtype(arg_type.get_element_type())
         arguments.append(random_array(rng, arg_type.get_shape(), dtype))
-    return arguments, run_on_cpu(original.clone(), arguments)
+    return arguments
 
 
 def lower_stage(
@@ -463,10 +474,14 @@ class RunReport:
     mismatch: str = field(default="", kw_only=True)
     #: PyTorch's own error in the program's narrow float type, when the tolerance follows it.
     pytorch_error: float | None = field(default=None, kw_only=True)
+    #: Why nothing was compared, when the run had no reference (`errors` is then empty, and
+    #: `outputs` counts what it computed): the verdict is UNCHECKED, never OK.
+    no_reference: str = field(default="", kw_only=True)
+    outputs: int = field(default=0, kw_only=True)
 
     @property
     def ok(self) -> bool:
-        return all(error <= self.tolerance for error in self.errors)
+        return not self.no_reference and all(error <= self.tolerance for error in self.errors)
 
     @property
     def subject(self) -> str:
@@ -475,7 +490,13 @@ class RunReport:
 
     def summary(self) -> str:
         """`OK`, `MISMATCH`, or `UNCHECKED` where no output is off but one is NaN against a
-        NaN reference (`max_relative_error`): nothing was compared there, so not OK either."""
+        NaN reference (`max_relative_error`) or where there is no reference at all: nothing
+        was compared there, so not OK either."""
+        if self.no_reference:
+            return (
+                f"UNCHECKED: {self.subject}, {self.outputs} output(s), no reference: "
+                f"{self.no_reference}"
+            )
         compared = [error for error in self.errors if not math.isnan(error)]
         worst = max(compared, default=0.0)
         unchecked = len(compared) < len(self.errors) and worst <= self.tolerance
@@ -561,6 +582,41 @@ def long_run_warning(program: Program) -> str | None:
     )
 
 
+def has_reference(program: Program) -> bool:
+    """Whether `run` has something to compare the program with at its current stage: not
+    a file run at its own level, which would be compared with itself."""
+    return program.reference_stage is None or program.reference_stage != program.stage
+
+
+def no_reference_note(stage: str) -> str:
+    """What `run` says of a file run at its own level: nothing compared, what checked the
+    run instead, and how to compare a lowering with the file."""
+    below = stages_between(stage, STAGES[-1])
+    checked = (
+        "memcheck found no bad access"
+        if stage == "cuda"
+        else f"--ir {below[0]} compares its lowering with it"
+    )
+    return f"the file is at the {stage} level, the level it runs at ({checked})"
+
+
+def run_unchecked(
+    program: Program, seed: int = 0, progress: BlockProgress | None = None
+) -> RunReport:
+    """Runs a program that has no reference at its stage (`has_reference`) on random
+    inputs: at the cuda level under memcheck (the other levels' interpreters always check
+    bounds), so the run still checks what it can, and says that nothing was compared."""
+    from deplodock.backend.cpu_runner import run_on_cpu
+
+    start = time.perf_counter()
+    arguments = random_arguments(program.module, seed)
+    memcheck = program.stage == "cuda"
+    outputs = run_on_cpu(program.module, arguments, progress=progress, memcheck=memcheck)
+    seconds = time.perf_counter() - start
+    note = no_reference_note(program.stage)
+    return RunReport(program.stage, [], 0.0, seconds, no_reference=note, outputs=len(outputs))
+
+
 def run_and_compare(
     program: Program,
     seed: int = 0,
@@ -570,7 +626,10 @@ def run_and_compare(
 ) -> RunReport:
     """Interprets the program at its current stage and compares it with its reference;
     `progress` hears of every block the tile and kernel interpreters finish; `memcheck` runs
-    cuda-level C with guard pages after every buffer (`cpu_runner.run_kernel`)."""
+    cuda-level C with guard pages after every buffer (`cpu_runner.run_kernel`). Without a
+    reference (`has_reference`) nothing is compared: `run_unchecked`."""
+    if not has_reference(program):
+        return run_unchecked(program, seed, progress)
     if tolerance is None:
         tolerance = program.tolerance if program.tolerance is not None else FP32_TOLERANCE
     arguments, expected = arguments_and_reference(program, seed)
