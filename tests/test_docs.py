@@ -29,9 +29,17 @@ def test_example_output_has_not_drifted(example) -> None:
     )
 
 
-def test_walkthrough_example_file_is_the_torch_level_it_claims() -> None:
-    command = 'deplodock compile -c "nn.RMSNorm(2048)(torch.randn(1,32,2048))" --ir torch'
-    assert run_command(command) == (ROOT / "docs/examples/rmsnorm.mlir").read_text()
+#: The torch-level files the documents lower with `deplodock-opt`, and what they claim to be.
+TORCH_LEVEL_EXAMPLES = {
+    "docs/examples/rmsnorm.mlir": "nn.RMSNorm(2048)(torch.randn(1,32,2048))",
+    "docs/examples/silu_mul.mlir": "F.silu(torch.randn(1, 128, 5632)) * torch.randn(1, 128, 5632)",
+}
+
+
+@pytest.mark.parametrize(("path", "expression"), TORCH_LEVEL_EXAMPLES.items())
+def test_example_file_is_the_torch_level_it_claims(path: str, expression: str) -> None:
+    command = f'deplodock compile -c "{expression}" --ir torch'
+    assert run_command(command) == (ROOT / path).read_text()
 
 
 def test_guides_are_collected() -> None:
