@@ -22,7 +22,13 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from bench.published import TracedRow, fit_split, memory_bound_rows, trace_row
+from bench.published import (
+    PUBLISHED_DEVICE,
+    TracedRow,
+    fit_split,
+    memory_bound_rows,
+    trace_row,
+)
 from deplodock.files import write_atomic
 from deplodock.perf.devices import device_model
 from deplodock.perf.model import CALIBRATION, MODEL_VERSION, Constants
@@ -42,7 +48,7 @@ BOUNDS: dict[str, tuple[float, float]] = {
 
 def loss(rows: Sequence[TracedRow], constants: Constants) -> float:
     """Mean squared log error of modeled vs published time."""
-    device = device_model("h100")
+    device = device_model(PUBLISHED_DEVICE)
     errors = [math.log(row.modeled_us(device, constants) / row.row.latency_us) ** 2 for row in rows]
     return sum(errors) / len(errors)
 
@@ -80,7 +86,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=CALIBRATION)
     args = parser.parse_args(argv)
-    device = device_model("h100")
+    device = device_model(PUBLISHED_DEVICE)
     rows = memory_bound_rows()
     fit_rows, _ = fit_split(rows)
     traced = [trace_row(rows[i], device) for i in fit_rows]

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from bench.model_calibration import git_commit
-from bench.published import fit_split, memory_bound_rows, trace_row
+from bench.published import PUBLISHED_DEVICE, fit_split, memory_bound_rows, trace_row
 from deplodock.files import write_atomic
 from deplodock.perf.devices import device_model
 from deplodock.perf.model import load_calibration
@@ -61,7 +61,7 @@ def summarize(rows: list[dict[str, object]]) -> dict[str, object]:
 
 
 def validate() -> dict[str, object]:
-    device = device_model("h100")
+    device = device_model(PUBLISHED_DEVICE)
     calibration = load_calibration()
     published = memory_bound_rows()
     fit_rows, _ = fit_split(published)

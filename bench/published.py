@@ -28,6 +28,9 @@ from deplodock.perf.trace import KernelCounters, trace_kernel
 
 DATA = Path(__file__).resolve().parent / "perfdata"
 MEMORY_BOUND_CSV = DATA / "h100-eager-memory-bound-fp32.csv"
+#: The device model of the GPU the rows were measured on (an H100 80GB HBM3 SXM): what the
+#: constants are fitted for and checked on.
+PUBLISHED_DEVICE = "h100"
 
 #: Which family a published op belongs to (the validation report groups by it).
 FAMILIES = {"softmax": "softmax", "layer_norm": "layer norm"}

@@ -1,4 +1,4 @@
-"""Layers import downward only (DESIGN.md): dialects <- passes, interpreters, frontend <-
+"""Layers import downward only (docs/architecture.md): dialects <- passes, interpreters, frontend <-
 backend <- perf <- tune <- driver, api, stamp <- cli, fuzz.
 
 Every `import` of a `deplodock` module, at module level or inside a function, is an edge of

@@ -34,6 +34,7 @@ from deplodock.cli.version import VersionAction
 from deplodock.files import write_atomic
 from deplodock.passes.diffs import PassDiffs
 from deplodock.passes.pipelines import STAGES, is_below, stages_between
+from deplodock.perf.devices import DEFAULT_DEVICE, known_devices
 
 if TYPE_CHECKING:
     from deplodock.driver import Program
@@ -111,9 +112,8 @@ def build_parser() -> argparse.ArgumentParser:
     gpu.add_argument(
         "--model",
         metavar="DEVICE",
-        help="with --profile: model the kernels on DEVICE (h100, a100, a6000, rtx5090, h200) "
-        "with the GPU-free performance model instead of measuring; the default without a GPU "
-        "is h100",
+        help=f"with --profile: model the kernels on DEVICE ({known_devices()}) with the GPU-free "
+        f"performance model instead of measuring; the default without a GPU is {DEFAULT_DEVICE}",
     )
     gpu.add_argument(
         "--timing",
@@ -420,7 +420,7 @@ def run_profile_model(args: argparse.Namespace) -> int:
     why = "" if args.model else "no CUDA device here: --profile shows the performance model"
     program = load_source(args, seed=args.seed)
     replay = replay_for(args)
-    print(profile_on_model(program, args.model or "h100", why, replay))
+    print(profile_on_model(program, args.model or DEFAULT_DEVICE, why, replay))
     note_replayed(replay)
     if args.verbose:
         _report_timings(program.timings)
