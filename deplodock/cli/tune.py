@@ -17,10 +17,10 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from deplodock.cli.source import add_source_arguments, check_writable, load_source
 from deplodock.perf.devices import DEFAULT_DEVICE, known_devices
 
 if TYPE_CHECKING:
@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from deplodock.tune.tuner import KernelResult, ProgramResult
 
 
-def add_tune_parser(commands: Any, add_source_arguments: Callable[[Any], None]) -> None:
+def add_tune_parser(commands: Any) -> None:
     parser = commands.add_parser(
         "tune",
         help="search each kernel's schedule (SP-MCTS) and cache the winners",
@@ -175,7 +175,6 @@ def tune_options(args: argparse.Namespace) -> Any:
 
 
 def run_tune(args: argparse.Namespace) -> int:
-    from deplodock.cli.main import check_writable, load_source
     from deplodock.driver import lower_program
     from deplodock.tune.cache import TuneCache
     from deplodock.tune.tuner import tune_program

@@ -35,7 +35,7 @@ from xdsl.dialects.builtin import MemRefType
 from xdsl.ir import Attribute, Block, BlockArgument, Operation, SSAValue
 
 from deplodock.dialects import kernel
-from deplodock.dialects.effects import is_pure
+from deplodock.dialects.effects import dead_ops, is_pure
 from deplodock.dialects.element_types import ELEMENT_TYPES, buffer_bytes
 from deplodock.dialects.hardware import (
     FULL_WARP_MASK,
@@ -136,22 +136,11 @@ def includes(func: kernel.FuncOp) -> list[str]:
     return [h for h in order if h in headers] + ([DEVICE_HEADER] if uses_primitives(func) else [])
 
 
-#: Kernel ops without effects besides their results (with arith and math): a variable for one
-#: that nothing printed reads would be declared and never referenced, which nvcc warns of.
-PURE_KERNEL_OPS = (kernel.ThreadIdOp, kernel.BlockIdOp, kernel.LoadOp)
-
-
 def unread_ops(func: kernel.FuncOp) -> set[Operation]:
-    """Pure ops whose results nothing printed reads, also through other such ops (a
-    coordinate a pass computed and no index used): the printer leaves them out. Users come
-    after their definitions, so one walk backwards finds them all."""
-    unread: set[Operation] = set()
-    for op in reversed(list(func.walk())):
-        pure = op.dialect_name() in ("arith", "math") or isinstance(op, PURE_KERNEL_OPS)
-        if pure and op.results and not op.regions:
-            if all(use.operation in unread for r in op.results for use in r.uses):
-                unread.add(op)
-    return unread
+    """Ops whose results nothing printed reads, also through other such ops (a coordinate a
+    pass computed and no index used; `effects.dead_ops`): the printer leaves them out, since
+    a variable declared and never referenced is what nvcc warns of."""
+    return {op for op in dead_ops(list(func.walk())) if op.results}
 
 
 def _vector_aligned_buffers(func: kernel.FuncOp) -> set[SSAValue]:
