@@ -231,29 +231,24 @@ for _ops, _cmp in [
     handles(*_ops, emits=_cmp)(_compare_handler(_cmp))
 
 
-def _logical_handler(op: type[T.LogicalBinaryOp], bitwise: bool) -> Handler:
+def _logical_handler(op: type[T.LogicalBinaryOp]) -> Handler:
     def handler(e: Emitter, a: dict[str, Any], out: TensorType) -> SSAValue:
-        if bitwise and out.element_type != i1:
-            raise AtenImportError("bitwise ops on integer tensors are not supported")
         return e.emit(op(e.boolean(a["input"]), e.boolean(a["other"])))
 
     return handler
 
 
-# Each also emits `torch.ne`: `Emitter.boolean` compares non-bool operands with 0.
-for _ops, _logical, _bitwise in [
-    ((aten.logical_and.default,), T.LogicalAndOp, False),
-    ((aten.logical_or.default,), T.LogicalOrOp, False),
-    ((aten.__and__.Tensor, aten.bitwise_and.Tensor), T.LogicalAndOp, True),
-    ((aten.__or__.Tensor, aten.bitwise_or.Tensor), T.LogicalOrOp, True),
+# Each also emits `torch.ne`: `Emitter.boolean` compares non-bool operands with 0. The
+# bitwise ops (bools and integers) are in `arithmetic`.
+for _target, _logical in [
+    (aten.logical_and.default, T.LogicalAndOp),
+    (aten.logical_or.default, T.LogicalOrOp),
 ]:
-    handles(*_ops, emits=(_logical, T.NeOp))(_logical_handler(_logical, _bitwise))
+    handles(_target, emits=(_logical, T.NeOp))(_logical_handler(_logical))
 
 
-@handles(aten.logical_not.default, aten.bitwise_not.default, emits=(T.LogicalNotOp, T.NeOp))
+@handles(aten.logical_not.default, emits=(T.LogicalNotOp, T.NeOp))
 def _logical_not(e: Emitter, a: dict[str, Any], out: TensorType) -> SSAValue:
-    if out.element_type != i1:
-        raise AtenImportError("bitwise_not on integer tensors is not supported")
     return e.emit(T.LogicalNotOp(e.boolean(a["input"])))
 
 

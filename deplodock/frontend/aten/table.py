@@ -30,6 +30,7 @@ torch ops are described in [ir.md](ir.md); the ones a handler may add on the sid
 #: the module (or package) of a handler -> the section it is listed under
 SECTIONS = {
     "deplodock.frontend.aten.elementwise": "Elementwise: arithmetic, activations, comparisons",
+    "deplodock.frontend.aten.arithmetic": "Math functions, rounding, remainders, bitwise ops",
     "deplodock.frontend.aten.structured": "Reductions, contractions, layout, gathers",
     "deplodock.frontend.aten.composite": "Composites: norms, losses, pooling, convolution",
 }
