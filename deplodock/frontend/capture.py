@@ -375,12 +375,13 @@ def _import_node(emitter: Emitter, node: torch.fx.Node, func_name: str) -> SSAVa
 
 
 def _mixed_dtypes(node: torch.fx.Node) -> str:
-    """`x0 is torch.bfloat16, p_0_weight is torch.float32` when the node's tensor inputs are
-    not all of one dtype, else ''."""
+    """`x0 is torch.bfloat16, p_0_weight is torch.float32` when the node's floating-point
+    inputs are not all of one dtype, else ''. Integer inputs (indices, positions) are left out:
+    `x[:, i]` takes int64 indices into a float tensor by design, not by mistake."""
     inputs = [
         (arg.name, arg.meta["val"].dtype)
         for arg in node.all_input_nodes
-        if isinstance(arg.meta.get("val"), torch.Tensor)
+        if isinstance(arg.meta.get("val"), torch.Tensor) and arg.meta["val"].is_floating_point()
     ]
     if len({dtype for _, dtype in inputs}) < 2:
         return ""
