@@ -40,6 +40,7 @@ from xdsl.utils.exceptions import VerifyException
 
 from deplodock.frontend.aten import AtenImportError, Emitter, target_name, tensor_type
 from deplodock.frontend.aten.core import OutputOf, handler_of
+from deplodock.frontend.aten.coverage import REFUSED
 from deplodock.frontend.aten.decompositions import decompose
 
 _STATE_KINDS = (InputKind.PARAMETER, InputKind.BUFFER, InputKind.CONSTANT_TENSOR)
@@ -125,8 +126,10 @@ def _unsupported(
 ) -> UnsupportedOpError:
     """One line for (op, node, module path) triples: every op with its count and origin.
 
-    `unsupported op aten.cumsum.default (1x) at forward: node cumsum`, and for ops inside
-    submodules `aten.diff.default (28x in model.layers.{0-27}.self_attn)`.
+    `unsupported op aten.cumsum.default (1x) at forward: node cumsum`, for ops inside
+    submodules `aten.diff.default (28x in model.layers.{0-27}.self_attn)`, and a Core ATen
+    op refused by design with its reason (`aten.nonzero.default (1x; data-dependent output
+    shape)`), so the user knows it is not a gap that a newer deplodock fills.
     """
     counts = Counter(op for op, _, _ in items)
     paths: dict[str, list[str]] = defaultdict(list)
@@ -135,8 +138,9 @@ def _unsupported(
             paths[op].append(path)
     ops = []
     for op, n in counts.items():
-        where = ", ".join(compress_paths(paths[op])) if paths[op] else ""
-        ops.append(f"{op} ({n}x in {where})" if where else f"{op} ({n}x)")
+        where = f" in {', '.join(compress_paths(paths[op]))}" if paths[op] else ""
+        reason = f"; {REFUSED[op]}" if op in REFUSED else ""
+        ops.append(f"{op} ({n}x{where}{reason})")
     names = [node for _, node, _ in items]
     shown = ", ".join(names[:_MAX_NODES_REPORTED])
     if len(names) > _MAX_NODES_REPORTED:

@@ -117,7 +117,7 @@ SAMPLES: dict[str, Sample] = {
     ),
     "aten._native_batch_norm_legit.default": Sample(
         lambda x, w, b: aten._native_batch_norm_legit(
-            x, w, b, torch.zeros(3), torch.ones(3), False, 0.1, 1e-5
+            x, w, b, torch.zeros(3, dtype=x.dtype), torch.ones(3, dtype=x.dtype), False, 0.1, 1e-5
         )[0],
         [IMG, f(3), f(3)],
     ),
@@ -328,9 +328,7 @@ SAMPLES: dict[str, Sample] = {
     "aten.reflection_pad3d.default": unary(
         lambda x: aten.reflection_pad3d(x, [1, 1, 2, 1, 0, 1]), VOL
     ),
-    "aten.replication_pad2d.default": unary(
-        lambda x: aten.replication_pad2d(x, [2, 1, 1, 2]), IMG
-    ),
+    "aten.replication_pad2d.default": unary(lambda x: aten.replication_pad2d(x, [2, 1, 1, 2]), IMG),
     "aten.replication_pad3d.default": unary(
         lambda x: aten.replication_pad3d(x, [1, 1, 2, 1, 0, 1]), VOL
     ),
@@ -351,9 +349,7 @@ SAMPLES: dict[str, Sample] = {
     ),
     "aten.gather.default": binary(lambda x, i: aten.gather(x, 1, i), X, ints(4, 5, low=0)),
     "aten.index.Tensor": binary(lambda x, i: aten.index.Tensor(x, [i]), X, ints(3, 2, high=4)),
-    "aten.index_select.default": binary(
-        lambda x, i: aten.index_select(x, 1, i), X, ints(5, low=0)
-    ),
+    "aten.index_select.default": binary(lambda x, i: aten.index_select(x, 1, i), X, ints(5, low=0)),
     "aten.index_put.default": Sample(
         lambda x, i, v: aten.index_put(x, [i], v, True), [X, ints(6, high=4, low=0), f(6, 8)]
     ),
@@ -367,9 +363,7 @@ SAMPLES: dict[str, Sample] = {
         lambda x, i, s: aten.scatter_reduce.two(x, 0, i, s, "amax"),
         [X, ints(6, 8, high=4, low=0), f(6, 8)],
     ),
-    "aten.select_scatter.default": binary(
-        lambda x, s: aten.select_scatter(x, s, 0, 2), X, f(8)
-    ),
+    "aten.select_scatter.default": binary(lambda x, s: aten.select_scatter(x, s, 0, 2), X, f(8)),
     "aten.slice_scatter.default": binary(
         lambda x, s: aten.slice_scatter(x, s, 1, 1, 7, 2), X, f(4, 3)
     ),

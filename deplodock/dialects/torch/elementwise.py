@@ -307,6 +307,7 @@ class SinOp(UnaryOp):
 
 # --- float math: one `math` dialect function each -----------------------------------------
 
+
 @irdl_op_definition
 class AcosOp(FloatUnaryOp):
     """`arccos(x)`, in radians; NaN outside [-1, 1]."""

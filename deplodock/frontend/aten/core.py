@@ -228,6 +228,10 @@ class OutputOf:
     def __str__(self) -> str:
         return f"{self.op}[{self.index}]"
 
+    @property
+    def __name__(self) -> str:  # FX names the node after its target
+        return f"{self.op.__name__}_{self.index}"
+
 
 def target_name(target: Any) -> str:
     """`aten.cumsum.default` for an OpOverload, `aten.sort.default[1]` for one output of a

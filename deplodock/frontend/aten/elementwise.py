@@ -285,7 +285,7 @@ def _fill_handler(default: float | None) -> Handler:
     """`full`-like factories: a splat `torch.constant` of the result type."""
 
     def handler(e: Emitter, a: dict[str, Any], out: TensorType) -> SSAValue:
-        value = a.get("fill_value", default)
+        value = a.get("fill_value", a.get("value", default))
         if not isinstance(value, int | float):
             raise AtenImportError(f"unsupported fill value {value!r}")
         if out.element_type == i1:
@@ -299,6 +299,9 @@ for _fills, _value in [
     ((aten.full.default, aten.new_full.default, aten.full_like.default), None),
     ((aten.ones.default, aten.new_ones.default, aten.ones_like.default), 1.0),
     ((aten.zeros.default, aten.new_zeros.default, aten.zeros_like.default), 0.0),
+    ((aten.fill.Scalar,), None),
+    # uninitialized memory: any value is right, zeros are deterministic
+    ((aten.empty.memory_format, aten.empty_strided.default, aten.empty_like.default), 0.0),
 ]:
     handles(*_fills, emits=T.ConstantOp)(_fill_handler(_value))
 

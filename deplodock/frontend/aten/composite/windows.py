@@ -9,7 +9,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from xdsl.dialects.builtin import TensorType, i64
+from xdsl.dialects.builtin import TensorType, f32, i64
 from xdsl.ir import SSAValue
 
 from deplodock.dialects import torch as T
@@ -231,3 +231,69 @@ for _k, _target in (
     (3, aten.conv_transpose3d.input),
 ):
     handles(_target, emits=_CONV_TRANSPOSE_OPS)(_conv_transpose_handler(_k))
+
+
+@handles(aten.convolution.default, emits=_CONV_TRANSPOSE_OPS)
+def _convolution(e: Emitter, a: dict[str, Any], out: TensorType) -> SSAValue:
+    """aten's one convolution: `conv{k}d` or, `transposed`, `conv_transpose{k}d`, `k` the
+    weight's spatial rank."""
+    k = rank_of(e.tensor(a["weight"])) - 2
+    make = _conv_transpose_handler if a["transposed"] else _conv_handler
+    return make(k)(e, a, out)
+
+
+def _averaging(e: Emitter, size: int, count: int) -> SSAValue:
+    """The `(count, size)` matrix of adaptive average pooling along one dim: row `i`
+    averages the inputs `[floor(i * size / count), ceil((i + 1) * size / count))`."""
+    i = reshaped(e, e.emit(T.ArangeOp(0.0, 1.0, TensorType(i64, [count]))), [count, 1])
+    j = e.emit(T.ArangeOp(0.0, 1.0, TensorType(i64, [size])))
+    start = e.binary(T.DivOp, e.binary(T.MulOp, i, size), count)
+    end = e.binary(T.DivOp, e.binary(T.AddOp, e.binary(T.MulOp, i, size), size + count - 1), count)
+    inside = e.emit(T.LogicalAndOp(e.emit(T.GeOp(j, start)), e.emit(T.LtOp(j, end))))
+    weights = e.cast(inside, f32)
+    return e.emit(T.DivOp(weights, e.cast(e.emit(T.SubOp(end, start)), f32)))
+
+
+def _along_dims(e: Emitter, x: SSAValue, matrices: Sequence[SSAValue | None]) -> SSAValue:
+    """`x` with each trailing dim `d` mapped by `matrices[d]` (`(new, old)`; None: kept)."""
+    k = len(matrices)
+    for i, m in enumerate(matrices):
+        if m is None:
+            continue
+        dim = rank_of(x) - k + i
+        last = rank_of(x) - 1
+        order = [d for d in range(rank_of(x)) if d != dim] + [dim]
+        moved = e.emit(T.PermuteOp(x, order)) if dim != last else x
+        product = e.emit(T.MatmulOp(moved, e.emit(T.TransposeOp(e.cast(m, elt_of(x)), 0, 1))))
+        x = (
+            e.emit(T.PermuteOp(product, [order.index(d) for d in range(rank_of(x))]))
+            if dim != last
+            else product
+        )
+    return x
+
+
+_ADAPTIVE_OPS = (
+    *(T.ArangeOp, T.MulOp, T.AddOp, T.DivOp, T.GeOp, T.LtOp, T.LogicalAndOp, T.SubOp),
+    *(T.PermuteOp, T.MatmulOp, T.TransposeOp, T.ReshapeOp),
+)
+
+
+@handles(aten._adaptive_avg_pool3d.default, emits=_ADAPTIVE_OPS)
+def _adaptive_avg_pool(e: Emitter, a: dict[str, Any], out: TensorType) -> SSAValue:
+    """Adaptive average pooling as one averaging matrix per spatial dim (`_averaging`);
+    the 1-d and 2-d ones are PyTorch's decompositions (windows where the sizes divide)."""
+    x = e.tensor(a["input"])
+    sizes = list(a["output_size"])
+    k = len(sizes)
+    matrices = [_averaging(e, n, m) for n, m in zip(tensor_shape(x)[-k:], sizes, strict=True)]
+    return _along_dims(e, x, matrices)
+
+
+@handles(aten._adaptive_avg_pool2d_backward.default, emits=_ADAPTIVE_OPS)
+def _adaptive_avg_pool2d_backward(e: Emitter, a: dict[str, Any], out: TensorType) -> SSAValue:
+    """The adjoint of `_adaptive_avg_pool`: the same matrices, transposed."""
+    g, x = e.tensor(a["grad_output"]), e.tensor(a["input"])
+    pairs = zip(tensor_shape(x)[-2:], tensor_shape(g)[-2:], strict=True)
+    matrices = [e.emit(T.TransposeOp(_averaging(e, n, m), 0, 1)) for n, m in pairs]
+    return _along_dims(e, g, matrices)
