@@ -89,6 +89,11 @@ CASES = {
         [_randn(4, 6, 3), _ints(4, 2, 1), _ints(6, 5)],
         {"torch.index"},
     ),
+    "index_after_a_whole_dim": (
+        lambda x, i: x[:, i],
+        [_randn(4, 6), _ints(6, 2, 3)],
+        {"torch.index", "torch.arange"},
+    ),
     "cos_sin": (lambda x: torch.cos(x) * torch.sin(x), [_randn(3, 4)], {"torch.cos", "torch.sin"}),
     "sdpa_default_scale": (
         lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True),
