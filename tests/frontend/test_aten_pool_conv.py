@@ -23,6 +23,7 @@ def _randn(*shape: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
 
 
 X = _randn(2, 3, 9, 8)
+_avg_pool2d_backward = torch.ops.aten.avg_pool2d_backward
 
 POOLS = {
     "max_pool2d": (lambda x: F.max_pool2d(x, 3, 2, 1), [X]),
@@ -47,6 +48,25 @@ POOLS = {
     "avg_pool2d_divisor": (lambda x: F.avg_pool2d(x, 2, divisor_override=3), [X]),
     "avg_pool1d": (lambda x: F.avg_pool1d(x, 4, 3, 2, ceil_mode=True), [_randn(3, 11)]),
     "avg_pool3d": (lambda x: F.avg_pool3d(x, 2, 1, 1), [_randn(1, 2, 4, 3, 5)]),
+    # the adjoints: `aten.avg_pool{2,3}d_backward` (Core ATen) of the output gradient
+    "avg_pool2d_backward": (
+        lambda g, x: _avg_pool2d_backward(g, x, [3, 3], [2, 2], [1, 1], False, True, None),
+        [_randn(2, 3, 5, 4), X],
+    ),
+    "avg_pool2d_backward_ceil_exclude_pad": (
+        lambda g, x: _avg_pool2d_backward(g, x, [3, 2], [2, 3], [1, 1], True, False, None),
+        [_randn(2, 3, 5, 3), X],
+    ),
+    "avg_pool2d_backward_divisor_unbatched": (
+        lambda g, x: _avg_pool2d_backward(g, x, [2, 2], [], [0, 0], False, True, 3),
+        [_randn(3, 4, 4), X[0]],
+    ),
+    "avg_pool3d_backward": (
+        lambda g, x: torch.ops.aten.avg_pool3d_backward(
+            g, x, [2, 2, 2], [1, 2, 1], [1, 0, 1], True, False, None
+        ),
+        [_randn(1, 2, 5, 2, 6), _randn(1, 2, 4, 3, 5)],
+    ),
 }
 
 CONVS = {

@@ -67,15 +67,20 @@ def _index_select(e: Emitter, a: dict[str, Any], out: TensorType) -> SSAValue:
     return moved(e, picked, 0, dim)
 
 
-@handles(aten.flip.default, emits=_GATHER_OPS)
-def _flip(e: Emitter, a: dict[str, Any], out: TensorType) -> SSAValue:
-    """Each flipped dim gathered with a descending `arange`, moved to the front and back."""
-    x = e.tensor(a["input"])
-    for dim in sorted({norm_dim(d, rank_of(x)) for d in a["dims"]}):
+def flipped(e: Emitter, x: SSAValue, dims: Sequence[int]) -> SSAValue:
+    """`x` reversed along `dims`: each moved to the front, gathered with a descending
+    `arange`, and moved back."""
+    for dim in dims:
         size = tensor_shape(x)[dim]
         front = moved(e, x, dim, 0)
         x = moved(e, e.emit(T.IndexOp(front, [iota(e, size, 0, 1, size - 1, -1)])), 0, dim)
     return x
+
+
+@handles(aten.flip.default, emits=_GATHER_OPS)
+def _flip(e: Emitter, a: dict[str, Any], out: TensorType) -> SSAValue:
+    x = e.tensor(a["input"])
+    return flipped(e, x, sorted({norm_dim(d, rank_of(x)) for d in a["dims"]}))
 
 
 @handles(aten.as_strided.default, emits=_GATHER_OPS)

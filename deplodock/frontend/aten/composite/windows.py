@@ -14,6 +14,7 @@ from xdsl.ir import SSAValue
 
 from deplodock.dialects import torch as T
 from deplodock.frontend.aten.composite.common import per_channel, reshaped, tensor_shape
+from deplodock.frontend.aten.composite.gathers import flipped
 from deplodock.frontend.aten.core import AtenImportError, Emitter, aten, elt_of, handles, rank_of
 
 
@@ -85,6 +86,30 @@ for _k in (1, 2, 3):
     _avg_pool = getattr(aten, f"avg_pool{_k}d").default
     handles(_max_pool, emits=(T.WindowOp, T.AmaxOp))(_pool_handler(_k, "max"))
     handles(_avg_pool, emits=(T.WindowOp, T.SumOp, T.DivOp, T.ConstantOp))(_pool_handler(_k, "avg"))
+
+
+def _avg_pool_backward_handler(k: int) -> Any:
+    def handler(e: Emitter, a: dict[str, Any], out: TensorType) -> SSAValue:
+        """The adjoint of `avg_pool{k}d`: each output gradient divided by its window's
+        divisor, spread by `stride` (zeros between elements), and every input position
+        summing the `kernel` positions of that spread whose windows hold it (a window of
+        ones, padded low by `kernel - 1 - padding`; what a `ceil_mode` window sends past
+        the padding reaches no input and is sliced off)."""
+        g, x = e.tensor(a["grad_output"]), e.tensor(a["input"])
+        w = _window_args(x, a, k)
+        scaled = _spread(e, e.emit(T.DivOp(g, _pool_divisor(e, x, a, w, k))), w["stride"])
+        sizes, rank = tensor_shape(x)[-k:], rank_of(x)
+        for i, (n, p) in enumerate(zip(sizes, w["low"], strict=True)):
+            if tensor_shape(scaled)[rank - k + i] > n + p:
+                scaled = e.emit(T.SliceOp(scaled, rank - k + i, 0, n + p))
+        spread = tensor_shape(scaled)[-k:]
+        low = [n - 1 - p for n, p in zip(w["kernel"], w["low"], strict=True)]
+        high = [n + p - s for n, p, s in zip(sizes, w["low"], spread, strict=True)]
+        ones = {"stride": [1] * k, "dilation": [1] * k}
+        windows = e.emit(T.WindowOp(scaled, kernel=w["kernel"], low=low, high=high, **ones))
+        return e.emit(T.SumOp(windows, list(range(rank, rank + k))))
+
+    return handler
 
 
 _CONV_OPS = (T.WindowOp, T.ReshapeOp, T.PermuteOp, T.TransposeOp, T.MatmulOp, T.AddOp)
@@ -172,20 +197,6 @@ def _spread(e: Emitter, x: SSAValue, stride: list[int]) -> SSAValue:
     return x
 
 
-def _flipped(e: Emitter, x: SSAValue, dims: Sequence[int]) -> SSAValue:
-    """`x` reversed along `dims`: each moved to the front, gathered with a descending
-    `arange`, and moved back."""
-    for dim in dims:
-        size = tensor_shape(x)[dim]
-        order = [dim, *(d for d in range(rank_of(x)) if d != dim)]
-        front = e.emit(T.PermuteOp(x, order)) if dim else x
-        backwards = e.emit(T.ArangeOp(size - 1.0, -1.0, TensorType(i64, [size])))
-        gathered = e.emit(T.IndexOp(front, [backwards]))
-        back = [order.index(d) for d in range(rank_of(x))]
-        x = e.emit(T.PermuteOp(gathered, back)) if dim else gathered
-    return x
-
-
 _CONV_TRANSPOSE_OPS = (
     *_CONV_OPS,
     T.UnsqueezeOp,
@@ -216,13 +227,19 @@ def _conv_transpose_handler(k: int) -> Any:
         per_group = [groups, in_channels // groups, group_out, *kernel]
         swapped = e.emit(T.PermuteOp(reshaped(e, weight, per_group), [0, 2, 1, *range(3, 3 + k)]))
         regrouped = reshaped(e, swapped, [groups * group_out, in_channels // groups, *kernel])
-        flipped = _flipped(e, regrouped, range(2, 2 + k))
+        flipped_kernel = flipped(e, regrouped, range(2, 2 + k))
         high = [lo + x for lo, x in zip(low, extra, strict=True)]
         w = {"kernel": kernel, "stride": [1] * k, "dilation": dilation, "low": low, "high": high}
-        y = _convolve(e, _spread(e, x, stride), flipped, a["bias"], w, groups)
+        y = _convolve(e, _spread(e, x, stride), flipped_kernel, a["bias"], w, groups)
         return reshaped(e, y, out.get_shape()) if unbatched else y
 
     return handler
+
+
+_AVG_POOL_BACKWARD_OPS = (T.WindowOp, T.SumOp, T.DivOp, T.ConstantOp, T.SliceOp)
+_AVG_POOL_BACKWARD_OPS += (T.UnsqueezeOp, T.CatOp, T.ReshapeOp)  # `_spread`
+for _k, _target in ((2, aten.avg_pool2d_backward.default), (3, aten.avg_pool3d_backward.default)):
+    handles(_target, emits=_AVG_POOL_BACKWARD_OPS)(_avg_pool_backward_handler(_k))
 
 
 for _k, _target in (
