@@ -3,7 +3,8 @@ reduction (max / avg pooling) or a batched matmul per group (convolution), captu
 with the torch interpreter against PyTorch in float64. Sizes are odd and strides do not
 divide them; padding (ints, 'valid', and 'same' with even kernels, its odd extra on the high
 side), dilation, `ceil_mode`, `count_include_pad`, groups (depthwise included), transposed
-convolutions (output_padding) and unbatched inputs are covered."""
+convolutions (output_padding), unbatched inputs and the gradients of avg pooling and
+convolution are covered."""
 
 from __future__ import annotations
 
@@ -69,7 +70,22 @@ POOLS = {
     ),
 }
 
+
+def _conv_backward(output: int):
+    """Output `output` (input, weight, bias gradient) of `aten.convolution_backward` of a
+    grouped, strided, dilated convolution whose strides leave input rows unread."""
+
+    def fn(g: torch.Tensor, x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        grads = torch.ops.aten.convolution_backward(
+            g, x, w, [6], [2, 3], [1, 0], [1, 2], False, [0, 0], 2, [True, True, True]
+        )
+        return grads[output]
+
+    return fn, [_randn(2, 6, 5, 2), _randn(2, 4, 9, 8), _randn(6, 2, 3, 2)]
+
+
 CONVS = {
+    **{f"convolution_backward_{i}": _conv_backward(i) for i in range(3)},
     "conv2d": (
         lambda x, w, b: F.conv2d(x, w, b, padding=1),
         [X, _randn(4, 3, 3, 3), _randn(4)],

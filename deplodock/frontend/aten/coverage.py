@@ -23,7 +23,6 @@ REFUSED: dict[str, str] = {
     "aten.randperm.default": "random numbers inside the model",
     "aten._fft_r2c.default": "complex dtypes",
     "aten._fft_c2r.default": "complex dtypes",
-    "aten.convolution_backward.default": "a training (backward) op: not lowered yet",
 }
 
 

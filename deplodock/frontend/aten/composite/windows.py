@@ -1,6 +1,8 @@
 """Pooling and convolution: sliding windows (`torch.window`), then a reduction (pooling) or
 a batched matmul against the weights (convolution; transposed convolution spreads and pads
-the input and flips the kernel first).
+the input and flips the kernel first). The gradients of avg pooling and convolution (Core
+ATen has them) are their adjoints built the same way: a transposed convolution for the
+input, the forward windows times the output gradient for the weight.
 """
 
 from __future__ import annotations
@@ -15,7 +17,15 @@ from xdsl.ir import SSAValue
 from deplodock.dialects import torch as T
 from deplodock.frontend.aten.composite.common import per_channel, reshaped, tensor_shape
 from deplodock.frontend.aten.composite.gathers import flipped
-from deplodock.frontend.aten.core import AtenImportError, Emitter, aten, elt_of, handles, rank_of
+from deplodock.frontend.aten.core import (
+    AtenImportError,
+    Emitter,
+    OutputOf,
+    aten,
+    elt_of,
+    handles,
+    rank_of,
+)
 
 
 def _spatial(value: Any, k: int) -> list[int]:
@@ -207,30 +217,39 @@ _CONV_TRANSPOSE_OPS = (
 )
 
 
+def conv_transpose(
+    e: Emitter, x: SSAValue, weight: SSAValue, bias: Any, w: dict[str, list[int]], groups: int
+) -> SSAValue:
+    """A batched `conv_transpose` (`w`: `stride`, `padding`, `dilation`, `output_padding`)
+    as the convolution it is the adjoint of: the input spread by `stride` (zeros between
+    elements), padded by `dilation * (kernel - 1) - padding` (plus `output_padding` at the
+    end), convolved with stride 1 and the weight flipped in space and with its in / out
+    channels swapped per group."""
+    k = len(w["stride"])
+    in_channels, group_out, *kernel = tensor_shape(weight)
+    low = [d * (n - 1) - p for d, n, p in zip(w["dilation"], kernel, w["padding"], strict=True)]
+    if min(low) < 0:
+        raise AtenImportError("conv_transpose with padding > dilation * (kernel - 1)")
+    per_group = [groups, in_channels // groups, group_out, *kernel]
+    swapped = e.emit(T.PermuteOp(reshaped(e, weight, per_group), [0, 2, 1, *range(3, 3 + k)]))
+    regrouped = reshaped(e, swapped, [groups * group_out, in_channels // groups, *kernel])
+    flipped_kernel = flipped(e, regrouped, range(2, 2 + k))
+    high = [lo + x for lo, x in zip(low, w["output_padding"], strict=True)]
+    window = {"kernel": kernel, "stride": [1] * k, "dilation": w["dilation"]}
+    window |= {"low": low, "high": high}
+    return _convolve(e, _spread(e, x, w["stride"]), flipped_kernel, bias, window, groups)
+
+
 def _conv_transpose_handler(k: int) -> Any:
     def handler(e: Emitter, a: dict[str, Any], out: TensorType) -> SSAValue:
-        """`conv_transpose{k}d` as the convolution it is the adjoint of: the input spread
-        by `stride` (zeros between elements), padded by `dilation * (kernel - 1) -
-        padding` (plus `output_padding` at the end), convolved with stride 1 and the
-        weight flipped in space and with its in / out channels swapped per group."""
+        """`conv_transpose{k}d`, batched or not (an unbatched input gets a batch of 1)."""
         x, weight = e.tensor(a["input"]), e.tensor(a["weight"])
         unbatched = rank_of(x) == k + 1
         if unbatched:
             x = reshaped(e, x, [1, *tensor_shape(x)])
-        stride, pad = _spatial(a["stride"], k), _spatial(a["padding"], k)
-        dilation, extra = _spatial(a["dilation"], k), _spatial(a["output_padding"], k)
-        groups = int(a["groups"])
-        in_channels, group_out, *kernel = tensor_shape(weight)
-        low = [d * (n - 1) - p for d, n, p in zip(dilation, kernel, pad, strict=True)]
-        if min(low) < 0:
-            raise AtenImportError("conv_transpose with padding > dilation * (kernel - 1)")
-        per_group = [groups, in_channels // groups, group_out, *kernel]
-        swapped = e.emit(T.PermuteOp(reshaped(e, weight, per_group), [0, 2, 1, *range(3, 3 + k)]))
-        regrouped = reshaped(e, swapped, [groups * group_out, in_channels // groups, *kernel])
-        flipped_kernel = flipped(e, regrouped, range(2, 2 + k))
-        high = [lo + x for lo, x in zip(low, extra, strict=True)]
-        w = {"kernel": kernel, "stride": [1] * k, "dilation": dilation, "low": low, "high": high}
-        y = _convolve(e, _spread(e, x, stride), flipped_kernel, a["bias"], w, groups)
+        names = ("stride", "padding", "dilation", "output_padding")
+        w = {name: _spatial(a[name], k) for name in names}
+        y = conv_transpose(e, x, weight, a["bias"], w, int(a["groups"]))
         return reshaped(e, y, out.get_shape()) if unbatched else y
 
     return handler
@@ -257,6 +276,64 @@ def _convolution(e: Emitter, a: dict[str, Any], out: TensorType) -> SSAValue:
     k = rank_of(e.tensor(a["weight"])) - 2
     make = _conv_transpose_handler if a["transposed"] else _conv_handler
     return make(k)(e, a, out)
+
+
+def _weight_gradient(
+    e: Emitter, g: SSAValue, x: SSAValue, w: dict[str, list[int]], groups: int, kernel: list[int]
+) -> SSAValue:
+    """`dL/dweight` of a batched convolution: per group, the output gradient `(OC/G, N *
+    prod(O))` times the input's windows `(N * prod(O), C/G * prod(K))`, the same windows
+    the forward convolution multiplies."""
+    k = len(kernel)
+    n, channels = tensor_shape(x)[:2]
+    out_channels = tensor_shape(g)[1]
+    windows = e.emit(T.WindowOp(x, **w))  # (N, C, *O, *K)
+    outputs = tensor_shape(windows)[2 : 2 + k]
+    positions, taps = n * math.prod(outputs), math.prod(kernel)
+    grouped = reshaped(e, windows, [n, groups, channels // groups, math.prod(outputs), taps])
+    patches = reshaped(
+        e,
+        e.emit(T.PermuteOp(grouped, [1, 0, 3, 2, 4])),
+        [groups, positions, channels // groups * taps],
+    )
+    per_group = reshaped(e, g, [n, groups, out_channels // groups, math.prod(outputs)])
+    rows = reshaped(
+        e, e.emit(T.PermuteOp(per_group, [1, 2, 0, 3])), [groups, out_channels // groups, positions]
+    )
+    product = e.emit(T.MatmulOp(rows, patches))  # (G, OC/G, C/G * prod(K))
+    return reshaped(e, product, [out_channels, channels // groups, *kernel])
+
+
+@handles(
+    OutputOf(aten.convolution_backward.default, None),
+    emits=(*_CONV_TRANSPOSE_OPS, T.SumOp),
+)
+def _convolution_backward(e: Emitter, a: dict[str, Any], out: TensorType) -> SSAValue:
+    """The gradients of `aten.convolution` (not transposed): output 0 of the input, the
+    transposed convolution of the output gradient with `output_padding` making up the
+    input size; 1 of the weight (`_weight_gradient`); 2 of the bias, the output gradient
+    summed over all but the channels."""
+    if a["transposed"]:
+        raise AtenImportError("convolution_backward of a transposed convolution")
+    g, x, weight = (e.tensor(a[name]) for name in ("grad_output", "input", "weight"))
+    kernel = list(tensor_shape(weight)[2:])
+    k, groups = len(kernel), int(a["groups"])
+    stride, pad = _spatial(a["stride"], k), _spatial(a["padding"], k)
+    dilation = _spatial(a["dilation"], k)
+    index = a["output_index"]
+    if index == 2:
+        return e.emit(T.SumOp(g, [0, *range(2, 2 + k)]))
+    if index == 1:
+        w = {"kernel": kernel, "stride": stride, "dilation": dilation, "low": pad, "high": pad}
+        return _weight_gradient(e, g, x, w, groups, kernel)
+    spans = [d * (n - 1) + 1 for d, n in zip(dilation, kernel, strict=True)]
+    reached = [
+        (o - 1) * s - 2 * p + span
+        for o, s, p, span in zip(tensor_shape(g)[2:], stride, pad, spans, strict=True)
+    ]
+    extra = [n - r for n, r in zip(tensor_shape(x)[2:], reached, strict=True)]
+    w = {"stride": stride, "padding": pad, "dilation": dilation, "output_padding": extra}
+    return conv_transpose(e, g, weight, None, w, groups)
 
 
 def _averaging(e: Emitter, size: int, count: int) -> SSAValue:
