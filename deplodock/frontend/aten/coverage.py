@@ -5,6 +5,7 @@ The opset is torch's own (`decompositions.core_aten_ops()`), so a new torch show
 ops here as "not yet" until they lower or get a reason below. Every op not refused has a
 program in `tests/frontend/core_aten_samples.py` that `tests/frontend/test_core_aten_ops.py`
 compiles and compares with eager PyTorch: the status is measured, not claimed.
+`python -m deplodock.frontend.aten.coverage` prints the count and the ops that do not lower.
 """
 
 from __future__ import annotations
@@ -55,3 +56,30 @@ def status(op: torch._ops.OpOverload) -> str:
 def coverage() -> dict[str, str]:
     """Every Core ATen op of this torch -> its `status`."""
     return {str(op): status(op) for op in core_aten_ops()}
+
+
+def summary(table: dict[str, str]) -> str:
+    """The closing count of a `coverage()` table: `N of M Core ATen ops (torch V) lower;
+    K refused with reasons; J not yet`."""
+    refused = sum(s.startswith("refused") for s in table.values())
+    missing = sum(s == "not yet" for s in table.values())
+    lowered = len(table) - refused - missing
+    version = torch.__version__.split("+")[0]
+    return (
+        f"{lowered} of {len(table)} Core ATen ops (torch {version}) lower; "
+        f"{refused} refused with reasons; {missing} not yet"
+    )
+
+
+def main() -> None:
+    """`python -m deplodock.frontend.aten.coverage`: the count, then each op that does not
+    lower with its status."""
+    table = coverage()
+    print(summary(table))
+    for name, status_ in sorted(table.items()):
+        if status_.startswith("refused") or status_ == "not yet":
+            print(f"  {name}: {status_}")
+
+
+if __name__ == "__main__":
+    main()

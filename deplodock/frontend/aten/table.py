@@ -11,10 +11,8 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-import torch
-
 from deplodock.frontend.aten.core import HANDLERS, target_name
-from deplodock.frontend.aten.coverage import coverage
+from deplodock.frontend.aten.coverage import coverage, summary
 
 HEADER = """# Supported aten ops
 
@@ -58,13 +56,9 @@ def supported_ops_markdown() -> str:
 def core_aten_markdown() -> str:
     """The Core ATen section: the count that lowers, then one row per op of torch's opset."""
     table = coverage()
-    refused = sum(s.startswith("refused") for s in table.values())
-    missing = sum(s == "not yet" for s in table.values())
-    lowered = len(table) - refused - missing
     lines = [
         "\n## Core ATen coverage\n\n",
-        f"{lowered} of {len(table)} Core ATen ops (torch {torch.__version__.split('+')[0]}) "
-        f"lower; {refused} refused with reasons; {missing} not yet. The opset is torch's own "
+        f"{summary(table)}. The opset is torch's own "
         "(the overloads tagged `core`), each op measured by "
         "`tests/frontend/test_core_aten_ops.py`: 'handler' is a row above, 'decomposed' is "
         "PyTorch's decomposition into ops that lower, 'resolved at capture' a size that static "
