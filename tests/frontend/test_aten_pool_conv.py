@@ -36,6 +36,16 @@ POOLS = {
     "max_pool2d_unbatched": (lambda x: F.max_pool2d(x, 2), [X[0]]),
     "max_pool1d": (lambda x: F.max_pool1d(x, 3, 2, 1, ceil_mode=True), [_randn(2, 3, 10)]),
     "max_pool3d": (lambda x: F.max_pool3d(x, 2, padding=1), [_randn(1, 2, 5, 4, 3)]),
+    "max_pool2d_indices": (lambda x: F.max_pool2d(x, 3, 2, 1, return_indices=True)[1], [X]),
+    "max_pool2d_indices_ceil_dilated": (
+        lambda x: F.max_pool2d(x, (2, 3), (2, 1), (1, 0), (2, 1), True, True)[1],
+        [X],
+    ),
+    "max_pool2d_indices_unbatched": (lambda x: F.max_pool2d(x, 2, return_indices=True)[1], [X[0]]),
+    "max_pool3d_indices": (
+        lambda x: F.max_pool3d(x, 2, padding=1, return_indices=True)[1],
+        [_randn(1, 2, 5, 4, 3)],
+    ),
     "avg_pool2d": (lambda x: F.avg_pool2d(x, 3, 2, 1), [X]),
     "avg_pool2d_exclude_pad": (
         lambda x: F.avg_pool2d(x, 3, 2, 1, count_include_pad=False),

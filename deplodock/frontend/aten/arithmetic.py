@@ -19,7 +19,7 @@ from xdsl.ir import Attribute, SSAValue
 
 from deplodock.dialects import torch as T
 from deplodock.frontend.aten.core import AtenImportError, Emitter, Handler, aten, elt_of, handles
-from deplodock.frontend.aten.elementwise import _arithmetic_type, _unary_handler
+from deplodock.frontend.aten.elementwise import arithmetic_type, unary_handler
 
 for _target, _uop in [
     (aten.acos.default, T.AcosOp),
@@ -36,7 +36,7 @@ for _target, _uop in [
     (aten.log2.default, T.Log2Op),
     (aten.log10.default, T.Log10Op),
 ]:
-    handles(_target, emits=_uop)(_unary_handler(_uop))
+    handles(_target, emits=_uop)(unary_handler(_uop))
 
 
 def _rounding_handler(op: type[T.UnaryOp]) -> Handler:
@@ -107,7 +107,7 @@ _QUOTIENT_OPS = (T.DivOp, T.TruncOp, T.FloorOp, T.SubOp, T.MulOp, T.NeOp, T.LtOp
 
 @handles(aten.div.Tensor_mode, aten.div.Scalar_mode, emits=_QUOTIENT_OPS)
 def _div_mode(e: Emitter, a: dict[str, Any], out: TensorType) -> SSAValue:
-    return quotient(e, a["input"], a["other"], a["rounding_mode"], _arithmetic_type(out))
+    return quotient(e, a["input"], a["other"], a["rounding_mode"], arithmetic_type(out))
 
 
 def _remainder_handler(mode: str) -> Handler:
@@ -115,7 +115,7 @@ def _remainder_handler(mode: str) -> Handler:
     `a`), 'floor' is `remainder` (the sign of `b`)."""
 
     def handler(e: Emitter, a: dict[str, Any], out: TensorType) -> SSAValue:
-        elt = _arithmetic_type(out)
+        elt = arithmetic_type(out)
         x, y = e.operand(a["input"], elt), e.operand(a["other"], elt)
         q = quotient(e, x, y, mode, elt)
         return e.emit(T.SubOp(x, e.emit(T.MulOp(q, y))))

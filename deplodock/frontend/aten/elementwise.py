@@ -20,7 +20,7 @@ from deplodock.frontend.aten.core import (
 # --- elementwise ------------------------------------------------------------------------------
 
 
-def _arithmetic_type(out: TensorType) -> Attribute:
+def arithmetic_type(out: TensorType) -> Attribute:
     """Arithmetic computes in the result's dtype (already promoted by PyTorch)."""
     if out.element_type == i1:
         raise AtenImportError("arithmetic on bool tensors")
@@ -29,7 +29,7 @@ def _arithmetic_type(out: TensorType) -> Attribute:
 
 def _binary_handler(op: type[T.BinaryOp]) -> Handler:
     def handler(e: Emitter, a: dict[str, Any], out: TensorType) -> SSAValue:
-        elt = _arithmetic_type(out)
+        elt = arithmetic_type(out)
         rhs, alpha = a["other"], a.get("alpha", 1)
         if alpha != 1:
             rhs = e.binary(T.MulOp, rhs, alpha, elt)
@@ -49,12 +49,12 @@ for _ops, _op in [
 
 @handles(aten.rsub.Scalar, aten.rsub.Tensor, emits=(T.SubOp, T.MulOp))
 def _rsub(e: Emitter, a: dict[str, Any], out: TensorType) -> SSAValue:
-    elt = _arithmetic_type(out)
+    elt = arithmetic_type(out)
     x = a["input"] if a["alpha"] == 1 else e.binary(T.MulOp, a["input"], a["alpha"], elt)
     return e.binary(T.SubOp, a["other"], x, elt)
 
 
-def _unary_handler(op: type[T.UnaryOp]) -> Handler:
+def unary_handler(op: type[T.UnaryOp]) -> Handler:
     """`op(x)` computed in the result's dtype (`exp` of an int tensor is float: cast first)."""
     return lambda e, a, out: e.emit(op(e.cast(e.tensor(a["input"]), out.element_type)))
 
@@ -78,12 +78,12 @@ for _target, _uop in [
     (aten.mish.default, T.MishOp),
     (aten.log_sigmoid.default, T.LogSigmoidOp),
 ]:
-    handles(_target, emits=_uop)(_unary_handler(_uop))
+    handles(_target, emits=_uop)(unary_handler(_uop))
 
 
 @handles(aten.reciprocal.default, emits=T.DivOp)
 def _reciprocal(e: Emitter, a: dict[str, Any], out: TensorType) -> SSAValue:
-    return e.binary(T.DivOp, 1.0, a["input"], _arithmetic_type(out))
+    return e.binary(T.DivOp, 1.0, a["input"], arithmetic_type(out))
 
 
 @handles(aten.gelu.default, emits=T.GeluOp)
@@ -101,7 +101,7 @@ _EXTREMA = (T.MaximumOp, T.MinimumOp)
 
 def _extremum_handler(op: type[T.ExtremumOp]) -> Handler:
     """`torch.maximum` / `torch.minimum` (NaN-propagating), in the promoted dtype."""
-    return lambda e, a, out: e.binary(op, a["input"], a["other"], _arithmetic_type(out))
+    return lambda e, a, out: e.binary(op, a["input"], a["other"], arithmetic_type(out))
 
 
 for _target, _extremum in [
@@ -125,7 +125,7 @@ def _bound(value: Any) -> float | None:
 def _clamp(e: Emitter, a: dict[str, Any], out: TensorType) -> SSAValue:
     """`clamp(x, min, max)`, `clamp_min(x, min)`, `clamp_max(x, max)`: one `torch.clamp`,
     computed in the promoted dtype (`clamp(int_tensor, 0.5)` is float)."""
-    x = e.cast(e.tensor(a["input"]), _arithmetic_type(out))
+    x = e.cast(e.tensor(a["input"]), arithmetic_type(out))
     return e.emit(T.ClampOp(x, _bound(a.get("min")), _bound(a.get("max"))))
 
 
@@ -141,7 +141,7 @@ def _clamp_tensor(e: Emitter, a: dict[str, Any], out: TensorType) -> SSAValue:
     """`clamp` with tensor bounds: `minimum(maximum(x, min), max)`, so NaN in `x` or in a
     bound propagates and `min > max` gives `max`, as in PyTorch. Everything is computed in
     the promoted dtype, and the bounds broadcast."""
-    elt = _arithmetic_type(out)
+    elt = arithmetic_type(out)
     y = e.operand(a["input"], elt)
     if (low := a.get("min")) is not None:
         y = e.emit(T.MaximumOp(y, e.operand(low, elt)))

@@ -16,7 +16,7 @@ from xdsl.ir import SSAValue
 
 from deplodock.dialects import torch as T
 from deplodock.frontend.aten.composite.common import per_channel, reshaped, tensor_shape
-from deplodock.frontend.aten.composite.gathers import flipped
+from deplodock.frontend.aten.composite.gathers import flipped, iota
 from deplodock.frontend.aten.core import (
     AtenImportError,
     Emitter,
@@ -96,6 +96,59 @@ for _k in (1, 2, 3):
     _avg_pool = getattr(aten, f"avg_pool{_k}d").default
     handles(_max_pool, emits=(T.WindowOp, T.AmaxOp))(_pool_handler(_k, "max"))
     handles(_avg_pool, emits=(T.WindowOp, T.SumOp, T.DivOp, T.ConstantOp))(_pool_handler(_k, "avg"))
+
+
+def _window_position(
+    e: Emitter, tap: SSAValue, x: SSAValue, w: dict[str, list[int]], outputs: Sequence[int]
+) -> SSAValue:
+    """The flat spatial index in `x` of each window's tap `tap` (a row-major index into the
+    kernel): per dim `o * stride - low + t * dilation`, the dims combined row-major."""
+    k, rank = len(outputs), rank_of(tap)
+    sizes = tensor_shape(x)[-k:]
+    position: SSAValue | None = None
+    for d in range(k):
+        inner = math.prod(w["kernel"][d + 1 :])
+        t = e.binary(T.DivOp, tap, inner) if inner > 1 else tap
+        if d:
+            t = e.emit(
+                T.SubOp(t, e.binary(T.MulOp, e.binary(T.DivOp, t, w["kernel"][d]), w["kernel"][d]))
+            )
+        start = iota(e, outputs[d], rank - k + d, rank, -w["low"][d], w["stride"][d])
+        coordinate = e.emit(T.AddOp(start, e.binary(T.MulOp, t, w["dilation"][d])))
+        scaled = None if position is None else e.binary(T.MulOp, position, sizes[d])
+        position = coordinate if scaled is None else e.emit(T.AddOp(scaled, coordinate))
+    assert position is not None
+    return position
+
+
+def _max_pool_with_indices_handler(k: int) -> Any:
+    def handler(e: Emitter, a: dict[str, Any], out: TensorType) -> SSAValue:
+        """Output 0 is `max_pool{k}d`; output 1 the flat spatial index (`h * W + w`) of
+        each window's maximum in the input: the window's argmax as a tap of the kernel,
+        mapped back to the input by `_window_position`."""
+        x = e.tensor(a["input"])
+        if a["output_index"] == 0:
+            return _pool_handler(k, "max")(e, a, out)
+        if not T.is_float(elt_of(x)):
+            raise AtenImportError("max pooling of an integer tensor is not supported")
+        w = _window_args(x, a, k)
+        windows = e.emit(T.WindowOp(x, **w, pad_value=-math.inf))
+        shape = tensor_shape(windows)
+        outputs = shape[rank_of(x) - k : rank_of(x)]
+        taps = reshaped(e, windows, [*shape[: rank_of(x)], math.prod(w["kernel"])])
+        tap = e.emit(T.ArgmaxOp(taps, rank_of(x)))
+        return _window_position(e, tap, x, w, outputs)
+
+    return handler
+
+
+_MAX_POOL_INDEX_OPS = (T.WindowOp, T.AmaxOp, T.ReshapeOp, T.ArgmaxOp, T.DivOp, T.SubOp, T.MulOp)
+_MAX_POOL_INDEX_OPS += (T.AddOp, T.ArangeOp)
+for _k, _target in (
+    (2, aten.max_pool2d_with_indices.default),
+    (3, aten.max_pool3d_with_indices.default),
+):
+    handles(OutputOf(_target, None), emits=_MAX_POOL_INDEX_OPS)(_max_pool_with_indices_handler(_k))
 
 
 def _avg_pool_backward_handler(k: int) -> Any:
