@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import functools
 import operator
+import warnings
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -105,6 +106,8 @@ def decompose(ep: ExportedProgram) -> ExportedProgram:
     if not unhandled(ep.graph_module.graph.nodes):
         return ep
     try:
-        return ep.run_decompositions(decomposition_table())
+        with warnings.catch_warnings():  # torch's own deprecation, nothing a user can act on
+            warnings.filterwarnings("ignore", "`isinstance.treespec, LeafSpec.`", FutureWarning)
+            return ep.run_decompositions(decomposition_table())
     except Exception:  # PyTorch's own failure: the import then names the op it could not take
         return ep
