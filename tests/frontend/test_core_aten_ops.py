@@ -68,6 +68,8 @@ def test_the_opset_is_torchs() -> None:
     """Guards the parametrization: the Core ATen opset has ~190 overloads."""
     assert len(CORE) >= 150
     assert "aten.add.Tensor" in CORE and "aten.nonzero.default" in CORE
+    stale = sorted(set(SAMPLES) - set(CORE))
+    assert not stale, f"samples of ops this torch does not tag `core`: {stale}"
 
 
 def test_at_least_95_percent_of_the_opset_lowers() -> None:
