@@ -47,6 +47,22 @@ CASES = {
         [_randn(3, 4), _randn(4)],
         {"torch.gt", "torch.le", "torch.logical_and"},
     ),
+    "bool_times_bool_is_and": (
+        lambda x, y: (x > 0) * (y > 0),
+        [_randn(3, 4), _randn(4)],
+        {"torch.logical_and"},
+    ),
+    "bool_plus_bool_is_or": (lambda x: (x > 0) + (x < -1), [_randn(3, 4)], {"torch.logical_or"}),
+    "bool_minimum_is_and": (
+        lambda x: torch.minimum(x > 0, x < 1),
+        [_randn(3, 4)],
+        {"torch.logical_and"},
+    ),
+    "logaddexp_decomposition_multiplies_masks": (
+        lambda x, y: torch.logaddexp(x, y),
+        [_randn(3, 4), _randn(4)],
+        {"torch.logical_and"},
+    ),
     "int_compare_scalar": (lambda i: i != 3, [_ints(5, 2, 6)], {"torch.ne"}),
     "logical_not_of_int": (lambda i: torch.logical_not(i), [_ints(3, 5)], {"torch.ne"}),
     "masked_fill": (

@@ -27,8 +27,27 @@ def arithmetic_type(out: TensorType) -> Attribute:
     return out.element_type
 
 
+#: Arithmetic whose result PyTorch keeps bool (both operands bool): `+` and `maximum` are
+#: `or`, `*` and `minimum` are `and` (PyTorch's own decompositions multiply masks).
+_BOOL_ARITHMETIC: dict[type[T.BinaryOp], type[T.LogicalBinaryOp]] = {
+    T.AddOp: T.LogicalOrOp,
+    T.MaximumOp: T.LogicalOrOp,
+    T.MulOp: T.LogicalAndOp,
+    T.MinimumOp: T.LogicalAndOp,
+}
+
+
+def _bool_arithmetic(e: Emitter, op: type[T.BinaryOp], a: dict[str, Any]) -> SSAValue:
+    logical = _BOOL_ARITHMETIC.get(op)
+    if logical is None or a.get("alpha", 1) != 1:
+        raise AtenImportError("arithmetic on bool tensors")
+    return e.emit(logical(e.boolean(a["input"]), e.boolean(a["other"])))
+
+
 def _binary_handler(op: type[T.BinaryOp]) -> Handler:
     def handler(e: Emitter, a: dict[str, Any], out: TensorType) -> SSAValue:
+        if out.element_type == i1:
+            return _bool_arithmetic(e, op, a)
         elt = arithmetic_type(out)
         rhs, alpha = a["other"], a.get("alpha", 1)
         if alpha != 1:
@@ -44,7 +63,8 @@ for _ops, _op in [
     ((aten.mul.Tensor, aten.mul.Scalar), T.MulOp),
     ((aten.div.Tensor, aten.div.Scalar), T.DivOp),
 ]:
-    handles(*_ops, emits=(_op, T.MulOp))(_binary_handler(_op))
+    _logical = (_BOOL_ARITHMETIC[_op],) if _op in _BOOL_ARITHMETIC else ()
+    handles(*_ops, emits=(_op, T.MulOp, *_logical))(_binary_handler(_op))
 
 
 @handles(aten.rsub.Scalar, aten.rsub.Tensor, emits=(T.SubOp, T.MulOp))
@@ -101,14 +121,20 @@ _EXTREMA = (T.MaximumOp, T.MinimumOp)
 
 def _extremum_handler(op: type[T.ExtremumOp]) -> Handler:
     """`torch.maximum` / `torch.minimum` (NaN-propagating), in the promoted dtype."""
-    return lambda e, a, out: e.binary(op, a["input"], a["other"], arithmetic_type(out))
+
+    def handler(e: Emitter, a: dict[str, Any], out: TensorType) -> SSAValue:
+        if out.element_type == i1:
+            return _bool_arithmetic(e, op, a)
+        return e.binary(op, a["input"], a["other"], arithmetic_type(out))
+
+    return handler
 
 
 for _target, _extremum in [
     (aten.maximum.default, T.MaximumOp),
     (aten.minimum.default, T.MinimumOp),
 ]:
-    handles(_target, emits=_extremum)(_extremum_handler(_extremum))
+    handles(_target, emits=(_extremum, _BOOL_ARITHMETIC[_extremum]))(_extremum_handler(_extremum))
 
 
 def _bound(value: Any) -> float | None:
