@@ -60,6 +60,10 @@ from deplodock.perf.instructions import CLASSES, Cost, fused_multiplies, op_cost
 
 #: A streaming loop longer than this is traced for this many iterations and scaled.
 SAMPLED_ITERATIONS = 16
+#: A loop that stages through shared memory (a GEMM's K loop: barriers, `cp.async` slots)
+#: longer than this is traced for this many iterations and scaled: a whole number of turns of
+#: any multibuffer of 1, 2, 3, 4, 6 or 8 slots, so every slot's bank pattern counts equally.
+SAMPLED_STAGED_ITERATIONS = 24
 
 _SCALAR_COUNTERS = (
     "global_load_requests",
@@ -494,7 +498,7 @@ class TraceFunctions(KernelFunctions):
 
     @impl(kernel.ForOp)
     def run_for(self, interpreter: Interpreter, op: kernel.ForOp, args: PythonValues):
-        """A long streaming loop runs `SAMPLED_ITERATIONS` per lane; its counts are scaled."""
+        """A long loop runs `_sample_length` iterations per lane; its counts are scaled."""
         lb, *inits = args
         state, trace = _state(interpreter), _trace_of(interpreter)
         lanes = state.lanes
@@ -502,9 +506,10 @@ class TraceFunctions(KernelFunctions):
         upper = op.upper
         active = lanes.current_mask
         trips = _trips(lower, upper, op.step_value) * active
-        sampled = trips.max(initial=0) > SAMPLED_ITERATIONS and _is_streaming(op)
+        length = _sample_length(op)
+        sampled = trips.max(initial=0) > length
         if sampled:
-            upper = min(upper, int(lower[active].min()) + SAMPLED_ITERATIONS * op.step_value)
+            upper = min(upper, int(lower[active].min()) + length * op.step_value)
             factor = trips.sum() / (_trips(lower, upper, op.step_value) * active).sum()
             snapshot = trace.snapshot()
 
@@ -521,16 +526,24 @@ def _trips(lower: np.ndarray, upper: int, step: int) -> np.ndarray:
     return np.maximum(0, -(-(upper - lower) // step))
 
 
-def _is_streaming(op: kernel.ForOp) -> bool:
-    """A loop whose iterations do the same thing: no shared memory, no barrier inside."""
+def _sample_length(op: kernel.ForOp) -> int:
+    """How many iterations of `op` are traced before its counts are scaled to all of them.
+
+    Every iteration of a loop does the same work, the loads and stores at addresses that move
+    by the same stride: a streaming loop (no shared memory, no barrier) from its first
+    iteration, a loop that stages tiles through shared memory (barriers, `cp.async` into
+    rotating slots) once a whole turn of its slots is in the window, which
+    `SAMPLED_STAGED_ITERATIONS` is. Tracing every K step of a GEMM cost a minute per kernel;
+    the sampled counts stay within a percent (tests/perf/test_trace.py)."""
     scalar = kernel.LoadOp | kernel.StoreOp | kernel.AtomicAddOp
     accesses = scalar | kernel.LoadVectorOp | kernel.StoreVectorOp
     asynchronous = kernel.CpAsyncOp | kernel.CpAsyncCommitOp | kernel.CpAsyncWaitOp
-    return not any(
+    staged = any(
         isinstance(inner, kernel.BarrierOp | kernel.SharedAllocOp | asynchronous)
         or (isinstance(inner, accesses) and is_shared(inner.memref.type))
         for inner in op.walk()
     )
+    return SAMPLED_STAGED_ITERATIONS if staged else SAMPLED_ITERATIONS
 
 
 class _InstructionListener(Interpreter.Listener):
