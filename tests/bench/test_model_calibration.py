@@ -80,3 +80,15 @@ def test_device_constants_replace_only_their_own():
     assert own.clock_fraction == 0.8
     shared = TRUTH.constants.clock_fraction
     assert dataclasses.replace(own, clock_fraction=shared) == TRUTH.constants_for("h100")
+
+
+def test_host_timed_measured_rows_never_set_a_band(rows):
+    """A measured row under 0.2 ms timed the host's call: whatever its error, it is neither
+    fitted nor allowed into a band."""
+    copy = rows[1]
+    host_timed = TracedRow("tiny", "memory-bound", "measured H200", "h200", 5.0, copy.kernels)
+    host_timed.extra["split"] = "held-out"
+    assert not host_timed.gpu_bound
+    bands = error_bands([*rows, host_timed], TRUTH)
+    assert bands["memory-bound"]["mape_pct"] == 0.0
+    assert "measured" not in str(bands["memory-bound"]["source"])
