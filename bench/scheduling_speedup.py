@@ -66,8 +66,11 @@ def section(dtype: str, before: dict, after: dict) -> list[str]:
     lines = [
         f"## {dtype}",
         "",
-        f"Baseline generated {before['date']} at commit {before['commit']}; scheduled "
-        f"{after['date']} at commit {after['commit']}.",
+        f"Baseline generated {before['date']} at commit {before['commit']} (model "
+        f"v{before['calibration']['model_version']}, kept as generated); scheduled "
+        f"{after['date']} at commit {after['commit']} (model "
+        f"v{after['calibration']['model_version']}): the speedups hold the model's changes "
+        "as well as the schedules'.",
         "",
         "| family | geomean speedup | geomean % SOL before (modeled) | after (modeled) |",
         "|---|---|---|---|",

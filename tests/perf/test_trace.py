@@ -103,3 +103,13 @@ def test_a_missing_barrier_is_still_a_race():
     text = K.shared_stride(1, broadcast=True).replace("  kernel.barrier\n", "")
     with pytest.raises(RaceError):
         trace_kernel(kernel_of(text))
+
+
+@pytest.mark.parametrize("carried", [False, True])
+def test_a_loop_filling_shared_memory_for_later_is_traced_whole(carried):
+    """A loop that fills 64 rows of shared memory read after it: sampling it would leave the
+    last row unwritten. Without a carried value it is never sampled; with one (sampled like a
+    K loop) the read-back finds the hole and the trace runs again with the loop whole."""
+    counters = trace_kernel(kernel_of(K.shared_fill(64, carried)))
+    assert counters.instructions["st_shared"] == 64
+    assert counters.instructions["ld_global"] == 64
