@@ -26,6 +26,7 @@ from typing import Any
 from bench.cases import DTYPES, Case, add_case_patterns, all_cases, find_cases
 from bench.report import Row, draw_chart, results_document, summarize, with_speedups, write_json
 from deplodock.backend.benchmark import TIMINGS
+from deplodock.perf.devices import known_devices
 
 DEFAULT_OUT = Path(__file__).resolve().parent / "results"
 CASE_FUNCTION = "bench.kernels:run_case"
@@ -132,8 +133,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--model",
         metavar="DEVICE",
-        help="model the cases on DEVICE (h100, a100, a6000, rtx5090, h200) with the performance "
-        "model instead of running them on a GPU (bench/modeled.py)",
+        help=f"model the cases on DEVICE ({known_devices()}) with the performance model instead "
+        "of running them on a GPU (bench/modeled.py)",
     )
     parser.add_argument("--warmup", type=int, default=10, help="untimed runs (default: 10)")
     parser.add_argument("--iters", type=int, default=50, help="timed runs (default: 50)")

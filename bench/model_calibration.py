@@ -42,6 +42,7 @@ from pathlib import Path
 from bench.published import (
     GEMM_CSV,
     MEMORY_BOUND_CSV,
+    PUBLISHED_DEVICE,
     RowError,
     TracedRow,
     fit_split,
@@ -334,7 +335,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     groups = Counter(f"{r.source}, {r.family}" for r in fitted)
     result = {
         "model_version": MODEL_VERSION,
-        "device": "h100 (shared constants); h200 (its own, device_constants)",
+        "device": PUBLISHED_DEVICE,
+        "devices": f"{PUBLISHED_DEVICE} (shared constants); "
+        + ", ".join(f"{d} (its own, device_constants)" for d in calibration.device_constants),
         "fit_date": datetime.date.today().isoformat(),
         "commit": git_commit(),
         "command": f"python -m bench.model_calibration --gemm-stride {args.gemm_stride}",

@@ -33,6 +33,7 @@ from pathlib import Path
 from bench.model_calibration import all_rows, git_commit
 from bench.published import (
     MEMORY_BOUND_COLUMNS,
+    PUBLISHED_DEVICE,
     PublishedRow,
     RowError,
     TracedRow,
@@ -281,7 +282,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=OUT)
     parser.add_argument("--data", type=Path, help="model the rows of this CSV (module doc)")
     parser.add_argument("--limit", type=int, help="with --data: the first N rows only")
-    parser.add_argument("--model", default="h100", help="with --data: the device (default h100)")
+    parser.add_argument(
+        "--model",
+        default=PUBLISHED_DEVICE,
+        help=f"with --data: the device (default {PUBLISHED_DEVICE}, where the published rows ran)",
+    )
     parser.add_argument("--gemm-stride", type=int, default=8, help="(default: 8)")
     args = parser.parse_args(argv)
     if args.data is not None:

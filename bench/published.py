@@ -38,6 +38,9 @@ MEMORY_BOUND_COLUMNS = frozenset({"op", "input_shapes", "latency_us"})
 #: A measured row at or above this many us is *GPU-bound*: the launch and host time that a
 #: latency measurement holds cannot dominate it.
 GPU_BOUND_US = 200.0
+#: The device model of the GPU the rows were measured on (an H100 80GB HBM3 SXM): what the
+#: constants are fitted for and checked on.
+PUBLISHED_DEVICE = "h100"
 
 #: Which sub-family a published memory-bound op belongs to (the report's detail column).
 KINDS = {"softmax": "softmax", "layer_norm": "layer norm"}
@@ -235,7 +238,7 @@ def cached_build(namespace: str, key: object, build: Callable[[], tuple[str, obj
     return text, registers
 
 
-def trace_memory_bound(row: PublishedRow, device: str = "h100") -> TracedRow:
+def trace_memory_bound(row: PublishedRow, device: str = PUBLISHED_DEVICE) -> TracedRow:
     """A published memory-bound row built (default schedule), traced, ready to model."""
     from deplodock.perf.profile import ptxas_registers
 

@@ -31,7 +31,14 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.published import RowError, TracedRow, cached_build, read_csv, traced_program
+from bench.published import (
+    PUBLISHED_DEVICE,
+    RowError,
+    TracedRow,
+    cached_build,
+    read_csv,
+    traced_program,
+)
 from deplodock.perf.devices import device_model
 
 #: Register cells per thread deplodock accepts along one axis (`tile-thread`'s CELL_COUNTS).
@@ -208,7 +215,7 @@ def _capture(row: GemmRow):
         return capture(Bmm(), inputs)
 
 
-def trace_gemm(row: GemmRow, device: str = "h100") -> TracedRow:
+def trace_gemm(row: GemmRow, device: str = PUBLISHED_DEVICE) -> TracedRow:
     """The row with cuBLAS' schedule built in deplodock, traced, ready to model."""
     schedule = cublas_schedule(row)
     key = ["gemm", row.op, row.batch, row.m, row.reduce, row.n_out, schedule.knobs, device]

@@ -26,6 +26,7 @@ from pathlib import Path
 
 from bench.report import geomean
 from deplodock.files import write_atomic
+from deplodock.perf.devices import DEFAULT_DEVICE
 
 #: The token count of the GEMM-versus-cuBLAS table (the suite's largest).
 PEAK_TABLE_SEQ = 512
@@ -154,7 +155,9 @@ def peak_table(after: dict, device_key: str, published: list[dict] | None = None
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", default="h100", help="device model key (default: h100)")
+    parser.add_argument(
+        "--model", default=DEFAULT_DEVICE, help=f"device model key (default: {DEFAULT_DEVICE})"
+    )
     args = parser.parse_args(argv)
     lines = [
         f"# Scheduling passes vs the baseline schedule, MODELED on {args.model}",

@@ -30,6 +30,7 @@ from bench.cases import DTYPES, add_case_patterns, find_cases
 from bench.modeled import document, markdown, model_case, published_linear_rows
 from bench.report import geomean, write_json
 from deplodock.files import write_atomic
+from deplodock.perf.devices import DEFAULT_DEVICE
 
 DEFAULT_OUT = Path(__file__).resolve().parent / "results"
 
@@ -38,7 +39,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m bench.tune_suite", description=__doc__)
     add_case_patterns(parser)
     parser.add_argument("--dtype", choices=DTYPES, default="fp32")
-    parser.add_argument("--model", default="h100", help="device model (default: h100)")
+    parser.add_argument(
+        "--model", default=DEFAULT_DEVICE, help=f"device model (default: {DEFAULT_DEVICE})"
+    )
     parser.add_argument("--kernel-budget-s", type=float, default=20.0, help="per kernel (20)")
     parser.add_argument("--patience", type=int, default=40)
     parser.add_argument("--seed", type=int, default=0)

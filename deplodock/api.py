@@ -10,11 +10,16 @@ may be asked for); `device="cuda"` lowers to the cuda level, builds it with nvcc
 once (`backend/runtime.py`), and each call exchanges CUDA tensors with no host copies.
 Parameters are read from the module by name at every call, so loading new weights into it
 needs no recompile. A Hugging Face causal LM is captured as `forward(input_ids) -> logits`
-(see `frontend/models.py`). Each device is a `Device` in `DEVICES`.
+(see `frontend/models.py`).
+
+`device` is where the program runs, in PyTorch's sense (`cpu`, `cuda`); each names a
+`Target` in `TARGETS`: the stage to lower to and how to load the result. (A `Device` is
+something else: a GPU the performance model describes, `perf/devices.py`.)
 """
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -36,8 +41,8 @@ Loader = Callable[["Program", dict[str, torch.Tensor]], Executor]
 
 
 @dataclass(frozen=True)
-class Device:
-    """A device `compile` can target.
+class Target:
+    """How `compile` runs a program on one device (`TARGETS`).
 
     `open()` runs before the capture, so a missing device fails at once with its own message,
     and returns the loader used after lowering to `stage` (the default stage; `stages`, when
@@ -150,7 +155,7 @@ def _open_cpu() -> Loader:
 
 @dataclass(frozen=True)
 class CudaTarget:
-    """How `device="cuda"` finds its GPU and loads a program (the `Device.open` of cuda).
+    """How `device="cuda"` finds its GPU and loads a program (the `Target.open` of cuda).
 
     Defaults: `backend.device.require_cuda` (raises `NoCudaDevice`, "no CUDA device: <why>"),
     `CudaProgram.load` (nvcc build, cached, loaded with pycuda) and the tensors on
@@ -176,10 +181,27 @@ class CudaTarget:
         return loader
 
 
-DEVICES: dict[str, Device] = {
-    "cpu": Device("kernel", _open_cpu),
-    "cuda": Device("cuda", CudaTarget(), stages=("cuda",)),
+TARGETS: dict[str, Target] = {
+    "cpu": Target("kernel", _open_cpu),
+    "cuda": Target("cuda", CudaTarget(), stages=("cuda",)),
 }
+
+#: Old names of this module -> their new ones (the old ones warn, then work).
+_RENAMED = {"Device": "Target", "DEVICES": "TARGETS"}
+
+
+def __getattr__(name: str) -> Any:
+    """`api.Device` and `api.DEVICES`, deprecated: they were renamed so that "device" means
+    hardware only (`Target`, `TARGETS`)."""
+    if name in _RENAMED:
+        new = _RENAMED[name]
+        warnings.warn(
+            f"deplodock.api.{name} is deprecated: use deplodock.api.{new}",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return globals()[new]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class CompiledModule:
@@ -232,23 +254,23 @@ def compile(
     from deplodock.frontend import capture as cap
     from deplodock.frontend import models
 
-    if device not in DEVICES:
-        raise ValueError(f"unknown device '{device}' (available: {', '.join(DEVICES)})")
-    target_device = DEVICES[device]
-    stage = stage or target_device.stage
-    if target_device.stages is not None and stage not in target_device.stages:
-        runs = ", ".join(target_device.stages)
+    if device not in TARGETS:
+        raise ValueError(f"unknown device '{device}' (available: {', '.join(TARGETS)})")
+    target = TARGETS[device]
+    stage = stage or target.stage
+    if target.stages is not None and stage not in target.stages:
+        runs = ", ".join(target.stages)
         raise ValueError(f"device '{device}' runs the {runs} stage, not '{stage}'")
-    loader = target_device.open()
+    loader = target.open()
     if models.is_causal_lm(module):  # its decoder layers are lowered once (deplodock.stamp)
         program, ep = capture_causal_lm(module, example_inputs)
     else:
         ep = cap.export(module, example_inputs)
         program = Program(cap.import_exported_program(ep), "torch", module, tuple(example_inputs))
-    target = program.torch_module
-    assert target is not None
+    torch_module = program.torch_module
+    assert torch_module is not None
     outputs = next(n for n in ep.graph.nodes if n.op == "output").args[0]
     dtypes = [node.meta["val"].dtype for node in cap.flatten_outputs(outputs)]
     lower_program(program, stage)
     executor = loader(program, dict(ep.constants))
-    return CompiledModule(program, target, executor, device, dtypes)
+    return CompiledModule(program, torch_module, executor, device, dtypes)

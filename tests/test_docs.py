@@ -1,7 +1,10 @@
 """The README, the walkthrough and the guides show what the tool prints today, and the
-guides quote the repository's code as it is (see docs_examples.py)."""
+guides quote the repository's code as it is (see docs_examples.py); the architecture page
+gives the layers the layering test enforces and names only files that exist."""
 
 from __future__ import annotations
+
+import re
 
 import pytest
 
@@ -26,9 +29,17 @@ def test_example_output_has_not_drifted(example) -> None:
     )
 
 
-def test_walkthrough_example_file_is_the_torch_level_it_claims() -> None:
-    command = 'deplodock compile -c "nn.RMSNorm(2048)(torch.randn(1,32,2048))" --ir torch'
-    assert run_command(command) == (ROOT / "docs/examples/rmsnorm.mlir").read_text()
+#: The torch-level files the documents lower with `deplodock-opt`, and what they claim to be.
+TORCH_LEVEL_EXAMPLES = {
+    "docs/examples/rmsnorm.mlir": "nn.RMSNorm(2048)(torch.randn(1,32,2048))",
+    "docs/examples/silu_mul.mlir": "F.silu(torch.randn(1, 128, 5632)) * torch.randn(1, 128, 5632)",
+}
+
+
+@pytest.mark.parametrize(("path", "expression"), TORCH_LEVEL_EXAMPLES.items())
+def test_example_file_is_the_torch_level_it_claims(path: str, expression: str) -> None:
+    command = f'deplodock compile -c "{expression}" --ir torch'
+    assert run_command(command) == (ROOT / path).read_text()
 
 
 def test_guides_are_collected() -> None:
@@ -47,3 +58,31 @@ def test_guide_code_is_the_repository_code(quote) -> None:
         f"{quote.document.name}: the code quoted from {quote.path} is not in it any more:\n"
         f"{quote.code}"
     )
+
+
+ARCHITECTURE = ROOT / "docs" / "architecture.md"
+LAYER_ROW = re.compile(r"^\| (?P<layer>\d) \|(?P<packages>[^|]*)\|(?P<group>[^|]*)\|$", re.M)
+#: A path in backticks: at least one folder (`perf/devices.py`, `frontend/aten/`).
+NAMED_PATH = re.compile(r"`((?:[\w.-]+/)+[\w.-]*)`")
+
+
+def test_the_architecture_page_gives_the_layers_the_layering_test_enforces() -> None:
+    from tests.test_layering import GROUPS, LAYERS
+
+    documented: dict[str, int] = {}
+    groups = []
+    for row in LAYER_ROW.finditer(ARCHITECTURE.read_text()):
+        packages = re.findall(r"`(\w+)`", row["packages"])
+        documented |= dict.fromkeys(packages, int(row["layer"]))
+        if row["group"].strip() == "one group":
+            groups.append(frozenset(packages))
+        elif row["group"].strip():
+            groups.append(frozenset(re.findall(r"`(\w+)`", row["group"])))
+    assert documented == LAYERS
+    assert set(groups) == set(GROUPS)
+
+
+def test_the_architecture_page_names_only_files_that_exist() -> None:
+    """A path in backticks is one of the repository, or of the package (`perf/devices.py`)."""
+    for name in NAMED_PATH.findall(ARCHITECTURE.read_text()):
+        assert (ROOT / name).exists() or (ROOT / "deplodock" / name).exists(), name

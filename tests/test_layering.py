@@ -1,10 +1,15 @@
-"""Layers import downward only (DESIGN.md): dialects <- passes, interpreters, frontend <-
+"""Layers import downward only (docs/architecture.md): dialects <- passes, interpreters, frontend <-
 backend <- perf <- tune <- driver, api, stamp <- cli, fuzz.
 
 Every `import` of a `deplodock` module, at module level or inside a function, is an edge of
 the import graph. An edge from a lower layer to a higher one, or between two different
 packages of one layer (other than the driver group and the entry points), fails the test
 with the importing file, the imported module and both layers.
+
+Inside a layer, modules may import each other, but never in a circle: a cycle of modules
+that import one another (each through any of its imports, module-level or in a function)
+fails the test with the cycle spelled out. `from package import module` is an edge to the
+module, not to the package.
 """
 
 from __future__ import annotations
@@ -73,8 +78,16 @@ def imported_modules(path: Path, root: Path) -> set[str]:
             if base == root.name:  # `from deplodock import api`: the submodules themselves
                 found |= {f"{base}.{alias.name}" for alias in node.names}
             else:
-                found.add(base)
+                found |= {_module_or_package(base, alias.name, root) for alias in node.names}
     return {m for m in found if m == root.name or m.startswith(root.name + ".")}
+
+
+def _module_or_package(package: str, name: str, root: Path) -> str:
+    """`package.name` when that is a module (`from deplodock.driver import capture_cache`),
+    else `package` (`from deplodock.driver import Program`)."""
+    folder = root.parent.joinpath(*package.split("."), name)
+    is_module = folder.with_suffix(".py").is_file() or (folder / "__init__.py").is_file()
+    return f"{package}.{name}" if is_module else package
 
 
 def allowed(source: str, target: str) -> bool:
@@ -103,9 +116,69 @@ def upward_imports(root: Path = PACKAGE) -> list[str]:
     return problems
 
 
+def import_graph(root: Path = PACKAGE) -> dict[str, set[str]]:
+    """Each module of `root` -> the modules of `root` it imports (itself left out)."""
+    files = {module_name(path, root): path for path in sorted(root.rglob("*.py"))}
+    return {
+        module: {m for m in imported_modules(path, root) if m in files and m != module}
+        for module, path in files.items()
+    }
+
+
+def import_cycles(root: Path = PACKAGE) -> list[str]:
+    """One line per circle of imports: `a -> b -> a`, from the first module of each
+    strongly connected part of the import graph (Tarjan's algorithm)."""
+    graph = import_graph(root)
+    order: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    parts: list[list[str]] = []
+
+    def visit(module: str) -> None:
+        order[module] = low[module] = len(order)
+        stack.append(module)
+        for imported in sorted(graph[module]):
+            if imported not in order:
+                visit(imported)
+                low[module] = min(low[module], low[imported])
+            elif imported in stack:
+                low[module] = min(low[module], order[imported])
+        if low[module] == order[module]:
+            part = []
+            while (top := stack.pop()) != module:
+                part.append(top)
+            parts.append(sorted([*part, module]))
+
+    for module in sorted(graph):
+        if module not in order:
+            visit(module)
+    return [" -> ".join(_cycle(graph, part)) for part in parts if len(part) > 1]
+
+
+def _cycle(graph: dict[str, set[str]], part: list[str]) -> list[str]:
+    """A circle through the first module of `part`, by breadth-first search back to it."""
+    start, members = part[0], set(part)
+    paths = {start: [start]}
+    frontier = [start]
+    while frontier:
+        module = frontier.pop(0)
+        for imported in sorted(graph[module] & members):
+            if imported == start:
+                return [*paths[module], start]
+            if imported not in paths:
+                paths[imported] = [*paths[module], imported]
+                frontier.append(imported)
+    raise AssertionError(f"{part} is not a cycle")
+
+
 def test_no_module_imports_upward() -> None:
     problems = upward_imports()
     assert not problems, "imports against the layering:\n" + "\n".join(problems)
+
+
+def test_no_import_circles() -> None:
+    cycles = import_cycles()
+    assert not cycles, "modules that import each other in a circle:\n" + "\n".join(cycles)
 
 
 def test_every_package_has_a_layer() -> None:
@@ -133,3 +206,14 @@ def test_the_checker_reports_an_upward_and_a_sideways_import(tmp_path: Path) -> 
         "deplodock/passes/fuse.py (passes, layer 1) imports deplodock.interpreters "
         "(interpreters, layer 1)",
     ]
+
+
+def test_the_checker_reports_a_circle_through_a_function_level_import(tmp_path: Path) -> None:
+    root = tmp_path / "deplodock"
+    (root / "cli").mkdir(parents=True)
+    for init in (root / "__init__.py", root / "cli" / "__init__.py"):
+        init.write_text("")
+    (root / "cli" / "main.py").write_text("from deplodock.cli import tune\n")
+    (root / "cli" / "tune.py").write_text("def run():\n    from .main import load\n")
+    (root / "cli" / "errors.py").write_text("from deplodock.cli import main\n")
+    assert import_cycles(root) == ["deplodock.cli.main -> deplodock.cli.tune -> deplodock.cli.main"]

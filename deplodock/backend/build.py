@@ -130,7 +130,9 @@ def build_module(
     Raises NvccError when nvcc fails or when ptxas did not report a kernel of the module.
     """
     source = kernels_source(module)
-    build = build_cubin(source, nvcc.arch_for(capability, source), flags, directory)
+    # what the kernels call, not the device primitives every unit defines (`kernels_text`)
+    calls = "\n".join(k.source.data for k in kernel_ops(module))
+    build = build_cubin(source, nvcc.arch_for(capability, calls), flags, directory)
     missing = [k.sym_name.data for k in kernel_ops(module) if k.sym_name.data not in build.kernels]
     if missing:
         raise NvccError(f"ptxas reported no resources for kernel(s) {', '.join(missing)}")

@@ -27,12 +27,12 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from xdsl.dialects.builtin import ModuleOp
 
+from deplodock.backend.device_header import HEADER_PATH
 from deplodock.files import cache_root
 
 if TYPE_CHECKING:
     from deplodock.interpreters.common import BlockProgress
 
-HEADER_PATH = Path(__file__).with_name("cpu_simt.h")
 #: Empty `cuda_runtime.h`, `cuda_fp16.h`, `cuda_bf16.h`: a kernel may include them, and
 #: `cpu_simt.h` (which the translation unit starts with) defines what they declare.
 STUB_INCLUDES = Path(__file__).with_name("cuda_stubs")

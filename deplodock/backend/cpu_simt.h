@@ -5,10 +5,11 @@
 // threads run different blocks at once. See "the execution model" below. This is a
 // correctness oracle for the emitted CUDA, not a fast path: keep shapes modest.
 //
-// The same header is the device header of the GPU build: under nvcc (__CUDACC__) the
-// emulation is skipped and only the deplodock primitives at the end remain (cp.async,
+// The same header is the one home of the deplodock device primitives at the end (cp.async,
 // vector accesses, mma.sync), whose GPU side (__CUDA_ARCH__) is inline PTX and whose CPU
-// side emulates the PTX ISA's documented semantics.
+// side emulates the PTX ISA's documented semantics. Under nvcc (__CUDACC__) the emulation
+// is skipped and only they remain: that is the part a translation unit deplodock writes
+// carries inline, so nvcc never needs this file.
 #pragma once
 
 #ifndef __CUDACC__
@@ -994,8 +995,13 @@ extern "C" int deplodock_simt_memcheck(void* record, const int64_t* sizes, int64
 
 // ---- deplodock device primitives: cp.async, vector accesses, mma.sync -----------------
 //
-// The CUDA printer emits these calls; each is defined once, here, for both sides.
-//
+// The CUDA printer emits these calls; each is defined once, here, for both sides. A
+// translation unit deplodock writes (`backend/cuda_source.py`) carries this part itself, as
+// nvcc sees it (`backend/device_header.py`), so it builds with a plain `nvcc -c`; the guard
+// below makes that copy step aside where this header comes first (the CPU emulation).
+#ifndef DEPLODOCK_DEVICE_PRIMITIVES
+#define DEPLODOCK_DEVICE_PRIMITIVES
+
 // cp.async (PTX ISA, "Data Movement: cp.async"): `cp.async.{ca,cg}.shared.global [dst],
 // [src], cp-size, src-size` copies cp-size bytes (4, 8, 16; .cg only 16) from global to
 // shared memory asynchronously, and zero-fills the bytes past src-size (here src-size is
@@ -1241,6 +1247,7 @@ DD_DEVICE void dd_mma_m16n8k8_tf32(float& d0, float& d1, float& d2, float& d3, f
   d0 = d[0], d1 = d[1], d2 = d[2], d3 = d[3];
 #endif
 }
+#endif  // DEPLODOCK_DEVICE_PRIMITIVES
 
 // ---- memcheck: checked device primitives ----------------------------------------------
 // Overloads for memcheck's `&x[i]` (a GlobalPtr or SharedPtr, see "memcheck" above): each

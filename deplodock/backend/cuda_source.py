@@ -22,12 +22,13 @@ from xdsl.ir import BlockArgument, SSAValue
 from xdsl.utils.exceptions import DiagnosticException
 from xdsl.utils.target import Target
 
+from deplodock.backend.device_header import device_part
 from deplodock.dialects import cuda
 from deplodock.dialects.element_types import buffer_bytes
 from deplodock.dialects.hardware import needs_dynamic_shared
 from deplodock.dialects.queries import find_function, unique_name
 from deplodock.passes.kernel_to_cuda.exprs import element_c_type
-from deplodock.passes.kernel_to_cuda.printer import RESERVED_NAMES
+from deplodock.passes.kernel_to_cuda.printer import DEVICE_HEADER, RESERVED_NAMES
 
 CHECK_MACRO = """\
 #define DEPLODOCK_CHECK(call)                                \\
@@ -164,11 +165,15 @@ def _kernel(module: ModuleOp, name: str) -> cuda.KernelOp:
 def kernels_text(
     kernels: Sequence[cuda.KernelOp], first_headers: Sequence[str] = (), banner: bool = True
 ) -> str:
-    """The kernels as one piece of C: `first_headers` and every header the kernels need,
-    each included once, then each kernel's source (after a comment giving its launch shape
-    when `banner`)."""
-    headers = [*first_headers, *(h for k in kernels for h in k.header_names)]
-    lines = [f"#include <{h}>" for h in dict.fromkeys(headers)] + [""]
+    """The kernels as one piece of C that nvcc builds alone: `first_headers` and every
+    header the kernels need, each included once, except deplodock's device header, whose
+    device part comes inline instead (`device_header`: no include path to set); then each
+    kernel's source (after a comment giving its launch shape when `banner`)."""
+    headers = dict.fromkeys([*first_headers, *(h for k in kernels for h in k.header_names)])
+    lines = [f"#include <{h}>" for h in headers if h != DEVICE_HEADER] + [""]
+    if DEVICE_HEADER in headers:
+        lines += [f"// deplodock's device primitives (backend/{DEVICE_HEADER}, nvcc's side)"]
+        lines += [device_part()]
     for k in kernels:
         if banner:
             lines.append(

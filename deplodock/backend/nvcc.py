@@ -95,7 +95,8 @@ def needs_arch_specific(source: str) -> bool:
 
 
 def arch_for(capability: tuple[int, int], source: str = "") -> str:
-    """The nvcc `-arch` for a device of compute capability `capability` and this source.
+    """The nvcc `-arch` for a device of compute capability `capability` and kernels whose
+    source is `source` (the kernels' own, not the device primitives a unit defines).
 
     `(9, 0)` -> `sm_90`, or `sm_90a` when the source needs the arch-specific instructions.
     """
@@ -154,9 +155,8 @@ def compile_cubin(
         cu = Path(tmp) / "kernels.cu"
         cubin = Path(tmp) / "kernels.cubin"
         cu.write_text(source)
-        # -I: the device header (`cpu_simt.h`: cp.async, vector, mma.sync primitives) resolves.
-        include = f"-I{Path(__file__).parent}"
-        cmd = [nvcc_command(), f"-arch={arch}", "-cubin", "-Xptxas", "-v", include, *extra_flags]
+        # No -I: a unit deplodock writes carries its device primitives (`cuda_source`).
+        cmd = [nvcc_command(), f"-arch={arch}", "-cubin", "-Xptxas", "-v", *extra_flags]
         proc = subprocess.run(
             [*cmd, "-o", str(cubin), str(cu)], capture_output=True, text=True, cwd=tmp
         )

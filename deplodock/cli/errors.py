@@ -13,6 +13,7 @@ anywhere), which says so and asks to be reported, and `INTERRUPTED` after Ctrl-C
 
 from __future__ import annotations
 
+import argparse
 import itertools
 import os
 import re
@@ -21,6 +22,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from traceback import extract_tb
+from typing import NoReturn
 
 from xdsl.utils.exceptions import ArgSpecParseError, ParseError, VerifyException
 
@@ -39,6 +41,21 @@ INTERNAL = 70
 #: expression's syntax tree, recurse once or twice per nesting level; Python's default
 #: (1000) fails a 500-term sum. Deeper input is refused with one line, not a crash.
 RECURSION_LIMIT = 10_000
+
+
+def usage_error(prog: str, message: str) -> NoReturn:
+    """A command line the parser cannot read: `prog: error: message`, one line, exit 1, as
+    every other error of the tools (argparse prints the whole usage first and exits 2; the
+    usage is what `--help` is for)."""
+    print(f"{prog}: error: {message}", file=sys.stderr)
+    raise SystemExit(1)
+
+
+class OneLineArgumentParser(argparse.ArgumentParser):
+    """argparse whose usage errors are `usage_error`s; its subcommands' parsers are too."""
+
+    def error(self, message: str) -> NoReturn:
+        usage_error(self.prog, message)
 
 
 def describe(error: BaseException, source: str | None = None) -> str:

@@ -13,7 +13,6 @@ Every failure a user can cause ends in one line on stderr and exit status 1 (Ctr
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -21,8 +20,9 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from deplodock.cli.errors import run_command
+from deplodock.cli.errors import OneLineArgumentParser, run_command
 from deplodock.cli.progress import block_progress_bar, phase_progress_bar
+from deplodock.cli.source import add_source_arguments, check_writable, is_model, load_source
 from deplodock.cli.tune import (
     add_cache_parser,
     add_replay_arguments,
@@ -30,9 +30,11 @@ from deplodock.cli.tune import (
     note_replayed,
     replay_for,
 )
+from deplodock.cli.version import VersionAction
 from deplodock.files import write_atomic
 from deplodock.passes.diffs import PassDiffs
 from deplodock.passes.pipelines import STAGES, is_below, stages_between
+from deplodock.perf.devices import DEFAULT_DEVICE, known_devices
 
 if TYPE_CHECKING:
     from deplodock.driver import Program
@@ -40,17 +42,18 @@ if TYPE_CHECKING:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineArgumentParser(
         prog="deplodock",
         description="A hackable ML compiler: PyTorch -> torch -> tensor -> loop -> tile -> "
         "kernel -> cuda, every stage printable and runnable on the CPU.",
     )
+    parser.add_argument("--version", action=VersionAction, tool="deplodock")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     compile_parser = commands.add_parser(
         "compile", help="lower a program and print it at a stage", description=compile_doc()
     )
-    _add_source_arguments(compile_parser)
+    add_source_arguments(compile_parser)
     compile_parser.add_argument(
         "--ir", choices=STAGES, default="cuda", help="the stage to print (default: cuda)"
     )
@@ -76,7 +79,7 @@ def build_parser() -> argparse.ArgumentParser:
     run_parser = commands.add_parser(
         "run", help="execute a program and compare it with PyTorch", description=run_doc()
     )
-    _add_source_arguments(run_parser)
+    add_source_arguments(run_parser)
     run_parser.add_argument(
         "--device",
         choices=("cpu", "cuda"),
@@ -96,7 +99,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="with --ir cuda: run the emitted C with checked buffers, so an index outside a "
         "global or __shared__ buffer, or a read of a shared element the block never wrote, is "
         "an error naming kernel, buffer, element, thread, block and source line (the "
-        "interpreters of the other levels always check)",
+        "interpreters of the other levels always check; a cuda-level file, which has no "
+        "reference, always runs so)",
     )
     gpu = run_parser.add_argument_group("cuda (--device cuda)")
     gpu.add_argument(
@@ -108,9 +112,8 @@ def build_parser() -> argparse.ArgumentParser:
     gpu.add_argument(
         "--model",
         metavar="DEVICE",
-        help="with --profile: model the kernels on DEVICE (h100, a100, a6000, rtx5090, h200) "
-        "with the GPU-free performance model instead of measuring; the default without a GPU "
-        "is h100",
+        help=f"with --profile: model the kernels on DEVICE ({known_devices()}) with the GPU-free "
+        f"performance model instead of measuring; the default without a GPU is {DEFAULT_DEVICE}",
     )
     gpu.add_argument(
         "--timing",
@@ -123,7 +126,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_replay_arguments(compile_parser)
     add_replay_arguments(run_parser)
     run_parser.set_defaults(handler=run_run)
-    add_tune_parser(commands, _add_source_arguments)
+    add_tune_parser(commands)
     add_cache_parser(commands)
     return parser
 
@@ -141,89 +144,10 @@ def run_doc() -> str:
     return (
         "Lower a program, run it on random inputs and report its max relative error "
         "against PyTorch (-c), against transformers (a model: the directory's safetensors, "
-        "else random weights) or against the file's own level (.mlir)."
+        "else random weights) or against the file's own level (.mlir). A file run at its "
+        "own level has nothing to compare with: UNCHECKED (exit 1), cuda-level C under "
+        "memcheck."
     )
-
-
-#: The model options and their defaults: given with a `-c` or `.mlir` source, they are an error.
-_MODEL_DEFAULTS = {"layers": None, "seq_len": 128, "dtype": "fp32"}
-
-
-def _add_source_arguments(parser: argparse.ArgumentParser) -> None:
-    source = parser.add_mutually_exclusive_group(required=True)
-    source.add_argument(
-        "-c",
-        "--code",
-        metavar="EXPR",
-        help="a PyTorch expression; deplodock executes it as Python, with your permissions "
-        "(not a sandbox: give only code you would run yourself). A .mlir SOURCE is only "
-        "parsed, never executed",
-    )
-    source.add_argument(
-        "source",
-        nargs="?",
-        metavar="SOURCE",
-        help="a .mlir file at any stage, a model id (Qwen/Qwen2.5-7B, ...: configs ship with "
-        "deplodock, nothing is downloaded) or a model directory (config.json, *.safetensors)",
-    )
-    model = parser.add_argument_group("models")
-    model.add_argument("--layers", type=int, help="keep the first N decoder layers")
-    model.add_argument(
-        "--seq-len",
-        type=int,
-        default=_MODEL_DEFAULTS["seq_len"],
-        help="tokens per prompt (default: %(default)s)",
-    )
-    model.add_argument(
-        "--dtype",
-        choices=("fp32", "bf16", "fp16"),
-        default=_MODEL_DEFAULTS["dtype"],
-        help="(default: %(default)s)",
-    )
-    parser.add_argument(
-        "-v",
-        "--verbose",
-        action="count",
-        default=0,
-        help="report time per stage (compile: and, first, a diff of what each pass changed; "
-        "-vv: the whole IR after every pass instead)",
-    )
-    parser.add_argument(
-        "-q",
-        "--quiet",
-        action="store_true",
-        help="no progress bars (they are only drawn when stderr is a terminal anyway)",
-    )
-    parser.add_argument("--traceback", action="store_true", help="show Python tracebacks")
-
-
-def is_model(args: argparse.Namespace) -> bool:
-    """SOURCE names a model (an id or a directory), not a `.mlir` file."""
-    source: str | None = args.source
-    return source is not None and not Path(source).is_file() and not source.endswith(".mlir")
-
-
-def load_source(
-    args: argparse.Namespace,
-    seed: int = 0,
-    cached: bool = False,
-    progress: Callable[[str], None] | None = None,
-) -> Program:
-    """The program named on the command line: `-c EXPR`, a `.mlir` file or a model; with
-    `cached` (compile), an expression comes from the capture cache when it can; a model's
-    capture phases are told to `progress`."""
-    from deplodock.driver import compile_program_from_expression, load_program, program_from_model
-
-    source: str | None = args.source
-    if is_model(args):
-        assert source is not None
-        return program_from_model(source, args.layers, args.seq_len, args.dtype, seed, progress)
-    used = [f"--{k.replace('_', '-')}" for k, v in _MODEL_DEFAULTS.items() if getattr(args, k) != v]
-    if used:
-        raise ValueError(f"{', '.join(used)}: only for models (a model id or directory)")
-    if cached and args.code is not None:
-        return compile_program_from_expression(args.code, seed)
-    return load_program(args.code, Path(source) if source is not None else None, seed=seed)
 
 
 #: What `compile` says of a program that launches no kernel (`-c "torch.randn(4)"`): valid,
@@ -232,28 +156,6 @@ NOTHING_COMPUTED = (
     "deplodock: note: the program computes nothing: no kernel launches, its outputs are "
     "its inputs (or views of them)"
 )
-
-
-class OutputError(Exception):
-    """An output path (`-o`, `--html`, `--report`) that cannot be written, found before the
-    work starts (a write that fails later is `files.WriteError`)."""
-
-
-def check_writable(path: Path, flag: str = "-o") -> None:
-    """Fails early, with the reason, when `path` (given with `flag`) cannot be created or
-    replaced; a device or fifo (`/dev/null`) is written in place, so its own permission
-    counts, not its directory's."""
-    directory = path.parent if str(path.parent) else Path(".")
-    if path.is_dir():
-        raise OutputError(f"{flag} {path}: is a directory")
-    if path.exists() and not path.is_file():
-        if not os.access(path, os.W_OK):
-            raise OutputError(f"{flag} {path}: not writable")
-        return
-    if not directory.is_dir():
-        raise OutputError(f"{flag} {path}: no directory {directory}")
-    if not os.access(directory, os.W_OK):
-        raise OutputError(f"{flag} {path}: directory {directory} is not writable")
 
 
 def run_compile(args: argparse.Namespace) -> int:
@@ -347,11 +249,15 @@ def compile_phases(stage: str) -> list[str]:
 def pass_diffs(only: str | None, every_pass: bool = False) -> PassDiffs:
     """The between-passes callback of `--print-pass-diffs[=PASS]` and `-v` (`-vv`: the IR
     after every pass, `every_pass`)."""
-    from deplodock.passes import DEPLODOCK_PASSES
+    from deplodock.passes import DEPLODOCK_PASSES, unknown_pass
 
     if only not in (None, "all") and only not in DEPLODOCK_PASSES:
-        raise ValueError(f"--print-pass-diffs: unknown pass '{only}'")
+        raise ValueError(f"--print-pass-diffs: {unknown_pass(only, DEPLODOCK_PASSES)}")
     return PassDiffs(None if only in (None, "all") else only, every_pass=every_pass)
+
+
+#: `run --memcheck` below or above the cuda level.
+MEMCHECK_STAGE = "--memcheck goes with --ir cuda (the interpreters always check)"
 
 
 def run_run(args: argparse.Namespace) -> int:
@@ -363,8 +269,8 @@ def run_run(args: argparse.Namespace) -> int:
         raise ValueError("--bench measures on a GPU; --model DEVICE models without one")
     if args.timing is not None and not args.bench:
         raise ValueError("--timing goes with --bench (how its calls are timed)")
-    if args.memcheck and args.ir != "cuda":
-        raise ValueError("--memcheck goes with --ir cuda (the interpreters always check)")
+    if args.memcheck and args.ir not in (None, "cuda"):
+        raise ValueError(MEMCHECK_STAGE)
     if (
         args.profile
         and not args.bench
@@ -378,6 +284,8 @@ def run_run(args: argparse.Namespace) -> int:
         raise ValueError("--bench and --profile need --device cuda")
     program = load_source(args, seed=args.seed)
     stage = args.ir or (program.stage if is_below(program.stage, "kernel") else "kernel")
+    if args.memcheck and stage != "cuda":
+        raise ValueError(MEMCHECK_STAGE)
     replay = replay_for(args)
     timings = lower_program(program, stage, replay=replay)
     note_replayed(replay)
@@ -404,7 +312,7 @@ def run_profile_model(args: argparse.Namespace) -> int:
     why = "" if args.model else "no CUDA device here: --profile shows the performance model"
     program = load_source(args, seed=args.seed)
     replay = replay_for(args)
-    print(profile_on_model(program, args.model or "h100", why, replay))
+    print(profile_on_model(program, args.model or DEFAULT_DEVICE, why, replay))
     note_replayed(replay)
     if args.verbose:
         _report_timings(program.timings)

@@ -2,21 +2,27 @@
 
 It is xDSL's `xdsl-opt` with deplodock's dialects, passes and `cuda` target, plus what an MLIR
 user types by habit: `--pass-pipeline='builtin.module(a,b)'` and `--mlir-print-ir-after-all`.
-Errors print as one diagnostic (with `file:line:column` for parse errors) and exit 1, without
-a Python traceback unless `--traceback` is given; Ctrl-C exits 130. `-o FILE` is written only
-when the whole run succeeded, and atomically: a failed run leaves FILE as it was.
+`--list-passes` lists every pass with what it does and its options (with their defaults, in
+the `-p` syntax). The version is `--version` only, as in `mlir-opt`: xdsl-opt's `-v` is not
+taken over, since `-v` is `--verbose` in `deplodock` (`-v` here says so). Errors print as one
+diagnostic (with `file:line:column` for parse errors) and exit 1, without a Python traceback
+unless `--traceback` is given; a command line argparse cannot read is one line too, and a
+mistyped pass or option name is answered with the closest one. Ctrl-C exits 130. `-o FILE`
+is written only when the whole run succeeded, and atomically: a failed run leaves FILE as it
+was.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import io
 import re
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass, PassPipeline
@@ -25,11 +31,12 @@ from xdsl.utils.arg_spec import parse_pipeline, parse_spec
 from xdsl.utils.exceptions import VerifyException
 from xdsl.xdsl_opt_main import xDSLOptMain
 
-from deplodock.cli.errors import describe, run_command
+from deplodock.cli.errors import OneLineArgumentParser, describe, run_command
 from deplodock.cli.universe import DEPLODOCK_UNIVERSE
+from deplodock.cli.version import VersionAction
 from deplodock.dialects import get_all_dialects
 from deplodock.files import write_atomic
-from deplodock.passes import get_all_passes
+from deplodock.passes import did_you_mean, get_all_passes, unknown_pass
 from deplodock.passes.diffs import PassDiffs
 from deplodock.passes.internal_errors import InternalError, RunningPass
 from deplodock.passes.pipelines import STAGES, input_stage, is_below, pipeline_spec, stage_of
@@ -63,6 +70,58 @@ def check_pipeline(spec: str) -> None:
             f"on the whole module): write -p '{nested.group(2)}'"
         )
     list(parse_pipeline(spec))
+
+
+def check_pass_names(spec: str, available: Mapping[str, Callable[[], type[ModulePass]]]) -> None:
+    """Rejects a pass or an option the pipeline names but no pass has, with the closest
+    name (xDSL says `Unrecognized passes: ['tile-blok']`, or lists the expected options)."""
+    for named in parse_pipeline(spec):
+        if named.name not in available:
+            raise PipelineError(f"{unknown_pass(named.name, available)}; --list-passes lists them")
+        options = [field.name for field in dataclasses.fields(available[named.name]())]
+        for option in named.normalize_parameter_names().parameters:  # max-recompute: ok
+            if option not in options:
+                offered = f"its options: {', '.join(options)}" if options else "it has none"
+                raise PipelineError(
+                    f"{named.name} has no option '{option}'{did_you_mean(option, options)}; "
+                    f"{offered}"
+                )
+
+
+def pass_listing(available: Mapping[str, Callable[[], type[ModulePass]]]) -> str:
+    """`--list-passes`: every pass as `-p` takes it, its options at their defaults
+    (`tile-block{bm=0 bn=0 group=8 sms=132}`), then what it does, indented."""
+    lines = []
+    for name, loader in available.items():
+        pass_class = loader()
+        lines.append(str(pass_class().spec(include_default=True)))
+        lines.append(f"    {pass_summary(name, pass_class)}")
+    return "\n".join(lines) + "\n"
+
+
+def pass_summary(name: str, pass_class: type[ModulePass]) -> str:
+    """What a pass does, in a line: the first paragraph of its module's docstring when that
+    is about it (`tile-block`: ...), else the first line of its own docstring."""
+    module_doc = sys.modules[pass_class.__module__].__doc__ or ""
+    head = " ".join(module_doc.strip().split("\n\n")[0].split())
+    if head.startswith(f"`{name}`: "):
+        return head.removeprefix(f"`{name}`: ")
+    own = " ".join((pass_class.__doc__ or "").strip().split("\n\n")[0].split())
+    origin = "" if pass_class.__module__.startswith("deplodock.") else "xDSL: "
+    return origin + (own or "(no description)")
+
+
+class _NotAnOption(argparse.Action):
+    """`-v`, which xdsl-opt spends on its version: refused with the spellings that work."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any):
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: Any) -> None:
+        parser.error(
+            "-v is not an option: --version prints the version (as with mlir-opt); "
+            "--mlir-print-ir-after-all or --print-pass-diffs show what the passes do"
+        )
 
 
 def note_stage_mismatch(pass_name: str, module: ModuleOp) -> None:
@@ -124,7 +183,6 @@ def _split_top_level(spec: str) -> list[str]:
 
 
 class DeplodockOptMain(xDSLOptMain):
-    version_format = "deplodock-opt on xdsl {xdsl_version}"
     #: `-o FILE`'s text, kept in memory until the run has succeeded.
     output: _KeptStringIO | None = None
     #: The passes named in `-p`, in order (not those a `lower-to-<stage>` expands to).
@@ -152,6 +210,16 @@ class DeplodockOptMain(xDSLOptMain):
 
     def register_all_arguments(self, arg_parser: argparse.ArgumentParser) -> None:
         super().register_all_arguments(arg_parser)
+        arg_parser.prog = "deplodock-opt"
+        arg_parser.__class__ = OneLineArgumentParser  # xDSL builds it: usage errors in one line
+        version = arg_parser.add_argument_group("version", conflict_handler="resolve")
+        version.add_argument("--version", action=VersionAction, tool="deplodock-opt")
+        version.add_argument("-v", action=_NotAnOption, help=argparse.SUPPRESS)  # xDSL's goes
+        arg_parser.add_argument(
+            "--list-passes",
+            action="store_true",
+            help="list every pass with its options (at their defaults) and what it does",
+        )
         arg_parser.add_argument(
             "--pass-pipeline",
             dest="passes",
@@ -181,6 +249,10 @@ class DeplodockOptMain(xDSLOptMain):
     def setup_pipeline(self) -> None:
         spec = strip_builtin_module(self.args.passes or "")
         check_pipeline(spec)
+        check_pass_names(spec, self.available_passes)
+        only = self.args.print_pass_diffs
+        if only not in (None, "all") and only not in self.available_passes:
+            raise PipelineError(f"--print-pass-diffs: {unknown_pass(only, self.available_passes)}")
         self.named_passes = tuple(p.name for p in parse_pipeline(spec))
         self.args.passes = expand_stage_pipelines(spec)
         super().setup_pipeline()
@@ -276,6 +348,9 @@ class _KeptStringIO(io.StringIO):
 
 def run_opt(args: Sequence[str]) -> int:
     opt = DeplodockOptMain(description="deplodock IR optimizer driver", args=args)
+    if opt.args.list_passes:
+        sys.stdout.write(pass_listing(opt.available_passes))
+        return 0
     opt.run()
     opt.write_output()
     return 0

@@ -6,9 +6,10 @@
     deplodock cache ls
     deplodock cache clear
 
-`tune` scores candidates on the performance model (`--model DEVICE`, h100 by default: no
-GPU needed, every time it prints is labelled modeled) or on the GPU (`--device cuda`:
-measured). Winners go to the tune cache, which `compile` and `run` replay.
+`tune` scores candidates on the performance model of a device of `perf/devices.py`
+(`--model DEVICE`, `DEFAULT_DEVICE` when none is named: no GPU needed, every time it prints
+is labelled modeled) or on the GPU (`--device cuda`: measured). Winners go to the tune
+cache, which `compile` and `run` replay.
 """
 
 from __future__ import annotations
@@ -16,9 +17,11 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from deplodock.cli.source import add_source_arguments, check_writable, load_source
+from deplodock.perf.devices import DEFAULT_DEVICE, known_devices
 
 if TYPE_CHECKING:
     from deplodock.tune.cache import TuneRecord
@@ -26,7 +29,7 @@ if TYPE_CHECKING:
     from deplodock.tune.tuner import KernelResult, ProgramResult
 
 
-def add_tune_parser(commands: Any, add_source_arguments: Callable[[Any], None]) -> None:
+def add_tune_parser(commands: Any) -> None:
     parser = commands.add_parser(
         "tune",
         help="search each kernel's schedule (SP-MCTS) and cache the winners",
@@ -40,8 +43,8 @@ def add_tune_parser(commands: Any, add_source_arguments: Callable[[Any], None]) 
     score.add_argument(
         "--model",
         metavar="DEVICE",
-        help="score on the performance model of DEVICE (h100, a100, a6000, rtx5090, h200; "
-        "default h100): times are modeled",
+        help=f"score on the performance model of DEVICE ({known_devices()}; default "
+        f"{DEFAULT_DEVICE}): times are modeled",
     )
     score.add_argument(
         "--device",
@@ -109,9 +112,9 @@ def add_replay_arguments(parser: Any) -> None:
     group.add_argument(
         "--tuned-for",
         metavar="DEVICE",
-        default="h100",
-        help="replay the schedules tuned on this device's model (default h100), or "
-        "'cuda': those measured on this machine's GPU (tune --device cuda)",
+        default=DEFAULT_DEVICE,
+        help=f"replay the schedules tuned on this device's model ({known_devices()}; default "
+        f"{DEFAULT_DEVICE}), or 'cuda': those measured on this machine's GPU (tune --device cuda)",
     )
     _add_cache_arguments(group)
 
@@ -148,7 +151,7 @@ def make_evaluator(args: argparse.Namespace) -> Evaluator:
         return MeasuredEvaluator()
     from deplodock.tune.evaluate import ModelEvaluator
 
-    return ModelEvaluator(args.model or "h100")
+    return ModelEvaluator(args.model or DEFAULT_DEVICE)
 
 
 def tune_options(args: argparse.Namespace) -> Any:
@@ -172,7 +175,6 @@ def tune_options(args: argparse.Namespace) -> Any:
 
 
 def run_tune(args: argparse.Namespace) -> int:
-    from deplodock.cli.main import check_writable, load_source
     from deplodock.driver import lower_program
     from deplodock.tune.cache import TuneCache
     from deplodock.tune.tuner import tune_program

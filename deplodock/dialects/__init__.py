@@ -18,7 +18,7 @@ from xdsl.ir import Dialect
 
 from deplodock.dialects.common import lexer
 
-lexer.install()  # before any parse: see the module's docstring
+lexer.install()  # before any parse; why it is global: the module's docstring
 
 #: dialect name -> (module, attribute) of its `Dialect` object, in lowering order.
 DEPLODOCK_DIALECTS: dict[str, tuple[str, str]] = {

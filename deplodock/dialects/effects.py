@@ -51,17 +51,29 @@ def is_pure(op: Operation) -> bool:
 def is_dead(op: Operation) -> bool:
     """Whether erasing `op` changes nothing: nothing uses its results, it has no regions,
     and it is pure or only reads memory (xDSL's `would_be_trivially_dead`)."""
-    if op.regions or any(result.uses for result in op.results):
-        return False
-    return is_pure(op) or would_be_trivially_dead(op)
+    return not any(result.uses for result in op.results) and _unneeded_if_unused(op)
+
+
+def _unneeded_if_unused(op: Operation) -> bool:
+    return not op.regions and (is_pure(op) or would_be_trivially_dead(op))
+
+
+def dead_ops(ops: Sequence[Operation]) -> set[Operation]:
+    """The ops among `ops` (in program order: a block's ops, or a walk) that nothing needs:
+    `is_dead`, or used only by such ops. Users come after what they use, so one walk
+    backwards finds them all. The CUDA printer leaves them out; `erase_dead` erases them."""
+    dead: set[Operation] = set()
+    for op in reversed(ops):
+        users = (use.operation for result in op.results for use in result.uses)
+        if _unneeded_if_unused(op) and all(user in dead for user in users):
+            dead.add(op)
+    return dead
 
 
 def erase_dead(ops: Sequence[Operation]) -> None:
-    """Erases the dead ops among `ops`, given in program order (a block's ops, or a walk).
-
-    Users come after what they use, so walking backwards erases an op's last user before
-    the op is asked: one pass leaves nothing dead among `ops`. xDSL's `region_dce` is not
-    used: it keeps the ops `scalar_ops.UNDECLARED_PURE` lists, and drops whole loops."""
+    """Erases the dead ops among `ops` (`dead_ops`), users first. xDSL's `region_dce` is
+    not used: it keeps the ops `scalar_ops.UNDECLARED_PURE` lists, and drops whole loops."""
+    dead = dead_ops(ops)
     for op in reversed(ops):
-        if is_dead(op):
+        if op in dead:
             Rewriter.erase_op(op)

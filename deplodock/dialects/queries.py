@@ -43,6 +43,7 @@ from deplodock.dialects.common.async_memory import (
     StoreVectorOpBase,
 )
 from deplodock.dialects.common.kernels import KernelOpBase, LaunchOpBase
+from deplodock.dialects.common.kernels import enclosing_module as enclosing_module  # re-exported
 from deplodock.dialects.common.loops import DynamicForOpBase
 from deplodock.dialects.common.memory import LoadOpBase, StoreOpBase
 
@@ -62,17 +63,6 @@ def forward_function(module: ModuleOp, name: str = "forward") -> FuncOp:
     found = find_function(module, name)
     if found is None:
         raise ValueError(f"module has no func.func @{name}")
-    return found
-
-
-def enclosing_module(op: Operation) -> ModuleOp | None:
-    """The outermost `builtin.module` above `op` (None while the op is detached)."""
-    found: ModuleOp | None = None
-    parent = op.parent_op()
-    while parent is not None:
-        if isinstance(parent, ModuleOp):
-            found = parent
-        parent = parent.parent_op()
     return found
 
 

@@ -32,12 +32,10 @@ from deplodock.dialects.queries import kernel_symbols, symbol_name
 from deplodock.driver import Program, StageProgress, lower_program, render
 from deplodock.passes.diffs import PassDiffs
 from deplodock.passes.pipelines import STAGES, stages_between
+from deplodock.perf.devices import DEFAULT_DEVICE
 
 #: The levels at which a kernel is its own symbol, above its CUDA source.
 KERNEL_LEVELS = ("loop", "tile", "kernel")
-
-#: The device the page models kernels on.
-DEFAULT_DEVICE = "h100"
 
 
 @dataclass

@@ -47,6 +47,11 @@ class UnsupportedOpError(Exception):
     """The program uses ops (or arguments) the importer cannot express; one-line message."""
 
 
+class MixedDtypeError(ValueError):
+    """An op whose tensors have different dtypes where its PyTorch kernel takes one (a bf16
+    input to an fp32 Linear): the program's to fix, not an op deplodock lacks."""
+
+
 #: Runtime checks of the traced shapes and dtypes: true for the example inputs by
 #: construction, and static shapes make them true for every input. They produce no value.
 _ASSERTIONS = frozenset(
@@ -345,11 +350,33 @@ def _import_node(emitter: Emitter, node: torch.fx.Node, func_name: str) -> SSAVa
         value = HANDLERS[node.target](emitter, _normalized_args(node), expected)
         if value.type != expected:
             raise AtenImportError(f"imported as {value.type}, PyTorch says {expected}")
+        if isinstance(value.owner, Operation):
+            value.owner.verify()  # here, where the failure can be told of this node
     except (AtenImportError, VerifyException) as err:
+        if mixed := _mixed_dtypes(node):
+            raise MixedDtypeError(
+                f"{name} at {func_name}: node {node.name} mixes dtypes ({mixed}); like "
+                "PyTorch's own kernel it takes one: convert the tensor or the module "
+                "(x.to(torch.float32), module.bfloat16())"
+            ) from None
         raise _unsupported([(name, node.name, module_path(node))], func_name, str(err)) from None
     if value.name_hint is None:
         value.name_hint = node.name
     return value
+
+
+def _mixed_dtypes(node: torch.fx.Node) -> str:
+    """`x0 is torch.bfloat16, p_0_weight is torch.float32` when the node's floating-point
+    inputs are not all of one dtype, else ''. Integer inputs (indices, positions) are left out:
+    `x[:, i]` takes int64 indices into a float tensor by design, not by mistake."""
+    inputs = [
+        (arg.name, arg.meta["val"].dtype)
+        for arg in node.all_input_nodes
+        if isinstance(arg.meta.get("val"), torch.Tensor) and arg.meta["val"].is_floating_point()
+    ]
+    if len({dtype for _, dtype in inputs}) < 2:
+        return ""
+    return ", ".join(f"{arg} is {dtype}" for arg, dtype in inputs)
 
 
 def flatten_outputs(out: Any) -> list[Any]:

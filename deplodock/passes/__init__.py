@@ -6,7 +6,8 @@ passes a pipeline names.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import difflib
+from collections.abc import Callable, Iterable
 from importlib import import_module
 
 from xdsl.passes import ModulePass
@@ -63,3 +64,16 @@ def pass_loader(name: str) -> Callable[[], type[ModulePass]]:
 
 def get_all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
     return {name: pass_loader(name) for name in DEPLODOCK_PASSES}
+
+
+def did_you_mean(name: str, known: Iterable[str]) -> str:
+    """` (did you mean 'tile-block'?)` for the closest of `known` to a mistyped `name` (a
+    pass, a pass option, a knob), or '' when none is close."""
+    close = difflib.get_close_matches(name, list(known), n=1)
+    return f" (did you mean '{close[0]}'?)" if close else ""
+
+
+def unknown_pass(name: str, known: Iterable[str]) -> str:
+    """`unknown pass 'tile-blok' (did you mean 'tile-block'?)`: what a tool says of a pass
+    name it has not got."""
+    return f"unknown pass '{name}'{did_you_mean(name, known)}"

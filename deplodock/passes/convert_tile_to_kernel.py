@@ -2,8 +2,14 @@
 
 A `tile.kernel` becomes a `kernel.func` whose launch configuration is the `tile.grid` extent
 (blocks) and the `tile.threads` extent (threads per block). The grid and threads regions are
-inlined: their induction variables become `kernel.block_id` and `kernel.thread_id`. The
-per-thread ops map one to one (`tile.for/yield/load/store` -> `kernel.*`), except:
+inlined: their induction variables become `kernel.block_id` and `kernel.thread_id`. Most
+per-thread ops have a kernel twin with the same operands, properties and regions, and map one
+to one through one table (`ONE_TO_ONE`): `tile.for/yield/if/load/return/barrier/shared_alloc`,
+the asynchronous copies, vector accesses and tensor-core MMAs
+(`tile.copy_async/async_commit/async_wait/load_vector/store_vector/mma_sync/split_tf32` ->
+`kernel.cp_async/cp_async_commit/cp_async_wait/load_vector/store_vector/mma_sync/split_tf32`).
+A swizzled shared array's accesses first get the XOR of their column (`tile.Swizzle`). The
+rest become what they mean:
 
 - `tile.combine <kind> %v` becomes a warp all-reduce (five `kernel.shfl_xor` steps, 16 ... 1,
   combined with the kind's `arith` op); with more than one warp, lane 0 of each warp then
@@ -11,20 +17,12 @@ per-thread ops map one to one (`tile.for/yield/load/store` -> `kernel.*`), excep
   thread folds all partials in a `kernel.for`, and a second barrier lets the next combine
   reuse `%red`. A segmented combine (`width W`) keeps the shuffles below `W` and, past a
   warp, folds only the partials of its own group's warps.
-- A `tile.store` executed by every thread with the same address (its indices do not depend
-  on the thread id and it is not inside a thread-strided loop) is guarded by
-  `kernel.if (thread_id == 0)`, so exactly one thread writes.
-
-The schedule's structure ops become what they mean: `tile.if`, `tile.barrier` and
-`tile.shared_alloc` map one to one onto `kernel.if`, `kernel.barrier` and
-`kernel.shared_alloc` (a swizzled array's accesses first get the XOR of their column,
-`tile.Swizzle`); `tile.block_tile` and `tile.thread_tile` expand into the index
-arithmetic of their definitions (division and remainder by the tile counts, grouped raster,
-blocked, interleaved or MMA-fragment cells). The asynchronous copies, vector accesses and
-tensor-core MMAs map one to one:
-`tile.copy_async/async_commit/async_wait/load_vector/store_vector/mma_sync` ->
-`kernel.cp_async/cp_async_commit/cp_async_wait/load_vector/store_vector/mma_sync`, and
-`tile.split_tf32` -> `kernel.split_tf32`.
+- A `tile.store` (or `tile.atomic_add`) executed by every thread with the same address (its
+  indices do not depend on the thread id and it is not inside a thread-strided loop) is
+  guarded by `kernel.if (thread_id == 0)`, so exactly one thread writes.
+- `tile.block_tile` and `tile.thread_tile` expand into the index arithmetic of their
+  definitions (division and remainder by the tile counts, grouped raster, blocked,
+  interleaved or MMA-fragment cells).
 
 Host ops `tile.alloc/launch` become `kernel.alloc/launch`. No tile op remains.
 """
@@ -42,6 +40,7 @@ from xdsl.dialects.builtin import (
     ModuleOp,
 )
 from xdsl.ir import Attribute, BlockArgument, Operation, SSAValue
+from xdsl.irdl import IRDLOperation
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import (
     GreedyRewritePatternApplier,
@@ -55,6 +54,7 @@ from xdsl.utils.exceptions import PassFailedException
 
 from deplodock.dialects import kernel, tile
 from deplodock.dialects.common import DynamicForOpBase
+from deplodock.dialects.common.mma import MmaSyncOpBase
 from deplodock.dialects.hardware import WARP_SHUFFLE_MASKS, WARP_SIZE, shared_memref, warps_in
 from deplodock.dialects.reduce_kind import ReduceKind
 from deplodock.passes.host_ops import LowerHostOps
@@ -215,28 +215,60 @@ class TileKernelToFunc(RewritePattern):
 
 
 # --------------------------------------------------------------------------------------------
-# One-to-one ops
+# One-to-one ops: a table
 
 
-class ForToKernel(RewritePattern):
-    @op_type_rewrite_pattern
-    def match_and_rewrite(self, op: tile.ForOp, rewriter: PatternRewriter) -> None:
-        body = rewriter.move_region_contents_to_new_regions(op.body)
-        new = kernel.ForOp(op.lb, op.upper, op.step_value, op.inits, body)
-        new.attributes |= {k: v for k, v in op.attributes.items() if k == "unroll"}
-        rewriter.replace(op, new, new.res)
+@dataclass(frozen=True)
+class Twin:
+    """The kernel op a tile op becomes one to one: the same operands, result types,
+    properties and regions (each pair shares its base class in `dialects/common`)."""
+
+    op: type[IRDLOperation]
+    #: The discardable attributes that still mean something in the kernel; the others are
+    #: notes of the tile passes (a shared array's `stage`, `pad`, `depth`) and stay behind.
+    keep: tuple[str, ...] = ()
+    #: Each result keeps its own name hint; otherwise every result takes the first one's
+    #: (what `rewriter.replace` does), as loops and vector loads always have.
+    own_names: bool = False
 
 
-class YieldToKernel(RewritePattern):
-    @op_type_rewrite_pattern
-    def match_and_rewrite(self, op: tile.YieldOp, rewriter: PatternRewriter) -> None:
-        rewriter.replace(op, kernel.YieldOp(*op.arguments))
+#: Every tile op that maps one to one onto a kernel op.
+ONE_TO_ONE: dict[type[Operation], Twin] = {
+    tile.ForOp: Twin(kernel.ForOp, keep=("unroll",)),
+    tile.YieldOp: Twin(kernel.YieldOp),
+    tile.IfOp: Twin(kernel.IfOp),
+    tile.LoadOp: Twin(kernel.LoadOp),
+    tile.ReturnOp: Twin(kernel.ReturnOp),
+    tile.BarrierOp: Twin(kernel.BarrierOp),
+    tile.SharedAllocOp: Twin(kernel.SharedAllocOp),
+    tile.CopyAsyncOp: Twin(kernel.CpAsyncOp),
+    tile.AsyncCommitOp: Twin(kernel.CpAsyncCommitOp),
+    tile.AsyncWaitOp: Twin(kernel.CpAsyncWaitOp),
+    tile.LoadVectorOp: Twin(kernel.LoadVectorOp),
+    tile.StoreVectorOp: Twin(kernel.StoreVectorOp),
+    tile.MmaSyncOp: Twin(kernel.MmaSyncOp, keep=(MmaSyncOpBase.CORRECTION,), own_names=True),
+    tile.SplitTf32Op: Twin(kernel.SplitTf32Op, own_names=True),
+}
 
 
-class LoadToKernel(RewritePattern):
-    @op_type_rewrite_pattern
-    def match_and_rewrite(self, op: tile.LoadOp, rewriter: PatternRewriter) -> None:
-        rewriter.replace(op, kernel.LoadOp(op.memref, op.indices))
+class OneToOneToKernel(RewritePattern):
+    """A tile op of `ONE_TO_ONE` -> its kernel twin, regions moved over."""
+
+    def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
+        twin = ONE_TO_ONE.get(type(op))
+        if twin is None:
+            return
+        new = twin.op.create(
+            operands=op.operands,
+            result_types=[result.type for result in op.results],
+            properties=dict(op.properties),
+            attributes={k: v for k, v in op.attributes.items() if k in twin.keep},
+            regions=[rewriter.move_region_contents_to_new_regions(r) for r in op.regions],
+        )
+        if twin.own_names:
+            for old, result in zip(op.results, new.results, strict=True):
+                result.name_hint = old.name_hint
+        rewriter.replace(op, new)
 
 
 # --------------------------------------------------------------------------------------------
@@ -362,28 +394,6 @@ class CombineToShuffles(RewritePattern):
         fold.body.block.add_ops([*fold_ops, load, combined, kernel.YieldOp(combined.results[0])])
         new_ops += [fold, kernel.BarrierOp()]
         return fold.res[0]
-
-
-class IfToKernel(RewritePattern):
-    @op_type_rewrite_pattern
-    def match_and_rewrite(self, op: tile.IfOp, rewriter: PatternRewriter) -> None:
-        body = rewriter.move_region_contents_to_new_regions(op.body)
-        if isinstance(last := body.block.last_op, tile.YieldOp):
-            rewriter.replace(last, kernel.YieldOp())
-        rewriter.replace(op, kernel.IfOp(op.cond, body))
-
-
-class BarrierToKernel(RewritePattern):
-    @op_type_rewrite_pattern
-    def match_and_rewrite(self, op: tile.BarrierOp, rewriter: PatternRewriter) -> None:
-        rewriter.replace(op, kernel.BarrierOp())
-
-
-class SharedAllocToKernel(RewritePattern):
-    @op_type_rewrite_pattern
-    def match_and_rewrite(self, op: tile.SharedAllocOp, rewriter: PatternRewriter) -> None:
-        new = kernel.SharedAllocOp(op.result.type, op.result.name_hint)
-        rewriter.replace(op, new)
 
 
 @dataclass
@@ -601,68 +611,6 @@ def _mma_positions(math: _IndexMath, op: tile.ThreadTileOp) -> list[SSAValue]:
     return positions
 
 
-class ReturnToKernel(RewritePattern):
-    @op_type_rewrite_pattern
-    def match_and_rewrite(self, op: tile.ReturnOp, rewriter: PatternRewriter) -> None:
-        rewriter.replace(op, kernel.ReturnOp())
-
-
-# --------------------------------------------------------------------------------------------
-# Asynchronous copies and vector accesses: one to one
-
-
-class CopyAsyncToKernel(RewritePattern):
-    @op_type_rewrite_pattern
-    def match_and_rewrite(self, op: tile.CopyAsyncOp, rewriter: PatternRewriter) -> None:
-        rewriter.replace(
-            op,
-            kernel.CpAsyncOp(op.dst, op.dst_indices, op.src, op.src_indices, op.num_bytes, op.pred),
-        )
-
-
-class AsyncCommitToKernel(RewritePattern):
-    @op_type_rewrite_pattern
-    def match_and_rewrite(self, op: tile.AsyncCommitOp, rewriter: PatternRewriter) -> None:
-        rewriter.replace(op, kernel.CpAsyncCommitOp())
-
-
-class AsyncWaitToKernel(RewritePattern):
-    @op_type_rewrite_pattern
-    def match_and_rewrite(self, op: tile.AsyncWaitOp, rewriter: PatternRewriter) -> None:
-        rewriter.replace(op, kernel.CpAsyncWaitOp(op.groups))
-
-
-class MmaSyncToKernel(RewritePattern):
-    """`tile.mma_sync` -> `kernel.mma_sync`: the warp is the same 32 threads at both levels."""
-
-    @op_type_rewrite_pattern
-    def match_and_rewrite(self, op: tile.MmaSyncOp, rewriter: PatternRewriter) -> None:
-        new = kernel.MmaSyncOp(op.a, op.b, op.c, op.is_correction)
-        for old_result, new_result in zip(op.d, new.d, strict=True):
-            new_result.name_hint = old_result.name_hint
-        rewriter.replace(op, new)
-
-
-class SplitTf32ToKernel(RewritePattern):
-    @op_type_rewrite_pattern
-    def match_and_rewrite(self, op: tile.SplitTf32Op, rewriter: PatternRewriter) -> None:
-        new = kernel.SplitTf32Op(op.input)
-        new.hi.name_hint, new.lo.name_hint = op.hi.name_hint, op.lo.name_hint
-        rewriter.replace(op, new)
-
-
-class LoadVectorToKernel(RewritePattern):
-    @op_type_rewrite_pattern
-    def match_and_rewrite(self, op: tile.LoadVectorOp, rewriter: PatternRewriter) -> None:
-        rewriter.replace(op, kernel.LoadVectorOp(op.memref, op.indices, op.width))
-
-
-class StoreVectorToKernel(RewritePattern):
-    @op_type_rewrite_pattern
-    def match_and_rewrite(self, op: tile.StoreVectorOp, rewriter: PatternRewriter) -> None:
-        rewriter.replace(op, kernel.StoreVectorOp(op.values, op.memref, op.indices))
-
-
 # --------------------------------------------------------------------------------------------
 # The pass
 
@@ -683,25 +631,7 @@ class ConvertTileToKernelPass(ModulePass):
         _walk(op, SwizzleToArith())  # on logical tile indices, before anything moves
         _walk(op, TileKernelToFunc(), LowerHostOps("tile", kernel.AllocOp, kernel.LaunchOp))
         # Loops first, so the store and combine lowerings see kernel.for starts.
-        _walk(
-            op,
-            ForToKernel(),
-            IfToKernel(),
-            YieldToKernel(),
-            LoadToKernel(),
-            ReturnToKernel(),
-            BarrierToKernel(),
-            SharedAllocToKernel(),
-            BlockTileToArith(),
-            ThreadTileToArith(),
-            CopyAsyncToKernel(),
-            AsyncCommitToKernel(),
-            AsyncWaitToKernel(),
-            LoadVectorToKernel(),
-            MmaSyncToKernel(),
-            SplitTf32ToKernel(),
-            StoreVectorToKernel(),
-        )
+        _walk(op, OneToOneToKernel(), BlockTileToArith(), ThreadTileToArith())
         _walk(op, StoreToKernel(kernels), AtomicAddToKernel(kernels), CombineToShuffles(kernels))
         if left := next((o for o in op.walk() if o.dialect_name() == "tile"), None):
             raise PassFailedException(f"convert-tile-to-kernel: {left.name} was not lowered")

@@ -7,6 +7,10 @@ datasheet allows, so a test can check them against the datasheet's own total.
 
 Occupancy limits are per compute capability (CUDA C++ Programming Guide, "Features and
 Technical Specifications", table "Technical Specifications per Compute Capability").
+
+A `Device` here is a GPU as its datasheet describes it; none need be present. The GPU this
+machine has, if any, is `backend/device.py`'s `DeviceInfo` (docs/architecture.md, "Words").
+Adding one: docs/guides/adding-a-device.md.
 """
 
 from __future__ import annotations
@@ -233,6 +237,16 @@ DEVICES["h200"] = replace(
     l2_bytes=60 * MIB,
 )
 
+#: The device a tool models when none is named (`run --profile`, `tune --model`, `--tuned-for`,
+#: the explorer): the one whose published measurements the model's constants were fitted on
+#: (`calibration.json`), so what a user sees first is the best-calibrated figure.
+DEFAULT_DEVICE = "h100"
+
+
+def known_devices() -> str:
+    """The keys of `DEVICES`, as help texts and errors list them (`h100, a100, ...`)."""
+    return ", ".join(DEVICES)
+
 
 #: A fragment of a real device's name -> its model here (how a GPU run finds its model).
 _NAME_FRAGMENTS = (
@@ -257,9 +271,8 @@ class UnknownDevice(ValueError):
 
 
 def device_model(key: str) -> Device:
-    """The device called `key` (`h100`, `a100`, `a6000`, `rtx5090`, `h200`; any case)."""
+    """The device called `key` (a key of `DEVICES`, any case)."""
     try:
         return DEVICES[key.lower()]
     except KeyError:
-        known = ", ".join(DEVICES)
-        raise UnknownDevice(f"unknown device model {key!r} (known: {known})") from None
+        raise UnknownDevice(f"unknown device model {key!r} (known: {known_devices()})") from None

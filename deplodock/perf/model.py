@@ -48,7 +48,7 @@ from functools import cache
 from pathlib import Path
 
 from deplodock.dialects.hardware import warps_in
-from deplodock.perf.devices import Device
+from deplodock.perf.devices import DEFAULT_DEVICE, Device
 from deplodock.perf.instructions import FP32_CLASSES, MMA_FLOPS
 from deplodock.perf.memory import SECTOR_BYTES
 from deplodock.perf.occupancy import Occupancy, Waves, occupancy, waves
@@ -118,7 +118,7 @@ class Calibration:
     constants: Constants
     fit_date: str = "unfitted"
     commit: str = ""
-    device: str = "h100"
+    device: str = DEFAULT_DEVICE
     rows: int = 0
     model_version: int = MODEL_VERSION
     error_bands: dict[str, ErrorBand] = field(default_factory=dict)
@@ -150,7 +150,7 @@ def load_calibration(path: Path = CALIBRATION) -> Calibration:
         constants=Constants(**data["constants"]),
         fit_date=data.get("fit_date", "unknown"),
         commit=data.get("commit", ""),
-        device=data.get("device", "h100"),
+        device=data.get("device", DEFAULT_DEVICE),
         rows=data.get("rows", 0),
         model_version=data.get("model_version", MODEL_VERSION),
         error_bands={

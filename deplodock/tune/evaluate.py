@@ -19,6 +19,8 @@ from typing import TYPE_CHECKING, ClassVar, Protocol
 
 from xdsl.dialects.builtin import ModuleOp
 
+from deplodock.perf.devices import DEFAULT_DEVICE
+
 if TYPE_CHECKING:
     from deplodock.perf.devices import Device
     from deplodock.perf.model import Calibration
@@ -122,7 +124,7 @@ class ModelEvaluator(Evaluator):
     included), on the device model `device_key`, with ptxas's registers when nvcc is
     installed. Modeled, never measured: `cost` says which model and calibration."""
 
-    def __init__(self, device_key: str = "h100"):
+    def __init__(self, device_key: str = DEFAULT_DEVICE):
         from deplodock.perf.devices import device_model
         from deplodock.perf.model import load_calibration
 

@@ -3,10 +3,10 @@
 - **A worker process with a watchdog.** A candidate schedule is new code: it may fault (an
   illegal address poisons the CUDA context for the rest of its process), crash the driver or
   never finish. So candidates run in a spawned worker process that owns the CUDA context, one
-  job at a time through a pipe, each under a deadline. A worker past the deadline is killed
-  with SIGKILL (a hung kernel ignores anything gentler); one that dies or reports an error is
-  replaced before the next candidate. A bad candidate costs one `Score` (TIMEOUT or FAILED,
-  with the reason), never the search.
+  job at a time, each under a deadline (`backend/worker.py`, which the kernel suite's
+  `bench/worker.py` runs its cases in too). A worker past the deadline is killed with
+  SIGKILL; one that dies or reports an error is replaced before the next candidate. A bad
+  candidate costs one `Score` (TIMEOUT or FAILED, with the reason), never the search.
 - **The real optimisation level.** Candidates are built as `deplodock run --device cuda`
   builds programs (`backend/build.build_module`, `-O3`): at another level register
   allocation, unrolling and spills differ, and the ranking would be of other code.
@@ -19,7 +19,7 @@
   and temperature drift in between; the top few are timed again in turns, one run each per
   round, so drift hits them alike and the final order is the kernels'.
 
-Only `gpu_runner` touches CUDA. The worker protocol (`Worker`), the timing plan
+Only `gpu_runner` touches CUDA. The worker (`backend.worker.Worker`), the timing plan
 (`time_alone`, `time_interleaved`), the checks and the runner (`DeviceRunner`) take their
 timer, loader and runner as arguments, so the tests run them on the CPU with fakes and with
 the CPU emulation of the emitted CUDA C.
@@ -29,10 +29,7 @@ from __future__ import annotations
 
 import functools
 import math
-import multiprocessing as mp
-import signal
 import statistics
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -45,6 +42,7 @@ from deplodock.backend.benchmark import Contender, Measurement, Timer, first_lin
 from deplodock.backend.build import DEFAULT_FLAGS, build_module
 from deplodock.backend.device import DeviceInfo, require_cuda
 from deplodock.backend.nvcc import nvcc_release
+from deplodock.backend.worker import DIED, DONE, RAISED, TIMED_OUT, Reply, Runner, Worker
 from deplodock.dialects import make_context
 from deplodock.dialects.element_types import numpy_dtype, torch_dtype
 from deplodock.numerics import (
@@ -61,8 +59,8 @@ INPUT_SEED = 0
 #: GPU cycles of the spin before each timed run (~0.1 ms on Hopper): longer than the host
 #: takes to launch one candidate, so the events time the kernel, not the launch.
 SPIN_CYCLES = 200_000
-#: How often (s) the parent looks at the worker while it waits for a reply.
-POLL_S = 0.05
+#: A worker's outcome -> the score's status: a job that raised or killed its worker FAILED.
+WORKER_STATUS = {DONE: OK, RAISED: FAILED, DIED: FAILED, TIMED_OUT: TIMEOUT}
 
 
 # --- timing ----------------------------------------------------------------------------------
@@ -194,154 +192,6 @@ class RetimeJob:
 
     programs: tuple[str, ...]
     policy: TimingPolicy = RETIME_POLICY
-
-
-# --- the worker process ----------------------------------------------------------------------
-
-#: A worker's runner: called in the worker with each job, returns a picklable result.
-Runner = Callable[[Any], Any]
-
-
-class WorkerError(RuntimeError):
-    """The worker process could not start (no candidate is at fault)."""
-
-
-@dataclass(frozen=True)
-class Reply:
-    """What became of one job: OK with the runner's `value`, FAILED (it raised, or the worker
-    died) or TIMEOUT (the worker was killed); `detail` says why."""
-
-    status: str
-    value: Any = None
-    detail: str = ""
-
-
-def exit_reason(code: int | None) -> str:
-    """`exit code 1`, or `killed by SIGSEGV` for a negative (signal) exit code."""
-    if code is not None and code < 0:
-        try:
-            return f"killed by {signal.Signals(-code).name}"
-        except ValueError:
-            return f"killed by signal {-code}"
-    return f"exit code {code}"
-
-
-def _serve(factory: Callable[[], Runner], connection: Any) -> None:
-    """The worker's loop: build the runner, say "ready", then answer jobs until None."""
-    try:
-        try:
-            runner = factory()
-        except BaseException as error:
-            connection.send(("error", first_line(error)))
-            return
-        connection.send(("ready", None))
-        while (job := connection.recv()) is not None:
-            try:
-                connection.send(("ok", runner(job)))
-            except Exception as error:  # report it; the parent replaces this worker
-                connection.send(("error", first_line(error)))
-    except (EOFError, KeyboardInterrupt, BrokenPipeError):
-        return  # the parent has gone or is stopping
-
-
-class Worker:
-    """A spawned process that runs `factory()`'s runner on one job at a time, under a deadline.
-
-    `factory` must be picklable (a module-level function, or a `functools.partial` of one); it
-    runs in the worker, which is how the runner comes to own the worker's CUDA context. A job
-    past its deadline gets the worker killed; a runner that raises or a worker that dies gets
-    a fresh worker for the next job (started on demand, up to `start_timeout_s` to be ready).
-    """
-
-    def __init__(self, factory: Callable[[], Runner], start_timeout_s: float = 300.0):
-        self.factory = factory
-        self.start_timeout_s = start_timeout_s
-        self.context = mp.get_context("spawn")
-        self.process: Any = None
-        self.connection: Any = None
-        self.starts = 0  # worker processes started so far
-
-    @property
-    def pid(self) -> int | None:
-        return None if self.process is None else self.process.pid
-
-    def call(self, job: Any, timeout_s: float) -> Reply:
-        """Run `job` in the worker; its reply, or TIMEOUT after `timeout_s` seconds."""
-        if self.process is None or not self.process.is_alive():
-            self._stop()
-            self._start()
-        try:
-            self.connection.send(job)
-        except OSError:  # it died between jobs: a fresh one takes the job
-            self._stop()
-            self._start()
-            self.connection.send(job)
-        reply = self._wait(timeout_s)
-        if reply is None:
-            self._stop(kill=True)
-            return Reply(TIMEOUT, detail=f"no result in {timeout_s:g} s: the worker was killed")
-        kind, value = reply
-        if kind == "ok":
-            return Reply(OK, value)
-        self._stop(kill=True)  # a raised error may have poisoned the worker's CUDA context
-        return Reply(FAILED, detail=value)
-
-    def _start(self) -> None:
-        self.starts += 1
-        self.connection, child = self.context.Pipe()
-        self.process = self.context.Process(
-            target=_serve, args=(self.factory, child), daemon=True, name="deplodock-measure"
-        )
-        self.process.start()
-        child.close()  # the worker's end lives in the worker only: its death reads as EOF
-        reply = self._wait(self.start_timeout_s)
-        if reply is None or reply[0] != "ready":
-            self._stop(kill=True)
-            why = f"not ready in {self.start_timeout_s:g} s" if reply is None else reply[1]
-            raise WorkerError(f"the measuring worker could not start: {why}")
-
-    def _wait(self, timeout_s: float) -> tuple[str, Any] | None:
-        """The worker's next message, ("error", why) if it dies first, None at the deadline."""
-        deadline = time.monotonic() + timeout_s
-        while (left := deadline - time.monotonic()) > 0:
-            try:
-                if self.connection.poll(min(left, POLL_S)):
-                    return self.connection.recv()
-            except (EOFError, OSError):
-                break
-            if not self.process.is_alive() and not self.connection.poll(0):
-                break
-        else:
-            return None
-        self.process.join(timeout=5)
-        return ("error", f"the worker died ({exit_reason(self.process.exitcode)})")
-
-    def _stop(self, kill: bool = False) -> None:
-        if self.process is None:
-            return
-        if kill:
-            self.process.kill()
-        else:
-            try:
-                self.connection.send(None)
-            except OSError:
-                pass
-        self.process.join(timeout=5)
-        if self.process.is_alive():
-            self.process.kill()
-            self.process.join()
-        self.connection.close()
-        self.process = self.connection = None
-
-    def close(self) -> None:
-        """Stop the worker (it finishes its current job first)."""
-        self._stop()
-
-    def __enter__(self) -> Worker:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 # --- the runner: inputs, checks and timing of loaded programs --------------------------------
@@ -532,7 +382,7 @@ class MeasuredEvaluator(Evaluator):
         self.timeout_s = timeout_s
         self.policy, self.retime_policy = policy, retime_policy
         self.build = build
-        self.worker = Worker(runner_factory)
+        self.worker = Worker(runner_factory, name="measuring worker")
         self.target, self.toolchain, self.cost = measured_identity(self.device)
         self.reference_text: str | None = None
 
@@ -585,7 +435,7 @@ class MeasuredEvaluator(Evaluator):
         if programs:
             job = RetimeJob(tuple(programs.values()), self.retime_policy)
             reply = self.worker.call(job, self.timeout_s * len(programs))
-            if reply.status == OK:
+            if reply.status == DONE:
                 for i, outcome in zip(programs, reply.value, strict=True):
                     scores[i] = outcome.score()
             else:
@@ -598,8 +448,8 @@ class MeasuredEvaluator(Evaluator):
 
     @staticmethod
     def _score(reply: Reply) -> Score:
-        if reply.status != OK:
-            return Score(None, reply.status, reply.detail)
+        if reply.status != DONE:
+            return Score(None, WORKER_STATUS[reply.status], reply.detail)
         return reply.value.score()
 
     def close(self) -> None:

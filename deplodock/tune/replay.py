@@ -18,6 +18,7 @@ from pathlib import Path
 
 from xdsl.dialects.builtin import ModuleOp
 
+from deplodock.perf.devices import DEFAULT_DEVICE
 from deplodock.tune.cache import CacheKey, TuneCache
 from deplodock.tune.kernels import kernel_hash, loop_kernels
 
@@ -54,7 +55,7 @@ class Replay:
         return count
 
 
-def model_replay(device_key: str = "h100", path: Path | None = None) -> Replay:
+def model_replay(device_key: str = DEFAULT_DEVICE, path: Path | None = None) -> Replay:
     """The replay of schedules tuned on the performance model of `device_key`."""
 
     def identity() -> tuple[str, str, str]:

@@ -117,3 +117,15 @@ def test_unsupported_ops_are_reported_in_one_message_with_their_module_paths() -
 def test_unknown_device() -> None:
     with pytest.raises(ValueError, match="unknown device 'tpu'"):
         deplodock.compile(nn.ReLU(), (torch.randn(4),), device="tpu")
+
+
+def test_the_old_names_of_the_targets_still_work_and_say_their_new_ones() -> None:
+    """`api.Device` was renamed `Target` ("device" is hardware: `perf/devices.py`)."""
+    from deplodock import api
+
+    with pytest.warns(DeprecationWarning, match=r"api\.Device is deprecated: use .*api\.Target"):
+        assert api.Device is api.Target
+    with pytest.warns(DeprecationWarning, match=r"api\.DEVICES is deprecated"):
+        assert api.DEVICES is api.TARGETS
+    with pytest.raises(AttributeError, match="no attribute 'Devices'"):
+        api.Devices  # noqa: B018

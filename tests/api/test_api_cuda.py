@@ -55,7 +55,7 @@ def loads(monkeypatch: pytest.MonkeyPatch) -> list[ModuleOp]:
         return emulated_load(module, device)
 
     target = api.CudaTarget(require=lambda: FAKE_DEVICE, load=load, tensor_device="cpu")
-    monkeypatch.setitem(api.DEVICES, "cuda", api.Device("cuda", target, stages=("cuda",)))
+    monkeypatch.setitem(api.TARGETS, "cuda", api.Target("cuda", target, stages=("cuda",)))
     return loaded
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import warnings
 
 import pytest
@@ -9,6 +10,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+import deplodock.api as deplodock_api
 from deplodock.torch_backend import DeplodockFallbackWarning, deplodock
 from tests.helpers import tiny_llama
 
@@ -89,6 +91,30 @@ def test_a_new_shape_recompiles():
             x = torch.randn(rows, 16)
             assert rel_err(compiled(x), norm(x)) <= 1e-5
     assert calls == [(3, 16), (5, 16)]
+
+
+def test_three_batch_sizes_run_compiled_once_each(monkeypatch: pytest.MonkeyPatch):
+    """Issue #39: at the second shape Dynamo makes the batch dimension symbolic, and that
+    graph ran eagerly ("a non-tensor graph input (symbolic shape)"). Now each concrete shape
+    compiles once, on its first call, and is kept."""
+    compiled_shapes: list[set[tuple[int, ...]]] = []
+    real_compile = deplodock_api.compile
+
+    def counting(module, example_inputs, *args, **kwargs):
+        compiled_shapes.append({tuple(x.shape) for x in example_inputs})
+        return real_compile(module, example_inputs, *args, **kwargs)
+
+    monkeypatch.setattr(deplodock_api, "compile", counting)
+    mlp = nn.Sequential(nn.Linear(16, 32), nn.GELU(), nn.Linear(32, 8))
+    reference = copy.deepcopy(mlp).double()
+    compiled = torch.compile(mlp, backend="deplodock")  # Dynamo's default: automatic dynamic
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("error", DeplodockFallbackWarning)  # no silent eager fallback
+        for batch in (2, 3, 5, 3):
+            x = torch.randn(batch, 16)
+            assert rel_err(compiled(x), reference(x.double())) <= 1e-4
+    inputs = [[s for s in shapes if s[1:] == (16,) and s[0] != 32] for shapes in compiled_shapes]
+    assert inputs == [[(2, 16)], [(3, 16)], [(5, 16)]]
 
 
 def test_an_unsupported_op_runs_eagerly_with_one_warning():

@@ -166,6 +166,18 @@ def test_kernels_source_merges_includes_once() -> None:
     assert len(includes) == len(set(includes))
 
 
+def test_the_device_primitives_a_unit_defines_need_no_tensor_cores(
+    fake_nvcc: Path, tmp_path: Path
+) -> None:
+    """Every unit with a vector access or a cp.async defines dd_mma_m16n8k16 too (it carries
+    the device part of cpu_simt.h, issue #39): only a kernel that calls it needs sm_80."""
+    from tests.backend.test_async_vector_cuda import staged_cuda
+
+    module = staged_cuda()
+    assert "dd_mma_m16n8k16(" in kernels_source(module)
+    assert build_module(module, (7, 5), directory=tmp_path / "cache").arch == "sm_75"
+
+
 def test_build_module_keeps_resources_per_kernel(fake_nvcc: Path, tmp_path: Path) -> None:
     module = cuda_module("two_kernels.mlir")
     build = build_module(module, (9, 0), directory=tmp_path / "cache")

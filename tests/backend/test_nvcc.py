@@ -85,3 +85,38 @@ def test_whole_translation_unit_with_host_code_compiles() -> None:
 def test_nvcc_errors_name_the_first_error() -> None:
     with pytest.raises(NvccError, match=r"nvcc failed: .*error: identifier \"nope\" is undefined"):
         compile_cubin('extern "C" __global__ void k(float* y) { y[0] = nope; }')
+
+
+#: What `compile -o x.cu` writes for these builds with a plain nvcc, warnings as errors: the
+#: bf16 linear uses every device primitive (cp.async, vector accesses, mma.sync, dynamic
+#: shared memory), the fp32 one the tf32 MMA, and GQA attention printed index variables
+#: nothing read (`const int v0 = b / 4;`) before issue #39.
+STANDALONE = (
+    "nn.Linear(256, 512).bfloat16()(torch.randn(64, 256).bfloat16())",
+    "nn.Linear(256, 256)(torch.randn(64, 256))",
+    "F.scaled_dot_product_attention(torch.randn(1, 4, 16, 16), torch.randn(1, 2, 16, 16),"
+    " torch.randn(1, 2, 16, 16), is_causal=True, enable_gqa=True)",
+)
+
+
+@pytest.mark.nvcc
+@needs_nvcc
+@pytest.mark.parametrize("code", STANDALONE, ids=["bf16-linear", "fp32-linear", "gqa"])
+def test_the_written_cu_builds_alone_without_warnings(code: str, tmp_path: Path) -> None:
+    """Issue #39: `nvcc -c qwen.cu` failed ("cpu_simt.h: No such file") unless the user found
+    the package's backend folder, and warned of unused variables once it did."""
+    import subprocess
+
+    from tests.cli.invoke import invoke
+
+    written = tmp_path / "x.cu"
+    result = invoke("deplodock", ["compile", "-c", code, "-o", str(written)])
+    assert result.status == 0, result.output
+    assert "#include <cpu_simt.h>" not in written.read_text()
+    build = subprocess.run(
+        ["nvcc", "-arch=sm_90", "-c", "x.cu", "-o", "x.o", "--Werror", "all-warnings"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
+    assert build.returncode == 0 and not build.stderr.strip(), build.stderr

@@ -29,9 +29,9 @@ def test_crashes_hangs_and_errors_are_rows_and_the_worker_is_replaced() -> None:
         starts = run.starts
     assert first["status"] == "ok" and first["task"] == {"iters": 5}
     assert same["pid"] == first["pid"]  # one worker serves many cases
-    assert crashed == {"status": "crashed", "reason": "worker died (exit code 3)"}
+    assert crashed == {"status": "crashed", "reason": "the worker died (exit code 3)"}
     assert after_crash["status"] == "ok" and after_crash["pid"] != first["pid"]
-    assert hung == {"status": "timeout", "reason": "no result in 3 s"}
+    assert hung == {"status": "timeout", "reason": "no result in 3 s: the worker was killed"}
     assert raised["status"] == "runtime_error"
     assert raised["reason"] == "RuntimeError: CUDA error: an illegal memory access was encountered"
     assert "restart" not in raised and "Traceback" in raised["traceback"]
@@ -78,7 +78,7 @@ def test_run_and_report_through_a_worker(tmp_path: Path) -> None:
     doc = json.loads(json_path.read_text())
     assert doc["device"] == "Fake GPU" and len(doc["rows"]) == 3
     assert [r["status"] for r in doc["rows"]] == ["ok", "crashed", "ok"]
-    assert doc["rows"][1]["reason"] == "worker died (exit code 3)"
+    assert doc["rows"][1]["reason"] == "the worker died (exit code 3)"
     assert doc["rows"][1]["expression"] == cases[1].expression("fp32")
     assert doc["summary"]["wins_vs_eager"] == 2 and doc["summary"]["wins_vs_compile"] == 0
     assert png_path.read_bytes()[:4] == b"\x89PNG"

@@ -201,6 +201,35 @@ def test_run_mlir_compares_with_its_own_level() -> None:
     assert result.stdout.startswith("OK: loop-level program on cpu, 1 output(s)")
 
 
+def test_run_mlir_at_its_own_level_is_unchecked_and_memchecked(tmp_path: Path) -> None:
+    """Issue #39: a cuda-level file was compared with itself ("OK, error 0.000e+00") even
+    for a kernel that reads `x0[-1]`; now nothing compared is UNCHECKED (exit 1), and the C
+    runs under memcheck, which finds the bad read."""
+    cuda_file, bad = tmp_path / "rms.cuda.mlir", tmp_path / "bad.cuda.mlir"
+    lowered = invoke("deplodock-opt", [str(EXAMPLE), "-p", "lower-to-cuda", "-o", str(cuda_file)])
+    assert lowered.status == 0, lowered.output
+    result = invoke("deplodock", ["run", str(cuda_file)])
+    assert result.status == 1, result.output
+    assert result.stdout == (
+        "UNCHECKED: cuda-level program on cpu, 1 output(s), no reference: the file is at the "
+        "cuda level, the level it runs at (memcheck found no bad access)\n"
+    )
+    text = cuda_file.read_text()
+    assert "x0[b * 2048 + t]" in text
+    bad.write_text(text.replace("x0[b * 2048 + t]", "x0[b * 2048 + t - 1]", 1))
+    assert_one_line_error(
+        invoke("deplodock", ["run", str(bad), "--memcheck"]),
+        "out-of-bounds access in kernel rms_norm_kernel",
+        "touches %x0 at element -1",
+    )
+    assert_one_line_error(invoke("deplodock", ["run", str(bad)]), "touches %x0 at element -1")
+    kernel_file = tmp_path / "rms.kernel.mlir"
+    invoke("deplodock-opt", [str(EXAMPLE), "-p", "lower-to-kernel", "-o", str(kernel_file)])
+    result = invoke("deplodock", ["run", str(kernel_file)])
+    assert result.status == 1 and "(--ir cuda compares its lowering with it)" in result.stdout
+    assert invoke("deplodock", ["run", str(kernel_file), "--ir", "cuda"]).status == 0
+
+
 def test_ctrl_c_is_one_line_and_130(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import deplodock.driver
 

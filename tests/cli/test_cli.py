@@ -33,6 +33,21 @@ def test_python_m_deplodock_help() -> None:
     assert "compile" in result.stdout and "run" in result.stdout
 
 
+@pytest.mark.parametrize("command", ["compile", "run", "tune"])
+def test_device_help_is_the_device_table(command: str, capsys: pytest.CaptureFixture) -> None:
+    """`--model` and `--tuned-for` list the devices of `perf/devices.py` and its default."""
+    from deplodock.cli.main import build_parser
+    from deplodock.perf.devices import DEFAULT_DEVICE, known_devices
+
+    with pytest.raises(SystemExit):
+        build_parser().parse_args([command, "--help"])
+    text = " ".join(capsys.readouterr().out.split())  # as argparse wraps it
+    assert f"({known_devices()}" in text
+    assert (
+        f"default {DEFAULT_DEVICE}" in text or f"default without a GPU is {DEFAULT_DEVICE}" in text
+    )
+
+
 @pytest.mark.parametrize("stage", ["torch", "tensor", "loop", "tile", "kernel"])
 def test_compile_prints_each_stage(stage: str) -> None:
     result = run_tool("deplodock", "compile", "-c", RMSNORM, "--ir", stage)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-import deplodock.driver as driver
+import deplodock.driver.checking as checking
 from deplodock.cli.main import compile_phases, main
 from deplodock.cli.progress import block_progress_bar, phase_progress_bar
 from deplodock.driver import (
@@ -26,7 +26,7 @@ MATMUL = "torch.randn(64, 128) @ torch.randn(128, 96)"
 def test_a_run_over_the_threshold_is_announced_in_one_line(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setattr(driver, "LONG_RUN_SECONDS", 0.01)
+    monkeypatch.setattr(checking, "LONG_RUN_SECONDS", 0.01)
     assert main(["run", "-c", MATMUL, "--device", "cpu"]) == 0
     captured = capsys.readouterr()
     (warning,) = captured.err.splitlines()
@@ -46,7 +46,7 @@ def test_a_short_run_says_nothing_and_a_pipe_gets_no_bar(
 def test_only_the_tile_and_kernel_interpreters_are_estimated(
     stage: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(driver, "LONG_RUN_SECONDS", 0.0)
+    monkeypatch.setattr(checking, "LONG_RUN_SECONDS", 0.0)
     program = program_from_expression(MATMUL)
     lower_program(program, stage)
     assert long_run_warning(program) is None

@@ -1,4 +1,4 @@
-"""`torch.einsum` (`deplodock/frontend/aten/composite.py`): rewritten to sums, permutes,
+"""`torch.einsum` (`deplodock/frontend/aten/composite/einsum.py`): rewritten to sums, permutes,
 reshapes and batched matmuls, captured and run with the torch interpreter against PyTorch in
 float64 (explicit and implicit outputs, `...`, broadcast batch dims, three operands, and
 repeated subscripts: diagonals and traces, gathered with `arange` indices)."""

@@ -1,7 +1,7 @@
-"""The composite aten ops (`deplodock/frontend/aten/composite.py`): batch, instance and
-group norm, vector norms and `F.normalize`, and the common losses, captured and run with
-the torch interpreter against PyTorch in float64 on random inputs (odd sizes, negative
-values, inputs on both sides of the Huber / smooth-L1 kink)."""
+"""The composite aten ops (`deplodock/frontend/aten/composite/norms.py`, `losses.py`):
+batch, instance and group norm, vector norms and `F.normalize`, and the common losses,
+captured and run with the torch interpreter against PyTorch in float64 on random inputs (odd
+sizes, negative values, inputs on both sides of the Huber / smooth-L1 kink)."""
 
 from __future__ import annotations
 

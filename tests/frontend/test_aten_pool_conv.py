@@ -1,4 +1,4 @@
-"""Pooling and convolution (`deplodock/frontend/aten/composite.py`): `torch.window` plus a
+"""Pooling and convolution (`deplodock/frontend/aten/composite/windows.py`): `torch.window` plus a
 reduction (max / avg pooling) or a batched matmul per group (convolution), captured and run
 with the torch interpreter against PyTorch in float64. Sizes are odd and strides do not
 divide them; padding (ints, 'valid', and 'same' with even kernels, its odd extra on the high

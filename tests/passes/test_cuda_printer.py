@@ -148,6 +148,38 @@ kernel.func @big(%x: memref<65536x65536xf32>) grid 1 block 32 {
     assert "x[b * 65536 + t] = 1.0f;" in src
 
 
+def test_values_nothing_reads_are_not_printed() -> None:
+    """Issue #39: a coordinate no index used (`v0 = batch / 28` in Qwen's GEMMs) printed as a
+    variable never referenced, which nvcc warns of (an error under -Werror); so did a load
+    and the quotient feeding only it."""
+    src = print_kernel(
+        first_kernel(
+            parse(
+                """
+kernel.func @unread(%x: memref<64xf32>, %y: memref<32xf32>) grid 2 block 32 {
+  %t = kernel.thread_id : index
+  %b = kernel.block_id : index
+  %c2 = arith.constant 2 : index
+  %c32 = arith.constant 32 : index
+  %batch = arith.divsi %b, %c2 : index
+  %row = arith.remsi %batch, %c2 : index
+  %high = arith.divsi %batch, %c2 : index
+  %i = arith.muli %high, %c32 : index
+  %dead = kernel.load %x[%i] : memref<64xf32>
+  %v = kernel.load %x[%t] : memref<64xf32>
+  %w = arith.index_cast %row : index to i32
+  %f = arith.sitofp %w : i32 to f32
+  %s = arith.addf %v, %f : f32
+  kernel.store %s, %y[%t] : memref<32xf32>
+  kernel.return
+}"""
+            )
+        )
+    ).source
+    assert "high" not in src and "dead" not in src and " * 32" not in src, src
+    assert "const int batch = b / 2;" in src and "batch % 2" in src, src
+
+
 def test_unprintable_op_fails_the_pass() -> None:
     module = parse(
         """

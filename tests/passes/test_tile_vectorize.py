@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from xdsl.dialects.builtin import ModuleOp
 
+from deplodock.backend.cuda_source import kernels_text
 from deplodock.dialects import cuda, make_context, tile
 from deplodock.passes.convert_kernel_to_cuda import ConvertKernelToCudaPass
 from deplodock.passes.convert_loop_to_tile import ConvertLoopToTilePass
@@ -96,7 +97,6 @@ def test_runs_in_the_tile_stage_after_grid_stride_and_staging() -> None:
 def test_vectorized_kernel_loads_128_bits(tmp_path) -> None:
     module = lowered(program(4096), *SCHEDULE, ConvertTileToKernelPass(), ConvertKernelToCudaPass())
     kernel = next(op for op in module.ops if isinstance(op, cuda.KernelOp))
-    source = "".join(f"#include <{h}>\n" for h in kernel.header_names) + kernel.source.data
-    sass = sass_of(source, tmp_path)
+    sass = sass_of(kernels_text([kernel]), tmp_path)
     assert "LDG.E.128" in sass
     assert "STG.E.128" in sass

@@ -11,7 +11,7 @@ import pytest
 
 from deplodock.backend.cost import kernel_cost
 from deplodock.dialects import kernel
-from deplodock.perf.devices import device_model
+from deplodock.perf.devices import DEVICES, device_model
 from deplodock.perf.model import KernelEstimate, model_kernel
 from deplodock.perf.trace import trace_kernel
 from tests.helpers import parse
@@ -71,7 +71,7 @@ def test_staged_contraction_beats_unstaged():
     assert staged.l2_bytes < unstaged.l2_bytes
 
 
-@pytest.mark.parametrize("key", ["h100", "a100", "a6000", "rtx5090"])
+@pytest.mark.parametrize("key", sorted(DEVICES))
 def test_every_device_models_a_kernel(key):
     module = parse(K.copy_2d(1024))
     fn = next(op for op in module.ops if isinstance(op, kernel.FuncOp))

@@ -1,16 +1,17 @@
-"""The measured evaluator without a GPU: its timing plan, its worker and watchdog, its checks.
+"""The measured evaluator without a GPU: its timing plan, what its worker's failures score,
+its checks.
 
-The timing plan runs with a timer that charges each call a set cost; the worker protocol with
-fake runners (`fake_runners.py`) that hang, raise, exit and segfault in real spawned
-processes; the runner itself (inputs, reference check, timing, interleaving) on the CPU
-emulation of the emitted CUDA C. Only `measure.gpu_runner` is left for tests/gpu.
+The timing plan runs with a timer that charges each call a set cost; the evaluator with fake
+runners (`fake_runners.py`) that hang, raise, exit and segfault in real spawned processes
+(the worker itself: tests/backend/test_worker.py); the runner itself (inputs, reference
+check, timing, interleaving) on the CPU emulation of the emitted CUDA C. Only
+`measure.gpu_runner` is left for tests/gpu.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
-import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -31,9 +32,6 @@ from deplodock.tune.measure import (
     RetimeJob,
     TimeJob,
     TimingPolicy,
-    Worker,
-    WorkerError,
-    exit_reason,
     mismatch,
     random_arguments,
     time_alone,
@@ -136,48 +134,6 @@ def test_outcomes_score_by_the_median_in_microseconds() -> None:
     assert wrong == Score(None, WRONG, "output #0: off") and wrong.reward == 0.0
     with pytest.raises(ValueError, match="min_runs <= max_runs"):
         TimingPolicy(min_runs=10, max_runs=5)
-
-
-# --- the worker and its watchdog -------------------------------------------------------------
-
-
-def test_the_watchdog_kills_a_hang_and_every_failure_gets_a_fresh_worker() -> None:
-    with Worker(fake_runners.commands) as worker:
-        first = worker.call("pid", timeout_s=30)
-        same = worker.call("pid", timeout_s=30)
-        hung = worker.call("hang", timeout_s=1)
-        after_hang = worker.call("pid", timeout_s=30)
-        raised = worker.call("raise", timeout_s=30)
-        after_raise = worker.call("pid", timeout_s=30)
-        exited = worker.call("exit", timeout_s=30)
-        segfault = worker.call("segfault", timeout_s=30)
-        last = worker.call("pid", timeout_s=30)
-        starts = worker.starts
-    assert first.status == OK and first.value != os.getpid()
-    assert same.value == first.value  # one worker serves job after job
-    assert (hung.status, hung.detail) == (TIMEOUT, "no result in 1 s: the worker was killed")
-    assert after_hang.status == OK and after_hang.value != first.value
-    assert raised.status == FAILED
-    assert raised.detail == "RuntimeError: an illegal memory access was encountered"
-    assert after_raise.status == OK and after_raise.value != after_hang.value
-    assert (exited.status, exited.detail) == (FAILED, "the worker died (exit code 1)")
-    assert segfault.detail == "the worker died (killed by SIGSEGV)"
-    assert last.status == OK
-    assert starts == 5  # the first, then after the hang, the raise, the exit and the segfault
-
-
-def test_a_worker_that_cannot_start_is_a_one_line_error() -> None:
-    with Worker(fake_runners.broken) as worker, pytest.raises(WorkerError) as error:
-        worker.call("pid", timeout_s=30)
-    assert str(error.value) == (
-        "the measuring worker could not start: "
-        "RuntimeError: no CUDA device: the fake GPU fell off the bus"
-    )
-
-
-def test_exit_reasons() -> None:
-    assert exit_reason(3) == "exit code 3"
-    assert exit_reason(-9) == "killed by SIGKILL"
 
 
 # --- the evaluator, with a scripted runner ---------------------------------------------------

@@ -17,7 +17,7 @@ def model():
 
 
 def test_rmsnorm_tune_finishes_within_its_budget(rmsnorm_loop, model):
-    budget = 4.0
+    budget = 6.0  # room for a second trial on a loaded 2-core machine
     start = time.monotonic()
     result = tune_program(rmsnorm_loop, model, TuneOptions(kernel_budget_s=budget, patience=None))
     wall = time.monotonic() - start

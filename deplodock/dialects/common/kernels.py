@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Self
 
-from xdsl.dialects.builtin import FunctionType, MemRefType, StringAttr, SymbolRefAttr
+from xdsl.dialects.builtin import FunctionType, MemRefType, ModuleOp, StringAttr, SymbolRefAttr
 from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 from xdsl.irdl import IRDLOperation, prop_def, region_def, traits_def, var_operand_def
 from xdsl.parser import Parser
@@ -112,6 +112,20 @@ class KernelOpBase(IRDLOperation):
         return op
 
 
+def enclosing_module(op: Operation) -> ModuleOp | None:
+    """The outermost `builtin.module` above `op` (None while the op is detached).
+
+    A question of `queries` (which re-exports it), answered here because the launch
+    verifier asks it and `queries` imports this module."""
+    found: ModuleOp | None = None
+    parent = op.parent_op()
+    while parent is not None:
+        if isinstance(parent, ModuleOp):
+            found = parent
+        parent = parent.parent_op()
+    return found
+
+
 class LaunchOpBase(IRDLOperation):
     """`X.launch @k(%a, ...) : (types) -> ()`: run kernel `@k` on buffers (host op).
 
@@ -129,8 +143,6 @@ class LaunchOpBase(IRDLOperation):
         super().__init__(operands=[args], properties={"callee": ref})
 
     def verify_(self) -> None:
-        from deplodock.dialects.queries import enclosing_module  # queries imports this module
-
         if enclosing_module(self) is None:
             return
         kernel = SymbolTable.lookup_symbol(self, self.callee)

@@ -12,10 +12,11 @@ type per operand group. Ops PyTorch spells with many overloads (`full`, `ones_li
 `masked_fill`, `diff`) map onto a few dialect ops here.
 
 The table is a package: `core` (dtypes, `Emitter`, the `HANDLERS` registry), `elementwise`,
-`structured` and `composite` (the handlers, registered on import; `composite` has the norms
-and losses that are written with other torch ops). Each registration names the torch ops
-its handler builds (`@handles(aten.erf.default, emits=T.ErfOp)`); `handled_op_types()` is
-their union, which `tests/test_op_registry.py` compares with the dialect.
+`structured` and `composite` (the handlers, registered on import; `composite` is a package of
+the norms, losses, pooling, convolution and einsum written with other torch ops). Each
+registration names the torch ops its handler builds
+(`@handles(aten.erf.default, emits=T.ErfOp)`); `handled_op_types()` is their union, which
+`tests/test_op_registry.py` compares with the dialect.
 """
 
 from __future__ import annotations

@@ -27,7 +27,7 @@ torch ops are described in [ir.md](ir.md); the ones a handler may add on the sid
 (`torch.constant` for Python scalars, `torch.cast` for dtype promotion) are not listed.
 """
 
-#: the module of a handler -> the section it is listed under
+#: the module (or package) of a handler -> the section it is listed under
 SECTIONS = {
     "deplodock.frontend.aten.elementwise": "Elementwise: arithmetic, activations, comparisons",
     "deplodock.frontend.aten.structured": "Reductions, contractions, layout, gathers",
@@ -39,7 +39,7 @@ def supported_ops_markdown() -> str:
     """The whole of `docs/supported-ops.md`: one table per handler module, rows sorted."""
     rows: dict[str, list[str]] = defaultdict(list)
     for target, registration in HANDLERS.items():
-        module = registration.handler.__module__
+        module = _section(registration.handler.__module__)
         torch_ops = ", ".join(f"`{op.name}`" for op in sorted(registration.emits, key=_name))
         rows[module].append(f"| `{target_name(target)}` | {torch_ops or '(none)'} |")
     parts = [HEADER]
@@ -48,6 +48,14 @@ def supported_ops_markdown() -> str:
         parts.append("".join(row + "\n" for row in sorted(rows.pop(module, []))))
     assert not rows, f"handlers outside the known modules: {sorted(rows)}"
     return "".join(parts)
+
+
+def _section(module: str) -> str:
+    """The `SECTIONS` key of a handler's module: the module, or the package it is in
+    (`...aten.composite.losses` is listed under `...aten.composite`)."""
+    while module not in SECTIONS and "." in module:
+        module = module.rpartition(".")[0]
+    return module
 
 
 def _name(op: type) -> str:

@@ -2,9 +2,10 @@
 
 The kernel dialect maps op for op onto CUDA constructs, so this is a straight walk of the
 body. Readability of the output matters (it is what users read and what nvcc reports on):
-C names come from SSA name hints, constants are literals, and a pure scalar op used once in
-the same block is inlined into its user instead of getting a variable. Buffers are flat
-pointers indexed row-major; an argument the kernel never stores to is `const`.
+C names come from SSA name hints, constants are literals, a pure scalar op used once in
+the same block is inlined into its user instead of getting a variable, and one whose result
+nothing printed reads is left out (nvcc would warn of a variable never referenced). Buffers
+are flat pointers indexed row-major; an argument the kernel never stores to is `const`.
 
 Asynchronous copies and vector accesses print as calls of the device primitives of
 `backend/cpu_simt.h` (GPU side inline PTX, CPU side the emulation), which such a kernel
@@ -34,7 +35,7 @@ from xdsl.dialects.builtin import MemRefType
 from xdsl.ir import Attribute, Block, BlockArgument, Operation, SSAValue
 
 from deplodock.dialects import kernel
-from deplodock.dialects.effects import is_pure
+from deplodock.dialects.effects import dead_ops, is_pure
 from deplodock.dialects.element_types import ELEMENT_TYPES, buffer_bytes
 from deplodock.dialects.hardware import (
     FULL_WARP_MASK,
@@ -135,6 +136,13 @@ def includes(func: kernel.FuncOp) -> list[str]:
     return [h for h in order if h in headers] + ([DEVICE_HEADER] if uses_primitives(func) else [])
 
 
+def unread_ops(func: kernel.FuncOp) -> set[Operation]:
+    """Ops whose results nothing printed reads, also through other such ops (a coordinate a
+    pass computed and no index used; `effects.dead_ops`): the printer leaves them out, since
+    a variable declared and never referenced is what nvcc warns of."""
+    return {op for op in dead_ops(list(func.walk())) if op.results}
+
+
 def _vector_aligned_buffers(func: kernel.FuncOp) -> set[SSAValue]:
     """Shared arrays that a cp.async or a vector access touches (they need 16-byte alignment)."""
     buffers: set[SSAValue] = set()
@@ -175,6 +183,7 @@ class KernelPrinter:
         self.scalar_ctx = ScalarContext(self.index_type, self.nonneg)
         #: Past the static limit, the next shared array's byte offset in dynamic shared memory.
         self.dynamic_offset: int | None = 0 if needs_dynamic_shared(func.shared_bytes()) else None
+        self.unread = unread_ops(func)
 
     # ---- names ---------------------------------------------------------------------------
 
@@ -289,6 +298,8 @@ class KernelPrinter:
         return f"{self.operand(buf).text}[{offset.text}]"
 
     def print_op(self, op: Operation) -> None:
+        if op in self.unread:
+            return
         match op:
             case kernel.ThreadIdOp():
                 self.declare(op.result, name("threadIdx.x"))

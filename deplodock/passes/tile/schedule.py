@@ -35,9 +35,32 @@ from deplodock.passes.tile.nests import body_ops, chain_size, start_of, trip_cou
 # --- knobs -----------------------------------------------------------------------------------
 
 
+#: Knobs that count or measure something (a tile extent, a raster group, register cells, a
+#: chunk, slots, splits, threads, blocks, rows, a vector width): 0 is none of their values.
+#: A pass *option* of 0 may mean "the heuristic's choice" (`tile-block{bm=0}`), but a knob is
+#: the decision itself, so a 0 knob is refused (`knob_error`), never taken as the default.
+POSITIVE_KNOBS = frozenset(
+    {"bm", "bn", "group", "fm", "fn", "bk", "depth", "splits", "threads", "max_blocks"}
+    | {"rows_per_block", "vector"}
+)
+
+
+def knob_error(name: str, value: int) -> str | None:
+    """Why `name=value` cannot be a schedule knob (None when it can)."""
+    if name in POSITIVE_KNOBS and value <= 0:
+        return f"{name}={value}: must be positive (leave the knob out for the heuristic's choice)"
+    return None
+
+
 def read_knob(kernel: tile.KernelOp, name: str, default: int) -> int:
-    """The kernel's knob `name` (its `Schedule`), else `default` (the pass option)."""
-    return Schedule.of(kernel).get(name, default)
+    """The kernel's knob `name` (its `Schedule`), else `default` (the pass option); a
+    value no schedule may hold (`knob_error`) is refused in one line."""
+    knobs = Schedule.of(kernel)
+    if name not in knobs:
+        return default
+    if why := knob_error(name, knobs[name]):
+        raise PassFailedException(f"tile.kernel @{kernel.sym_name.data}: schedule knob {why}")
+    return knobs[name]
 
 
 def has_knob(kernel: tile.KernelOp, name: str) -> bool:

@@ -34,6 +34,7 @@ from deplodock.dialects.common.schedule import Schedule, ScheduleError
 from deplodock.passes.pipelines import STAGE_PASSES
 from deplodock.passes.tile import schedule
 from deplodock.passes.tile.kernel_pass import TileKernelPass, tile_kernels
+from deplodock.passes.tile.schedule import knob_error
 from deplodock.passes.tile.split_k import TileSplitKPass, added_kernel_name
 
 NAME = "tile-schedule"
@@ -102,7 +103,9 @@ class TileSchedulePass(TileKernelPass):
     knobs: str = ""
 
     def check_options(self) -> None:
-        parse_knobs(self.knobs)
+        for name, value in parse_knobs(self.knobs).items():
+            if why := knob_error(name, value):
+                raise PassFailedException(f"{NAME}: knob {why}")
 
     def kernels(self, module: ModuleOp) -> list[tile.KernelOp]:
         return target_kernels(module, self.kernel)

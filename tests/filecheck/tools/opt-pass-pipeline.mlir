@@ -16,4 +16,4 @@ func.func @f(%a: f32) -> f32 {
 // DUMP: // -----// IR Dump After cse //----- //
 // DUMP: arith.addf %x, %x
 
-// BAD: deplodock-opt: error: Unrecognized passes: ['no-such-pass']
+// BAD: deplodock-opt: error: unknown pass 'no-such-pass'; --list-passes lists them

@@ -28,7 +28,9 @@ builtin.module {
   }
 }
 
-// CHECK:      #include <cpu_simt.h>
+// CHECK-NOT:  #include <cpu_simt.h>
+// CHECK:      // deplodock's device primitives (backend/cpu_simt.h, nvcc's side)
+// CHECK-NEXT: #ifndef DEPLODOCK_DEVICE_PRIMITIVES
 // CHECK:      // @big: grid 1, block 64, dynamic smem 57360 bytes
 // CHECK:        DD_DYNAMIC_SHARED(float, a, 10240, 0);
 // CHECK-NEXT:   DD_DYNAMIC_SHARED(float, b, 4097, 40960);

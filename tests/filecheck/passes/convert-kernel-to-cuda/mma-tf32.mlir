@@ -1,6 +1,6 @@
 // kernel.split_tf32 prints as `float hi, lo;` and one call of the device header's
 // dd_split_tf32; a tf32 kernel.mma_sync as one call of dd_mma_m16n8k8_tf32 (4 A and 2 B
-// floats). Both come from cpu_simt.h, which the kernel includes.
+// floats). Both come from cpu_simt.h, whose device part the translation unit carries.
 // RUN: deplodock-opt %s -t cuda | filecheck %s
 
 builtin.module {
@@ -34,7 +34,9 @@ builtin.module {
   }
 }
 
-// CHECK:      #include <cpu_simt.h>
+// CHECK-NOT:  #include <cpu_simt.h>
+// CHECK:      // deplodock's device primitives (backend/cpu_simt.h, nvcc's side)
+// CHECK-NEXT: #ifndef DEPLODOCK_DEVICE_PRIMITIVES
 // CHECK:        float a0, a0_lo;
 // CHECK-NEXT:   dd_split_tf32(x0, a0, a0_lo);
 // CHECK:        float b1, b1_lo;

@@ -1,5 +1,5 @@
 // kernel.mma_sync prints as one call of the device header's dd_mma_m16n8k16, whose overload
-// (bf16 or f16 A and B) picks the PTX instruction; the kernel includes cpu_simt.h for it.
+// (bf16 or f16 A and B) picks the PTX instruction; the unit carries cpu_simt.h's device part.
 // RUN: deplodock-opt %s -t cuda | filecheck %s
 
 builtin.module {
@@ -36,7 +36,9 @@ builtin.module {
 }
 
 // CHECK:      #include <cuda_fp16.h>
-// CHECK-NEXT: #include <cpu_simt.h>
+// CHECK-NOT:  #include <cpu_simt.h>
+// CHECK:      // deplodock's device primitives (backend/cpu_simt.h, nvcc's side)
+// CHECK-NEXT: #ifndef DEPLODOCK_DEVICE_PRIMITIVES
 // CHECK:        const __half b3 = y[t * 4 + 3];
 // CHECK-NEXT:   float acc0, acc1, acc2, acc3;
 // CHECK-NEXT:   dd_mma_m16n8k16(acc0, acc1, acc2, acc3, a0, a1, a2, a3, a4, a5, a6, a7, b0, b1, b2, b3, 0.0f, 0.0f, 0.0f, 0.0f);
