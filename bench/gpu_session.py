@@ -169,7 +169,7 @@ def plan(results: Path, py: str | None = None) -> list[Step]:
             background=True,
             before="suite-fp32",
         ),
-        _step("gpu-tests", [py, "-m", "pytest", "-m", "gpu", "tests/gpu", "-q", "-rs"]),
+        _step("gpu-tests", [*me, "--gpu-tests"]),
         _step(
             "calibration-sweep",
             [py, "-m", "bench.calibration_sweep", "--out", str(results)],
@@ -477,6 +477,19 @@ def profile_worst(results: Path) -> int:  # pragma: no cover - the GPU machine
     return 1 if failures else 0
 
 
+def gpu_tests() -> int:  # pragma: no cover - the GPU machine
+    """tests/gpu, on 4 workers and with a per-test limit where the plugins are installed."""
+    import importlib.util
+
+    command = [python(), "-m", "pytest", "-m", "gpu", "tests/gpu", "-q", "-rs"]
+    command += ["-p", "no:cacheprovider"]
+    if importlib.util.find_spec("xdist"):
+        command += ["-n", "4"]
+    if importlib.util.find_spec("pytest_timeout"):
+        command += ["--timeout", "120"]
+    return subprocess.run(command).returncode
+
+
 def layers() -> int:  # pragma: no cover - the GPU machine
     failures = 0
     for command in layer_commands(python()):
@@ -498,7 +511,7 @@ def warm_compile() -> int:  # pragma: no cover - the GPU machine
         "        try:\n"
         "            p = program_from_expression(case.expression(dtype))\n"
         "            m = p.torch_module.cuda()\n"
-        "            xs = [x.cuda() for x in p.inputs]\n"
+        "            xs = [x.cuda() for x in p.example_inputs]\n"
         "            with torch.no_grad():\n"
         "                compile_exported(m, xs)(*xs)\n"
         "        except Exception as e:\n"
@@ -524,6 +537,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     step = parser.add_mutually_exclusive_group()
     step.add_argument("--setup", type=Path, metavar="RESULTS", help=argparse.SUPPRESS)
     step.add_argument("--warm-compile", action="store_true", help=argparse.SUPPRESS)
+    step.add_argument("--gpu-tests", action="store_true", help=argparse.SUPPRESS)
     step.add_argument("--layers", action="store_true", help=argparse.SUPPRESS)
     step.add_argument("--profile-worst", type=Path, metavar="RESULTS", help=argparse.SUPPRESS)
     return parser.parse_args(argv)
@@ -544,6 +558,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return setup(args.setup)
     if args.warm_compile:
         return warm_compile()
+    if args.gpu_tests:
+        return gpu_tests()
     if args.layers:
         return layers()
     if args.profile_worst:

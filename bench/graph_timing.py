@@ -307,8 +307,9 @@ class StreamProgram:  # pragma: no cover - needs a GPU
         self.ctypes = ctypes
         self.torch = torch
         module = ctypes.c_void_p()
-        cubin = program.build.cubin
-        self._check(self.cuda.cuModuleLoadData(ctypes.byref(module), ctypes.c_char_p(cubin)))
+        if program.launches:  # a program that only passes buffers through has no cubin
+            cubin = program.build.cubin
+            self._check(self.cuda.cuModuleLoadData(ctypes.byref(module), ctypes.c_char_p(cubin)))
         self.module = module
         values: list[Any] = [*arguments, *([None] * len(program.steps))]
         self.launches: list[tuple[ctypes.c_void_p, int, int, int, Any, Any]] = []
