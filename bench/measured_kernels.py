@@ -133,6 +133,8 @@ class MeasuredCase:
     measured_us: float
     mlir: Path
     registers: dict[str, int] | None
+    #: How the run timed it (`bench.kernels --timing`): its own constants are keyed by it.
+    timing: str = "latency"
 
     def module(self) -> Any:
         from xdsl.parser import Parser
@@ -167,6 +169,7 @@ def measured_cases(document: Path, root: Path | None = None) -> tuple[list[Measu
                 1000 * row["deplodock_ms"],
                 out / f"{stem}.mlir",
                 meta["registers"],
+                doc.get("timing", "latency"),
             )
         )
     return cases, skipped
@@ -184,6 +187,7 @@ def trace_measured(case: MeasuredCase) -> Any:
     """The measured case as a `bench.published.TracedRow` of its commit's kernels."""
     from bench.published import TracedRow, traced_program
     from deplodock.perf.devices import model_key_for
+    from deplodock.perf.model import run_key
 
     device = model_key_for(case.device) or "h100"
     return TracedRow(
@@ -194,6 +198,7 @@ def trace_measured(case: MeasuredCase) -> Any:
         case.measured_us,
         traced_program(case.mlir.read_text(), case.registers),
         detail=f"commit {case.commit}",
+        constants_key=run_key(device, case.timing),
     )
 
 
@@ -203,9 +208,11 @@ def modeled_row(case: MeasuredCase, expression: str, seq: int, model: str) -> di
     from bench.modeled import family_of
     from bench.trace_cache import estimate_program
     from deplodock.perf.devices import device_model, model_key_for
+    from deplodock.perf.model import for_run, load_calibration
 
     device = device_model(model_key_for(case.device) or "h100")
-    program = estimate_program(case.module(), device, case.registers)
+    calibration = for_run(load_calibration(), device.key, case.timing)  # as that run saw it
+    program = estimate_program(case.module(), device, case.registers, calibration)
     work, estimates = program.work, program.kernels
     return {
         "case": case.case,

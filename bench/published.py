@@ -179,6 +179,9 @@ class TracedRow:
     detail: str = ""
     #: What had to change to build it (a cuBLAS knob deplodock does not take as named).
     note: str = ""
+    #: The key of the constants it is modeled with (`perf.model.run_key`: a measured run's
+    #: own) when not the device's.
+    constants_key: str = ""
     extra: dict[str, object] = field(default_factory=dict)
 
     @property
@@ -189,7 +192,7 @@ class TracedRow:
         """The constants of this row's device (a calibration's device constants included)."""
         if isinstance(calibration, Constants):
             return calibration
-        return calibration.constants_for(self.device)
+        return calibration.constants_for(self.constants_key or self.device)
 
     def modeled_us(self, calibration: Calibration | Constants) -> float:
         device, k = device_model(self.device), self.constants(calibration)

@@ -29,9 +29,10 @@ Resources overlap, but not perfectly: the busy time is a soft maximum of the ter
 p-norm, p fitted), so a kernel limited by DRAM still pays a little for 32-way bank
 conflicts. Then `time = launch + rounds x wave_overhead + busy`. The constants (`Constants`) are
 fitted by `bench/model_calibration.py` on measured rows (deplodock's own kernels on an H200,
-published H100 eager and cuBLAS rows) and committed as `calibration.json`, with the few a
-device sets apart (`Calibration.device_constants`: the H200's sustained clock and launch cost
-as its run saw them); everything else is counted or comes from `devices.py`. A modeled time
+published H100 eager and cuBLAS rows) and committed as `calibration.json`, with the few one
+measured run sets apart (`Calibration.device_constants`, keyed `<device>@<timing>`: the
+H200's sustained clock and launch cost as its 2026-11-26 latency-timed run saw them, which
+model that run's rows only); everything else is counted or comes from `devices.py`. A modeled time
 is an estimate with a stated error (its family's `ErrorBand`, from held-out rows:
 `bench/results/model-validation.md`), never a measurement. Its % of speed-of-light is
 `sol.py`'s, the one every report uses.
@@ -122,13 +123,16 @@ class Calibration:
     rows: int = 0
     model_version: int = MODEL_VERSION
     error_bands: dict[str, ErrorBand] = field(default_factory=dict)
-    #: Constants one device sets apart from the shared ones, fitted on that device's own
-    #: measurements (`calibration.json`'s `device_constants`): its sustained clock under a
-    #: long FMA load, and the fixed cost of a launch as its timing saw it.
+    #: Constants one measured run sets apart from the shared ones, fitted on its own rows
+    #: (`calibration.json`'s `device_constants`), keyed by `run_key(device, timing)`: the
+    #: sustained clock of a lent card and the fixed cost of a launch as that run's timing saw
+    #: it (host issue included, under latency timing). They model that run's rows; a device
+    #: model on its own (`run --profile --model h200`, the suites) takes the shared ones.
     device_constants: dict[str, dict[str, float]] = field(default_factory=dict)
 
     def constants_for(self, device_key: str) -> Constants:
-        """The constants of `device_key`: the shared ones with its own in their place."""
+        """The constants of `device_key` (a device, or a `run_key`): the shared ones with
+        its own in their place."""
         overrides = self.device_constants.get(device_key)
         return dataclasses.replace(self.constants, **overrides) if overrides else self.constants
 
@@ -138,6 +142,18 @@ class Calibration:
         if band is None:
             return f"modeled; {family}: no measured error band yet"
         return band.label()
+
+
+def run_key(device_key: str, timing: str) -> str:
+    """The key of one measured run's own constants: `h200@latency`."""
+    return f"{device_key}@{timing}"
+
+
+def for_run(calibration: Calibration, device_key: str, timing: str) -> Calibration:
+    """`calibration` with the run's own constants as its shared ones, so everything that
+    models `device_key` (`constants_for`) models it as that run saw it."""
+    own = calibration.constants_for(run_key(device_key, timing))
+    return dataclasses.replace(calibration, constants=own, device_constants={})
 
 
 @cache
