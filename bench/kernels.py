@@ -180,7 +180,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--model",
         metavar="DEVICE",
         help=f"model the cases on DEVICE ({known_devices()}) with the performance model instead "
-        "of running them on a GPU (bench/modeled.py)",
+        "of running them on a GPU (bench/modeled.py); DEVICE@TIMING (h200@latency) takes the "
+        "constants of that device's measured run instead of the shared ones",
     )
     parser.add_argument("--warmup", type=int, default=10, help="untimed runs (default: 10)")
     parser.add_argument("--iters", type=int, default=50, help="timed runs (default: 50)")
@@ -302,12 +303,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{len(cases)} cases")
         return 0
     if args.model:
-        from bench.modeled import run_modeled_suite
+        from bench.modeled import run_modeled_suite, split_model_key
         from deplodock.perf.devices import UnknownDevice, device_model
+        from deplodock.perf.model import load_calibration
 
+        device_key, timing = split_model_key(args.model.lower())
         try:
-            device_model(args.model)
+            device_model(device_key)
         except UnknownDevice as error:
+            print(f"bench.kernels: error: {error}", file=sys.stderr)
+            return 1
+        if timing and args.model.lower() not in load_calibration().device_constants:
+            known = ", ".join(sorted(load_calibration().device_constants)) or "none"
+            error = f"no measured run {args.model!r} in calibration.json (known: {known})"
             print(f"bench.kernels: error: {error}", file=sys.stderr)
             return 1
         run_modeled_suite(

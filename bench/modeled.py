@@ -82,6 +82,21 @@ def nearest_published_gemm(
     }
 
 
+def split_model_key(key: str) -> tuple[str, str | None]:
+    """`h200@latency` -> (`h200`, `latency`): a device model and the measured run (its
+    timing) whose own constants it takes (`perf.model.run_key`); `h200` -> (`h200`, None)."""
+    device, _, timing = key.partition("@")
+    return device, timing or None
+
+
+def calibration_for(key: str) -> Any:
+    """The calibration a `--model` key models with: the shared constants, or a run's own."""
+    from deplodock.perf.model import for_run, load_calibration
+
+    device, timing = split_model_key(key)
+    return for_run(load_calibration(), device, timing) if timing else load_calibration()
+
+
 def model_case(
     case: Case, dtype: str, device_key: str, gemm_rows: Sequence[dict], replay: Any = None
 ) -> dict:
@@ -92,7 +107,7 @@ def model_case(
     from deplodock.perf.devices import device_model
     from deplodock.perf.profile import ptxas_registers
 
-    device = device_model(device_key)
+    device = device_model(split_model_key(device_key)[0])
     row: dict[str, Any] = {
         "case": case.name,
         "op": case.op,
@@ -109,7 +124,7 @@ def model_case(
         program = program_from_expression(row["expression"])
         lower_program(program, "kernel", replay=replay)
         registers = ptxas_registers(program.module, device.capability)
-        estimate = estimate_program(program.module, device, registers)
+        estimate = estimate_program(program.module, device, registers, calibration_for(device_key))
     except Exception as error:  # a case that does not compile is a row, not a crash
         return row | {"status": "compile_error", "reason": str(error).splitlines()[0]}
     kernels = [e.as_row() | {"launches": n} for e, n in estimate.kernels]
@@ -196,12 +211,13 @@ def document(rows: Sequence[dict], device_key: str, dtype: str) -> dict[str, Any
     from deplodock.perf.model import load_calibration
 
     calibration = load_calibration()
+    device, timing = split_model_key(device_key)
     return {
         "schema_version": SCHEMA_VERSION,
         "suite": "bench.kernels",
         "modeled": True,
         "note": "modeled by deplodock's performance model, not measured on a GPU",
-        "device_model": device_model(device_key).name,
+        "device_model": device_model(device).name,
         "device_key": device_key,
         "dtype": dtype,
         "date": datetime.date.today().isoformat(),
@@ -210,6 +226,7 @@ def document(rows: Sequence[dict], device_key: str, dtype: str) -> dict[str, Any
             "fit_date": calibration.fit_date,
             "commit": calibration.commit,
             "model_version": calibration.model_version,
+            "constants": f"that {device} run's own ({device_key})" if timing else "shared",
         },
         "error_bands": {
             r["family"]: calibration.band_label(r["band"]) for r in rows if r.get("band")
@@ -229,6 +246,16 @@ def markdown(doc: dict[str, Any]) -> str:
         f"{doc['dtype']}`; model v{doc['calibration']['model_version']}, constants fitted "
         f"{doc['calibration']['fit_date']}. Every kernel has deplodock's current default "
         "schedule.",
+        *(
+            [
+                "",
+                f"Constants: {doc['calibration']['constants']}: the sustained clock and "
+                "launch cost that run's timing saw, not the device's datasheet behaviour; "
+                "these times are what that session would have measured.",
+            ]
+            if doc["calibration"].get("constants", "shared") != "shared"
+            else []
+        ),
         "",
         "% SOL (`deplodock/perf/sol.py`): the program's ideal time (its inputs read once and "
         "outputs written once at the datasheet DRAM bandwidth, or its useful flops at the "
@@ -304,7 +331,7 @@ def draw_roofline(rows: Sequence[dict], path: Path, title: str, device_key: str)
 
     from deplodock.perf.devices import device_model
 
-    device = device_model(device_key)
+    device = device_model(split_model_key(device_key)[0])
     fig, ax = plt.subplots(figsize=(8, 6))
     points: dict[str, list[tuple[float, float]]] = {}
     for r in rows:

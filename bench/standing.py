@@ -2,20 +2,22 @@
 
     python -m bench.standing          # writes bench/results/standing-h200.md and .json
 
-One table per dtype from two inputs, never mixed up: the one measured run (the H200,
+One table for both dtypes from inputs never mixed up: the one measured run (the H200,
 2026-11-26, commit af4e5e5, `--timing latency`: `kernels-h200-<dtype>.json`) and today's
-kernels on the H200 model (`current-h200/kernels-modeled-h200-<dtype>.json`, from `python -m
-bench.kernels --model h200 --out bench/results/current-h200`). Per family (GEMM, attention,
-memory-bound):
+kernels modeled: on the H100 and H200 models (`kernels-modeled-h100-<dtype>.json`,
+`current-h200/kernels-modeled-h200-<dtype>.json`: the shared constants), and as that run
+would have timed them (`current-h200/kernels-modeled-h200@latency-<dtype>.json`: its own
+clock and launch cost, `python -m bench.kernels --model h200@latency --out
+bench/results/current-h200`). Per family (GEMM, attention, memory-bound):
 
 - measured: deplodock's geomean speedup over eager and over torch.compile at af4e5e5, over
   every correct case and over the GPU-bound ones (deplodock and eager both measured at 0.2
   ms or more: under that the latency timing measured host time), and the measured % of
   speed-of-light (`perf/sol.py`) of the GPU-bound cases;
-- modeled: today's geomean % of speed-of-light on the H100 model (the shared constants)
-  and on the H200 model (with the H200's own clock and launch constants, fitted on that
-  run's latency timing: a rerun of that session's method), and the modeled ratio to eager
-  (eager's measured time over deplodock's modeled H200 time, on the GPU-bound cases), each
+- modeled: today's geomean % of speed-of-light on the H100 and the H200 models (the shared
+  constants and each datasheet: kernel time, launches included), and the modeled ratio to
+  eager: eager's time measured in that run over deplodock's time modeled as that run would
+  have measured it (the same card, clock and timing for both), on the GPU-bound cases, each
   with its family's error band (`calibration.json`).
 
 The README's performance section quotes `standing-h200.md`; `tests/bench/test_standing.py`
@@ -41,6 +43,8 @@ MEASURED = "kernels-h200-{dtype}.json"
 MODELED = "current-h200/kernels-modeled-h200-{dtype}.json"
 #: Today's kernels on the H100 model (the shared constants, no run-specific ones).
 MODELED_H100 = "kernels-modeled-h100-{dtype}.json"
+#: Today's kernels as the measured run would have timed them (its own constants).
+MODELED_AS_RUN = "current-h200/kernels-modeled-h200@latency-{dtype}.json"
 FAMILIES = ("GEMM", "attention", "memory-bound")
 DTYPES = ("fp32", "bf16")
 #: A measured time at or above this (ms) is GPU-bound (`bench.published.GPU_BOUND_US`).
@@ -101,8 +105,12 @@ def standing(
     modeled: dict[str, Any],
     bands: dict[str, Any],
     modeled_h100: dict[str, Any] | None = None,
+    as_run: dict[str, Any] | None = None,
 ) -> list[FamilyStanding]:
+    """Each family's figures (module docstring); `as_run` (default `modeled`) gives the
+    modeled times the ratio to eager divides by."""
     modeled_rows = {r["case"]: r for r in modeled["rows"] if r.get("status") == "ok"}
+    run_rows = {r["case"]: r for r in (as_run or modeled)["rows"] if r.get("status") == "ok"}
     out = []
     for family in FAMILIES:
         ok = [
@@ -118,9 +126,9 @@ def standing(
             if r.get("status") == "ok" and r["family"] == family
         ]
         ratios = [
-            r["eager_ms"] * 1e3 / modeled_rows[r["case"]]["modeled_us"]
+            r["eager_ms"] * 1e3 / run_rows[r["case"]]["modeled_us"]
             for r in bound
-            if r["case"] in modeled_rows
+            if r["case"] in run_rows
         ]
         band = bands.get(_band_family(family, dtype))
         band_text = f"+-{band['mape_pct']:.0f} % ({band['source']})" if band else "no measured band"
@@ -185,11 +193,14 @@ def load(results: Path = RESULTS) -> tuple[list[FamilyStanding], dict[str, Any]]
         measured = json.loads((results / MEASURED.format(dtype=dtype)).read_text())
         modeled = json.loads((results / MODELED.format(dtype=dtype)).read_text())
         h100 = json.loads((results / MODELED_H100.format(dtype=dtype)).read_text())
-        rows += standing(dtype, measured, modeled, calibration.get("error_bands", {}), h100)
+        as_run = json.loads((results / MODELED_AS_RUN.format(dtype=dtype)).read_text())
+        bands = calibration.get("error_bands", {})
+        rows += standing(dtype, measured, modeled, bands, h100, as_run)
         sources[dtype] = {
             "measured": f"{measured['device']}, {measured['date'][:10]}, commit "
             f"{measured.get('commit')}, timing {measured.get('timing')}",
-            "modeled": f"{modeled['device_model']} at commit {modeled['commit']} and "
+            "modeled": f"{modeled['device_model']} (shared constants and as that run, "
+            f"{as_run['device_key']}) at commit {modeled['commit']} and "
             f"{h100['device_model']} at commit {h100['commit']}, model v"
             f"{modeled['calibration']['model_version']} fitted "
             f"{modeled['calibration']['fit_date']}",

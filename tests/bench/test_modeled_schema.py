@@ -63,3 +63,17 @@ def test_published_gemm_lookup_takes_the_nearest_m():
     (kv,) = find_cases(["kv_proj/tinyllama-1.1b/s128"])  # 2048 in, 512 out: the file's N, K
     assert nearest_published_gemm(kv, "fp32", rows)["shape"] == "128x2048x512"
     assert nearest_published_gemm(case, "bf16", rows) is None  # published data is fp32
+
+
+def test_a_run_key_models_with_that_runs_constants():
+    """`--model h200@latency`: the H200 as its measured run saw it; `--model h200`: the
+    shared constants and the datasheet."""
+    from bench.modeled import calibration_for, split_model_key
+    from deplodock.perf.model import load_calibration
+
+    assert split_model_key("h200@latency") == ("h200", "latency")
+    assert split_model_key("h100") == ("h100", None)
+    shared = load_calibration()
+    assert calibration_for("h200").constants_for("h200") == shared.constants
+    as_run = calibration_for("h200@latency").constants_for("h200")
+    assert as_run == shared.constants_for("h200@latency") != shared.constants

@@ -54,6 +54,8 @@ def test_standing_takes_gpu_bound_cases_for_the_modeled_ratio() -> None:
     bands = {"GEMM fp32": {"mape_pct": 15.0, "source": "measured H200"}}
     h100 = {"rows": [{"case": "a", "status": "ok", "family": "GEMM", "sol_pct": 60}]}
     gemm = standing("fp32", measured, modeled, bands, h100)[0]
+    as_run = {"rows": [{**modeled["rows"][0], "modeled_us": 320.0}]}
+    assert standing("fp32", measured, modeled, bands, h100, as_run)[0].modeled_vs_eager == 1.25
     assert gemm.measured_cases == 2 and gemm.gpu_bound_cases == 1
     assert gemm.gpu_bound_vs_eager == pytest.approx(0.8)
     assert gemm.modeled_vs_eager == pytest.approx(400 / 200)
