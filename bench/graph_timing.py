@@ -287,25 +287,33 @@ class CudaGraph:  # pragma: no cover - needs a GPU
         return float(self.start.elapsed_time(self.end))
 
 
-class StreamProgram:  # pragma: no cover - needs a GPU
+class StreamProgram:
     """deplodock's `@forward` with its launches on the current stream (CUDA-graph capture).
 
     `CudaProgram` launches through pycuda on the legacy default stream, which a graph cannot
     capture. This replays the same host sequence through the driver API (`cuLaunchKernel`
     on `torch.cuda.current_stream()`), from the same cubin, with the intermediates allocated
-    once: a call is only the program's launches.
+    once: a call is only the program's launches. `driver`, `device` and `stream` default to
+    libcuda, CUDA tensors and PyTorch's current stream; a test passes fakes (CPU tensors).
     """
 
-    def __init__(self, program: Any, arguments: Sequence[Any]):
+    def __init__(
+        self,
+        program: Any,
+        arguments: Sequence[Any],
+        driver: Any = None,
+        device: str = "cuda",
+        stream: Callable[[], int] | None = None,
+    ):
         import ctypes
 
         import torch
 
         from deplodock.backend.runtime import _Alloc, _Launch
 
-        self.cuda = ctypes.CDLL("libcuda.so.1")
+        self.cuda = driver if driver is not None else ctypes.CDLL("libcuda.so.1")
         self.ctypes = ctypes
-        self.torch = torch
+        self.stream = stream or (lambda: torch.cuda.current_stream().cuda_stream)
         module = ctypes.c_void_p()
         if program.launches:  # a program that only passes buffers through has no cubin
             cubin = program.build.cubin
@@ -316,7 +324,7 @@ class StreamProgram:  # pragma: no cover - needs a GPU
         functions: dict[str, ctypes.c_void_p] = {}
         for step in program.steps:
             if isinstance(step, _Alloc):
-                values[step.slot] = torch.empty(step.shape, dtype=step.dtype, device="cuda")
+                values[step.slot] = torch.empty(step.shape, dtype=step.dtype, device=device)
             elif isinstance(step, _Launch):
                 if step.name not in functions:
                     functions[step.name] = self._function(step.name, step.smem)
@@ -348,7 +356,7 @@ class StreamProgram:  # pragma: no cover - needs a GPU
 
     def __call__(self) -> None:
         ctypes = self.ctypes
-        stream = ctypes.c_void_p(self.torch.cuda.current_stream().cuda_stream)
+        stream = ctypes.c_void_p(self.stream())
         for function, grid, block, smem, params, _ in self.launches:
             self._check(
                 self.cuda.cuLaunchKernel(

@@ -15,6 +15,7 @@ from bench.graph_timing import (
     MIN_SECONDS,
     GraphMeasurement,
     GraphPlan,
+    StreamProgram,
     clocks_record,
     parse_clocks,
     percentile,
@@ -160,3 +161,68 @@ def test_the_suite_offers_graph_timing_and_labels_it() -> None:
     assert timing_label("graph", False) == "graph (L2 flushed between calls)"
     assert timing_label("graph", True) == "graph (warm L2)"
     assert timing_label("device", False) == "device"
+
+
+class FakeDriver:
+    """libcuda's four calls StreamProgram makes, recorded (handles are small integers)."""
+
+    def __init__(self):
+        self.calls: list[tuple] = []
+
+    def cuModuleLoadData(self, module, image):
+        module._obj.value = 0x100
+        self.calls.append(("load", image.value))
+        return 0
+
+    def cuModuleGetFunction(self, function, module, name):
+        function._obj.value = 0x200 + len(self.calls)
+        self.calls.append(("function", module.value, name))
+        return 0
+
+    def cuFuncSetAttribute(self, function, attribute, value):
+        self.calls.append(("attribute", function.value, attribute, value))
+        return 0
+
+    def cuLaunchKernel(self, f, gx, gy, gz, bx, by, bz, smem, stream, params, extra):
+        self.calls.append(("launch", f.value, gx, bx, smem, stream.value, params, extra))
+        return 0
+
+
+def test_the_stream_program_replays_forward_on_the_given_stream() -> None:
+    import ctypes
+    import types
+
+    import torch
+
+    from deplodock.backend.runtime import _Alloc, _Launch
+
+    x = torch.randn(4, 8)
+    steps = [
+        _Alloc(1, (4, 8), torch.float32),
+        _Launch("k1", None, [0, 1], 4, 128, 0),
+        _Launch("k2", None, [1, 0], 2, 256, 64 * 1024),  # past 48 KiB: opts in
+        _Launch("k1", None, [1, 1], 4, 128, 0),
+    ]
+    program = types.SimpleNamespace(
+        steps=steps, launches=steps[1:], build=types.SimpleNamespace(cubin=b"CUBIN")
+    )
+    driver = FakeDriver()
+    runner = StreamProgram(program, [x], driver=driver, device="cpu", stream=lambda: 0x77)
+    assert [c[0] for c in driver.calls] == ["load", "function", "function", "attribute"]
+    assert driver.calls[0] == ("load", b"CUBIN")
+    assert driver.calls[3][2:] == (8, 64 * 1024)  # MAX_DYNAMIC_SHARED_SIZE_BYTES
+    runner()
+    runner()
+    launches = [c for c in driver.calls if c[0] == "launch"]
+    assert len(launches) == 6 and {c[5] for c in launches} == {0x77}
+    assert [(c[2], c[3], c[4]) for c in launches[:3]] == [(4, 128, 0), (2, 256, 65536), (4, 128, 0)]
+    assert launches[0][1] == launches[2][1] != launches[1][1]  # k1 loaded once
+
+    def pointers(call: tuple) -> list[int]:
+        params = call[6]
+        return [ctypes.c_void_p.from_address(params[i]).value for i in range(len(params))]
+
+    scratch = runner.values[1].data_ptr()
+    assert pointers(launches[0]) == [x.data_ptr(), scratch]
+    assert pointers(launches[1]) == [scratch, x.data_ptr()]
+    assert pointers(launches[3]) == pointers(launches[0])  # buffers allocated once
