@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import itertools
 import json
 import sys
 import time
@@ -103,8 +104,15 @@ def memory_points() -> Iterator[SweepPoint]:
 
 
 def sweep_points() -> list[SweepPoint]:
-    """Every point, GEMMs first (the compute side is what the model lacks rows for)."""
-    return [*gemm_points(), *memory_points()]
+    """Every point, the families taken in turn (GEMM fp32, GEMM bf16, memory-bound), so a
+    sweep the session cuts short still covers each of them."""
+    groups: dict[str, list[SweepPoint]] = {}
+    for point in [*gemm_points(), *memory_points()]:
+        groups.setdefault(point.family, []).append(point)
+    ordered: list[SweepPoint] = []
+    for round_ in itertools.zip_longest(*groups.values()):
+        ordered += [point for point in round_ if point is not None]
+    return ordered
 
 
 def lowered(point: SweepPoint, stage: str = "cuda") -> Any:

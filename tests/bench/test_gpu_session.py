@@ -139,3 +139,8 @@ def test_the_script_runs_in_one_command(tmp_path: Path, flag: str) -> None:
         assert (tmp_path / "out" / "results.tgz").exists()
     else:
         assert "foreground of a 540 s budget" in done.stdout
+
+
+def test_a_sweep_cut_short_still_covers_every_family() -> None:
+    first = sweep_points()[:30]
+    assert {p.family for p in first} == {"GEMM fp32", "GEMM bf16", "memory-bound"}
