@@ -38,7 +38,10 @@ from xdsl.ir import Block, Operation, Region, SSAValue
 from xdsl.rewriter import InsertPoint
 from xdsl.utils.exceptions import VerifyException
 
-from deplodock.frontend.aten import HANDLERS, AtenImportError, Emitter, target_name, tensor_type
+from deplodock.frontend.aten import AtenImportError, Emitter, target_name, tensor_type
+from deplodock.frontend.aten.core import OutputOf, handler_of
+from deplodock.frontend.aten.coverage import REFUSED
+from deplodock.frontend.aten.decompositions import decompose
 
 _STATE_KINDS = (InputKind.PARAMETER, InputKind.BUFFER, InputKind.CONSTANT_TENSOR)
 
@@ -123,8 +126,10 @@ def _unsupported(
 ) -> UnsupportedOpError:
     """One line for (op, node, module path) triples: every op with its count and origin.
 
-    `unsupported op aten.cumsum.default (1x) at forward: node cumsum`, and for ops inside
-    submodules `aten.diff.default (28x in model.layers.{0-27}.self_attn)`.
+    `unsupported op aten.cumsum.default (1x) at forward: node cumsum`, for ops inside
+    submodules `aten.diff.default (28x in model.layers.{0-27}.self_attn)`, and a Core ATen
+    op refused by design with its reason (`aten.nonzero.default (1x; data-dependent output
+    shape)`), so the user knows it is not a gap that a newer deplodock fills.
     """
     counts = Counter(op for op, _, _ in items)
     paths: dict[str, list[str]] = defaultdict(list)
@@ -133,8 +138,9 @@ def _unsupported(
             paths[op].append(path)
     ops = []
     for op, n in counts.items():
-        where = ", ".join(compress_paths(paths[op])) if paths[op] else ""
-        ops.append(f"{op} ({n}x in {where})" if where else f"{op} ({n}x)")
+        where = f" in {', '.join(compress_paths(paths[op]))}" if paths[op] else ""
+        reason = f"; {REFUSED[op]}" if op in REFUSED else ""
+        ops.append(f"{op} ({n}x{where}{reason})")
     names = [node for _, node, _ in items]
     shown = ", ".join(names[:_MAX_NODES_REPORTED])
     if len(names) > _MAX_NODES_REPORTED:
@@ -149,8 +155,9 @@ def _unsupported(
 
 def _normalized_args(node: torch.fx.Node) -> dict[str, Any]:
     """The node's arguments by schema name, PyTorch's defaults filled in."""
+    target = node.target.op if isinstance(node.target, OutputOf) else node.target
     pair = normalize_function(
-        node.target,  # type: ignore[arg-type]
+        target,  # type: ignore[arg-type]
         tuple(node.args),
         dict(node.kwargs),
         normalize_to_only_use_kwargs=True,
@@ -166,7 +173,7 @@ def _check_ops(graph: torch.fx.Graph, func: str) -> None:
         n
         for n in graph.nodes
         if n.op in ("get_attr", "call_module", "call_method")
-        or (n.op == "call_function" and n.target not in HANDLERS)
+        or (n.op == "call_function" and handler_of(n.target) is None)
     ]
     # `getitem` only unpacks a multi-output op: reported with that op, not on its own.
     flagged = set(unsupported)
@@ -220,6 +227,8 @@ def _output_part(node: torch.fx.Node, index: int) -> tuple[Any, tuple[Any, ...]]
     multi-output op the importer takes apart, or None for any other op: `broadcast_tensors`
     is one `expand` per operand, `max.dim` / `min.dim` are `amax` and `argmax` (`amin`,
     `argmin`) with the same dim and keepdim."""
+    if handler_of(OutputOf(node.target, index)) is not None:  # type: ignore[arg-type]
+        return OutputOf(node.target, index), tuple(node.args)  # type: ignore[arg-type]
     if node.target is _aten.broadcast_tensors.default:
         return _aten.expand.default, (node.args[0][index], list(node.meta["val"][index].shape))
     parts = _EXTREMUM_PARTS.get(node.target)  # type: ignore[call-overload]
@@ -242,7 +251,8 @@ def _split_outputs(graph: torch.fx.Graph, node: torch.fx.Node) -> None:
         return
     for user, (target, args) in parts.items():  # type: ignore[misc]
         with graph.inserting_before(user):
-            single = graph.call_function(target, args)
+            kwargs = dict(node.kwargs) if isinstance(target, OutputOf) else {}
+            single = graph.call_function(target, args, kwargs)
         single.meta = dict(user.meta)
         user.replace_all_uses_with(single)
         graph.erase_node(user)
@@ -257,9 +267,7 @@ def simplify_graph(gm: torch.fx.GraphModule) -> None:
         if node.op == "call_function" and node.target in _GRAD_MODE_WRAPPERS:
             _inline_call(gm, node)
     for node in list(graph.nodes):
-        if node.op == "call_function" and (
-            node.target is _aten.broadcast_tensors.default or node.target in _EXTREMUM_PARTS
-        ):
+        if node.op == "call_function" and isinstance(node.meta.get("val"), list | tuple):
             _split_outputs(graph, node)
     for node in list(graph.nodes):
         if node.op == "call_function" and node.target in _ASSERTIONS and not node.users:
@@ -347,7 +355,12 @@ def _import_node(emitter: Emitter, node: torch.fx.Node, func_name: str) -> SSAVa
     name = target_name(node.target)
     try:
         expected = tensor_type(node.meta.get("val"), f"result of {node.name}")
-        value = HANDLERS[node.target](emitter, _normalized_args(node), expected)
+        registration = handler_of(node.target)
+        assert registration is not None  # `_check_ops` let it through
+        a = _normalized_args(node)
+        if isinstance(node.target, OutputOf):
+            a["output_index"] = node.target.index
+        value = registration(emitter, a, expected)
         if value.type != expected:
             raise AtenImportError(f"imported as {value.type}, PyTorch says {expected}")
         if isinstance(value.owner, Operation):
@@ -397,14 +410,16 @@ def export(
     example_inputs: Sequence[torch.Tensor],
     example_kwargs: Mapping[str, Any] | None = None,
 ) -> ExportedProgram:
-    """`torch.export` in eval mode: deplodock compiles inference (dropout off, BN frozen)."""
+    """`torch.export` in eval mode: deplodock compiles inference (dropout off, BN frozen).
+    Ops no handler takes are decomposed by PyTorch (`aten/decompositions.py`)."""
     module.eval()
     fake_tensor_log = logging.getLogger("torch._subclasses.fake_tensor")
     level = fake_tensor_log.level
     fake_tensor_log.setLevel(logging.CRITICAL)  # a shape error is reported once, by the caller
     try:
         with torch.no_grad():
-            return torch.export.export(module, tuple(example_inputs), dict(example_kwargs or {}))
+            ep = torch.export.export(module, tuple(example_inputs), dict(example_kwargs or {}))
+            return decompose(ep)
     finally:
         fake_tensor_log.setLevel(level)
 

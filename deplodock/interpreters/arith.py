@@ -126,6 +126,13 @@ UNARY_OPS: dict[type[Operation], NumpyFn] = {
     math.CeilOp: np.ceil,
     math.RoundEvenOp: np.rint,
     math.TruncOp: np.trunc,
+    math.SinhOp: np.sinh,
+    math.CoshOp: np.cosh,
+    math.AsinOp: np.arcsin,
+    math.AcosOp: np.arccos,
+    math.AsinhOp: np.arcsinh,
+    math.AcoshOp: np.arccosh,
+    math.AtanhOp: np.arctanh,
 }
 
 #: `arith.cmpi` predicate -> numpy comparison.

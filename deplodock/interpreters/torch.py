@@ -130,6 +130,23 @@ _UNARY: dict[type[Operation], Callable[[np.ndarray], np.ndarray]] = {
     T.CosOp: np.cos,
     T.SinOp: np.sin,
     T.LogicalNotOp: np.logical_not,
+    T.AcosOp: np.arccos,
+    T.AcoshOp: np.arccosh,
+    T.AsinOp: np.arcsin,
+    T.AsinhOp: np.arcsinh,
+    T.AtanOp: np.arctan,
+    T.AtanhOp: np.arctanh,
+    T.CoshOp: np.cosh,
+    T.SinhOp: np.sinh,
+    T.TanOp: np.tan,
+    T.Expm1Op: np.expm1,
+    T.Log1pOp: np.log1p,
+    T.Log2Op: np.log2,
+    T.Log10Op: np.log10,
+    T.CeilOp: np.ceil,
+    T.FloorOp: np.floor,
+    T.RoundOp: np.rint,
+    T.TruncOp: np.trunc,
 }
 
 _BINARY: dict[type[Operation], Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
@@ -149,6 +166,11 @@ _BINARY: dict[type[Operation], Callable[[np.ndarray, np.ndarray], np.ndarray]] =
     T.GeOp: np.greater_equal,
     T.LogicalAndOp: np.logical_and,
     T.LogicalOrOp: np.logical_or,
+    T.Atan2Op: np.arctan2,
+    T.PowTensorOp: np.power,
+    T.BitwiseAndOp: np.bitwise_and,
+    T.BitwiseOrOp: np.bitwise_or,
+    T.BitwiseXorOp: np.bitwise_xor,
 }
 
 
@@ -184,6 +206,7 @@ def scaled_dot_product_attention(
 
 _REDUCE: dict[type[Operation], Callable[..., np.ndarray]] = {
     T.SumOp: np.sum,
+    T.ProdOp: np.prod,
     T.MeanOp: np.mean,
     T.AmaxOp: np.max,
     T.AminOp: np.min,
@@ -262,6 +285,12 @@ class TorchFunctions(_TorchTableFunctions):
         x = _wide(args[0])
         dtype = np.int64 if not np.issubdtype(x.dtype, np.floating) else x.dtype
         return _out(op, np.cumsum(x, axis=op.dim.value.data, dtype=dtype))
+
+    @impl(T.CumprodOp)
+    def run_cumprod(self, i: Interpreter, op: T.CumprodOp, args: PythonValues) -> PythonValues:
+        x = _wide(args[0])
+        dtype = np.int64 if not np.issubdtype(x.dtype, np.floating) else x.dtype
+        return _out(op, np.cumprod(x, axis=op.dim.value.data, dtype=dtype))
 
     @impl(T.EmbeddingOp)
     def run_embedding(self, i: Interpreter, op: T.EmbeddingOp, args: PythonValues) -> PythonValues:

@@ -99,8 +99,8 @@ def test_run_cpu_holds_a_bf16_expression_to_the_bf16_tolerance() -> None:
 
 
 def test_unsupported_op_is_one_line() -> None:
-    result = run_tool("deplodock", "compile", "-c", "torch.sort(torch.randn(4, 8)).values")
-    assert_one_line_error(result, "deplodock: error:", "sort")
+    result = run_tool("deplodock", "compile", "-c", "torch.lgamma(torch.randn(4, 8))")
+    assert_one_line_error(result, "deplodock: error:", "lgamma")
 
 
 def test_bad_expression_is_one_line() -> None:
@@ -146,7 +146,7 @@ def test_unwritable_output_fails_before_compiling(tmp_path: Path) -> None:
 def test_failed_compile_leaves_the_previous_output_alone(tmp_path: Path) -> None:
     out = tmp_path / "out.cu"
     out.write_text("previous")
-    result = run_tool("deplodock", "compile", "-c", "torch.sort(torch.randn(4))", "-o", str(out))
+    result = run_tool("deplodock", "compile", "-c", "torch.lgamma(torch.randn(4))", "-o", str(out))
     assert result.returncode != 0
     assert out.read_text() == "previous"
     assert [p.name for p in tmp_path.iterdir()] == ["out.cu"]  # no temporary left behind

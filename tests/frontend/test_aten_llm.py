@@ -47,6 +47,22 @@ CASES = {
         [_randn(3, 4), _randn(4)],
         {"torch.gt", "torch.le", "torch.logical_and"},
     ),
+    "bool_times_bool_is_and": (
+        lambda x, y: (x > 0) * (y > 0),
+        [_randn(3, 4), _randn(4)],
+        {"torch.logical_and"},
+    ),
+    "bool_plus_bool_is_or": (lambda x: (x > 0) + (x < -1), [_randn(3, 4)], {"torch.logical_or"}),
+    "bool_minimum_is_and": (
+        lambda x: torch.minimum(x > 0, x < 1),
+        [_randn(3, 4)],
+        {"torch.logical_and"},
+    ),
+    "logaddexp_decomposition_multiplies_masks": (
+        lambda x, y: torch.logaddexp(x, y),
+        [_randn(3, 4), _randn(4)],
+        {"torch.logical_and"},
+    ),
     "int_compare_scalar": (lambda i: i != 3, [_ints(5, 2, 6)], {"torch.ne"}),
     "logical_not_of_int": (lambda i: torch.logical_not(i), [_ints(3, 5)], {"torch.ne"}),
     "masked_fill": (
@@ -89,6 +105,11 @@ CASES = {
         [_randn(4, 6, 3), _ints(4, 2, 1), _ints(6, 5)],
         {"torch.index"},
     ),
+    "index_after_a_whole_dim": (
+        lambda x, i: x[:, i],
+        [_randn(4, 6), _ints(6, 2, 3)],
+        {"torch.index", "torch.arange"},
+    ),
     "cos_sin": (lambda x: torch.cos(x) * torch.sin(x), [_randn(3, 4)], {"torch.cos", "torch.sin"}),
     "sdpa_default_scale": (
         lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True),
@@ -123,8 +144,8 @@ def test_sdpa_scale_default_is_made_explicit():
 @pytest.mark.parametrize(
     ("fn", "inputs", "message"),
     [
-        (lambda i, j: i & j, [_ints(9, 4), _ints(9, 4)], "bitwise ops on integer tensors"),
-        (lambda x, i: x[:, i], [_randn(4, 6), _ints(6, 3)], "indexing with None"),
+        (lambda x: torch.nonzero(x), [_randn(4, 6)], r"nonzero\.default \(1x; data-dependent"),
+        (lambda x, i: x[i, :, i], [_randn(4, 5, 6), _ints(4, 3)], "separated by a whole dim"),
         (lambda x: torch.diff(x, n=2), [_randn(3, 8)], "n != 1"),
     ],
 )

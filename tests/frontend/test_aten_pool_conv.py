@@ -3,7 +3,8 @@ reduction (max / avg pooling) or a batched matmul per group (convolution), captu
 with the torch interpreter against PyTorch in float64. Sizes are odd and strides do not
 divide them; padding (ints, 'valid', and 'same' with even kernels, its odd extra on the high
 side), dilation, `ceil_mode`, `count_include_pad`, groups (depthwise included), transposed
-convolutions (output_padding) and unbatched inputs are covered."""
+convolutions (output_padding), unbatched inputs and the gradients of avg pooling and
+convolution are covered."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ def _randn(*shape: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
 
 
 X = _randn(2, 3, 9, 8)
+_avg_pool2d_backward = torch.ops.aten.avg_pool2d_backward
 
 POOLS = {
     "max_pool2d": (lambda x: F.max_pool2d(x, 3, 2, 1), [X]),
@@ -34,6 +36,16 @@ POOLS = {
     "max_pool2d_unbatched": (lambda x: F.max_pool2d(x, 2), [X[0]]),
     "max_pool1d": (lambda x: F.max_pool1d(x, 3, 2, 1, ceil_mode=True), [_randn(2, 3, 10)]),
     "max_pool3d": (lambda x: F.max_pool3d(x, 2, padding=1), [_randn(1, 2, 5, 4, 3)]),
+    "max_pool2d_indices": (lambda x: F.max_pool2d(x, 3, 2, 1, return_indices=True)[1], [X]),
+    "max_pool2d_indices_ceil_dilated": (
+        lambda x: F.max_pool2d(x, (2, 3), (2, 1), (1, 0), (2, 1), True, True)[1],
+        [X],
+    ),
+    "max_pool2d_indices_unbatched": (lambda x: F.max_pool2d(x, 2, return_indices=True)[1], [X[0]]),
+    "max_pool3d_indices": (
+        lambda x: F.max_pool3d(x, 2, padding=1, return_indices=True)[1],
+        [_randn(1, 2, 5, 4, 3)],
+    ),
     "avg_pool2d": (lambda x: F.avg_pool2d(x, 3, 2, 1), [X]),
     "avg_pool2d_exclude_pad": (
         lambda x: F.avg_pool2d(x, 3, 2, 1, count_include_pad=False),
@@ -47,9 +59,43 @@ POOLS = {
     "avg_pool2d_divisor": (lambda x: F.avg_pool2d(x, 2, divisor_override=3), [X]),
     "avg_pool1d": (lambda x: F.avg_pool1d(x, 4, 3, 2, ceil_mode=True), [_randn(3, 11)]),
     "avg_pool3d": (lambda x: F.avg_pool3d(x, 2, 1, 1), [_randn(1, 2, 4, 3, 5)]),
+    # the adjoints: `aten.avg_pool{2,3}d_backward` (Core ATen) of the output gradient
+    "avg_pool2d_backward": (
+        lambda g, x: _avg_pool2d_backward(g, x, [3, 3], [2, 2], [1, 1], False, True, None),
+        [_randn(2, 3, 5, 4), X],
+    ),
+    "avg_pool2d_backward_ceil_exclude_pad": (
+        lambda g, x: _avg_pool2d_backward(g, x, [3, 2], [2, 3], [1, 1], True, False, None),
+        [_randn(2, 3, 5, 3), X],
+    ),
+    "avg_pool2d_backward_divisor_unbatched": (
+        lambda g, x: _avg_pool2d_backward(g, x, [2, 2], [], [0, 0], False, True, 3),
+        [_randn(3, 4, 4), X[0]],
+    ),
+    "avg_pool3d_backward": (
+        lambda g, x: torch.ops.aten.avg_pool3d_backward(
+            g, x, [2, 2, 2], [1, 2, 1], [1, 0, 1], True, False, None
+        ),
+        [_randn(1, 2, 5, 2, 6), _randn(1, 2, 4, 3, 5)],
+    ),
 }
 
+
+def _conv_backward(output: int):
+    """Output `output` (input, weight, bias gradient) of `aten.convolution_backward` of a
+    grouped, strided, dilated convolution whose strides leave input rows unread."""
+
+    def fn(g: torch.Tensor, x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        grads = torch.ops.aten.convolution_backward(
+            g, x, w, [6], [2, 3], [1, 0], [1, 2], False, [0, 0], 2, [True, True, True]
+        )
+        return grads[output]
+
+    return fn, [_randn(2, 6, 5, 2), _randn(2, 4, 9, 8), _randn(6, 2, 3, 2)]
+
+
 CONVS = {
+    **{f"convolution_backward_{i}": _conv_backward(i) for i in range(3)},
     "conv2d": (
         lambda x, w, b: F.conv2d(x, w, b, padding=1),
         [X, _randn(4, 3, 3, 3), _randn(4)],

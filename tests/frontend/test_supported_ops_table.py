@@ -18,7 +18,7 @@ def test_the_table_in_docs_is_up_to_date():
 
 
 def test_every_handled_aten_op_has_a_row():
-    text = supported_ops_markdown()
+    text = supported_ops_markdown().split("## Core ATen coverage")[0]
     rows = [line for line in text.splitlines() if line.startswith("| `aten.")]
     assert len(rows) == len([t for t in HANDLERS if "aten." in str(t)])
     assert "| `aten.argmax.default` | `torch.argmax`, `torch.reshape` |" in rows

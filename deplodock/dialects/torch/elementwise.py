@@ -305,6 +305,178 @@ class SinOp(UnaryOp):
     name = "torch.sin"
 
 
+# --- float math: one `math` dialect function each -----------------------------------------
+
+
+@irdl_op_definition
+class AcosOp(FloatUnaryOp):
+    """`arccos(x)`, in radians; NaN outside [-1, 1]."""
+
+    name = "torch.acos"
+
+
+@irdl_op_definition
+class AcoshOp(FloatUnaryOp):
+    """The inverse hyperbolic cosine; NaN below 1."""
+
+    name = "torch.acosh"
+
+
+@irdl_op_definition
+class AsinOp(FloatUnaryOp):
+    """`arcsin(x)`, in radians; NaN outside [-1, 1]."""
+
+    name = "torch.asin"
+
+
+@irdl_op_definition
+class AsinhOp(FloatUnaryOp):
+    """The inverse hyperbolic sine."""
+
+    name = "torch.asinh"
+
+
+@irdl_op_definition
+class AtanOp(FloatUnaryOp):
+    """`arctan(x)`, in radians."""
+
+    name = "torch.atan"
+
+
+@irdl_op_definition
+class AtanhOp(FloatUnaryOp):
+    """The inverse hyperbolic tangent; NaN outside [-1, 1]."""
+
+    name = "torch.atanh"
+
+
+@irdl_op_definition
+class CoshOp(FloatUnaryOp):
+    """The hyperbolic cosine."""
+
+    name = "torch.cosh"
+
+
+@irdl_op_definition
+class SinhOp(FloatUnaryOp):
+    """The hyperbolic sine."""
+
+    name = "torch.sinh"
+
+
+@irdl_op_definition
+class TanOp(FloatUnaryOp):
+    """The tangent, of radians."""
+
+    name = "torch.tan"
+
+
+@irdl_op_definition
+class Expm1Op(FloatUnaryOp):
+    """`exp(x) - 1`, exact for small `x` (where the subtraction would cancel)."""
+
+    name = "torch.expm1"
+
+
+@irdl_op_definition
+class Log1pOp(FloatUnaryOp):
+    """`log(1 + x)`, exact for small `x` (where `1 + x` would round)."""
+
+    name = "torch.log1p"
+
+
+@irdl_op_definition
+class Log2Op(FloatUnaryOp):
+    """The base-2 logarithm."""
+
+    name = "torch.log2"
+
+
+@irdl_op_definition
+class Log10Op(FloatUnaryOp):
+    """The base-10 logarithm."""
+
+    name = "torch.log10"
+
+
+@irdl_op_definition
+class CeilOp(FloatUnaryOp):
+    """The smallest integer-valued float not below `x`."""
+
+    name = "torch.ceil"
+
+
+@irdl_op_definition
+class FloorOp(FloatUnaryOp):
+    """The largest integer-valued float not above `x`."""
+
+    name = "torch.floor"
+
+
+@irdl_op_definition
+class RoundOp(FloatUnaryOp):
+    """The nearest integer-valued float, halves to even (as `torch.round`)."""
+
+    name = "torch.round"
+
+
+@irdl_op_definition
+class TruncOp(FloatUnaryOp):
+    """`x` rounded toward zero."""
+
+    name = "torch.trunc"
+
+
+class FloatBinaryOp(BinaryOp):
+    """A binary op PyTorch computes on floats only (the frontend casts integers first)."""
+
+    @classmethod
+    def infer(cls, types: Types, props: Props) -> TensorType:
+        if not is_float(element_type_of(types[0])):
+            fail(cls.name, f"needs float tensors, got {element_type_of(types[0])}")
+        return super().infer(types, props)
+
+
+@irdl_op_definition
+class Atan2Op(FloatBinaryOp):
+    """`atan2(input, other)`: the angle of the point (other, input), in (-pi, pi]."""
+
+    name = "torch.atan2"
+
+
+@irdl_op_definition
+class PowTensorOp(FloatBinaryOp):
+    """`input ** exponent` elementwise, both tensors (`torch.pow` with a tensor exponent;
+    a scalar exponent is `torch.pow`)."""
+
+    name = "torch.pow_tensor"
+
+
+class BitwiseBinaryOp(BinaryOp):
+    """A bitwise op of two integer or bool tensors (two's complement, as in PyTorch)."""
+
+    @classmethod
+    def infer(cls, types: Types, props: Props) -> TensorType:
+        if is_float(element_type_of(types[0])):
+            fail(cls.name, f"needs integer or bool tensors, got {element_type_of(types[0])}")
+        return super().infer(types, props)
+
+
+@irdl_op_definition
+class BitwiseAndOp(BitwiseBinaryOp):
+    name = "torch.bitwise_and"
+
+
+@irdl_op_definition
+class BitwiseOrOp(BitwiseBinaryOp):
+    name = "torch.bitwise_or"
+
+
+@irdl_op_definition
+class BitwiseXorOp(BitwiseBinaryOp):
+    name = "torch.bitwise_xor"
+
+
 class ExtremumOp(BinaryOp):
     """The elementwise larger or smaller of two tensors; NaN in either operand propagates,
     as in `torch.maximum` / `torch.minimum` (and in `clamp` with tensor bounds, built from
@@ -531,6 +703,28 @@ OPS: tuple[type[TorchOp], ...] = (
     PowOp,
     CosOp,
     SinOp,
+    AcosOp,
+    AcoshOp,
+    AsinOp,
+    AsinhOp,
+    AtanOp,
+    AtanhOp,
+    CoshOp,
+    SinhOp,
+    TanOp,
+    Expm1Op,
+    Log1pOp,
+    Log2Op,
+    Log10Op,
+    CeilOp,
+    FloorOp,
+    RoundOp,
+    TruncOp,
+    Atan2Op,
+    PowTensorOp,
+    BitwiseAndOp,
+    BitwiseOrOp,
+    BitwiseXorOp,
     MaximumOp,
     MinimumOp,
     TriuOp,
@@ -550,4 +744,12 @@ OPS: tuple[type[TorchOp], ...] = (
 )
 """The ops of this module, in the order the `Torch` dialect lists them."""
 
-__all__ = ["CompareOp", "ExtremumOp", "LogicalBinaryOp", "TriangleOp", *(op.__name__ for op in OPS)]
+__all__ = [
+    "BitwiseBinaryOp",
+    "CompareOp",
+    "ExtremumOp",
+    "FloatBinaryOp",
+    "LogicalBinaryOp",
+    "TriangleOp",
+    *(op.__name__ for op in OPS),
+]

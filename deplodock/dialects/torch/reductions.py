@@ -53,6 +53,13 @@ class SumOp(ReductionOp):
 
 
 @irdl_op_definition
+class ProdOp(ReductionOp):
+    """The product over `dims` (`torch.prod`; the frontend casts integers to i64 first)."""
+
+    name = "torch.prod"
+
+
+@irdl_op_definition
 class MeanOp(ReductionOp):
     name = "torch.mean"
 
@@ -213,11 +220,9 @@ class LayerNormOp(TorchOp):
         return op
 
 
-@irdl_op_definition
-class CumsumOp(DimOp):
-    """Inclusive prefix sum along `dim`; integer and bool inputs sum in i64, as in PyTorch."""
-
-    name = "torch.cumsum"
+class PrefixOp(DimOp):
+    """An inclusive prefix reduction along `dim`; integer and bool inputs accumulate in
+    i64, as in PyTorch."""
 
     @classmethod
     def infer(cls, types: Types, props: Props) -> TensorType:
@@ -226,8 +231,23 @@ class CumsumOp(DimOp):
         return TensorType(i64 if is_integer(elt) else elt, shape)
 
 
+@irdl_op_definition
+class CumsumOp(PrefixOp):
+    """Inclusive prefix sum along `dim`."""
+
+    name = "torch.cumsum"
+
+
+@irdl_op_definition
+class CumprodOp(PrefixOp):
+    """Inclusive prefix product along `dim`."""
+
+    name = "torch.cumprod"
+
+
 OPS: tuple[type[TorchOp], ...] = (
     SumOp,
+    ProdOp,
     MeanOp,
     AmaxOp,
     AminOp,
@@ -238,7 +258,8 @@ OPS: tuple[type[TorchOp], ...] = (
     RmsNormOp,
     LayerNormOp,
     CumsumOp,
+    CumprodOp,
 )
 """The ops of this module, in the order the `Torch` dialect lists them."""
 
-__all__ = ["ArgExtremumOp", *(op.__name__ for op in OPS)]
+__all__ = ["ArgExtremumOp", "PrefixOp", *(op.__name__ for op in OPS)]

@@ -21,7 +21,7 @@ registration names the torch ops its handler builds
 
 from __future__ import annotations
 
-from deplodock.frontend.aten import composite, elementwise, structured
+from deplodock.frontend.aten import arithmetic, composite, elementwise, structured
 from deplodock.frontend.aten.core import (
     DTYPES,
     GLUE_OPS,
@@ -44,6 +44,7 @@ __all__ = [
     "Emitter",
     "Handler",
     "Registration",
+    "arithmetic",
     "composite",
     "elementwise",
     "handled_op_types",

@@ -164,6 +164,16 @@ class Registration:
 HANDLERS: dict[Any, Registration] = {}
 
 
+def handler_of(target: Any) -> Registration | None:
+    """The registration that imports `target`: its own, or for one output of a multi-output
+    op the one registered for all of its outputs (`OutputOf(op, None)`)."""
+    if target in HANDLERS:
+        return HANDLERS[target]
+    if isinstance(target, OutputOf):
+        return HANDLERS.get(OutputOf(target.op, None))
+    return None
+
+
 def handled_op_types() -> frozenset[type[T.TorchOp]]:
     """The torch ops some aten handler builds (the union of the registrations' `emits`)."""
     return frozenset(op for registration in HANDLERS.values() for op in registration.emits)
@@ -201,8 +211,31 @@ def handles(*targets: Any, emits: OpTypes) -> Callable[[Handler], Handler]:
     return register
 
 
+@dataclass(frozen=True)
+class OutputOf:
+    """Output `index` of a multi-output aten op (`sort` gives values and indices), as a
+    single-output FX target: the importer replaces each `getitem(node, index)` by a call of
+    it with the op's arguments, so handlers only ever build one value, and an output nobody
+    reads is never built. Calling it runs the op and picks the output (what FX would do)."""
+
+    op: torch._ops.OpOverload
+    #: None in a registration: one handler for every output (it reads `a["output_index"]`)
+    index: int | None
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.op(*args, **kwargs)[self.index]
+
+    def __str__(self) -> str:
+        return f"{self.op}[{self.index}]"
+
+    @property
+    def __name__(self) -> str:  # FX names the node after its target
+        return f"{self.op.__name__}_{self.index}"
+
+
 def target_name(target: Any) -> str:
-    """`aten.cumsum.default` for an OpOverload, `_operator.getitem` for a Python callable."""
-    if isinstance(target, torch._ops.OpOverload | torch._ops.HigherOrderOperator):
+    """`aten.cumsum.default` for an OpOverload, `aten.sort.default[1]` for one output of a
+    multi-output op, `_operator.getitem` for a Python callable."""
+    if isinstance(target, torch._ops.OpOverload | torch._ops.HigherOrderOperator | OutputOf):
         return str(target)
     return f"{getattr(target, '__module__', '')}.{getattr(target, '__name__', target)}".lstrip(".")

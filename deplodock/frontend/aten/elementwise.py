@@ -20,16 +20,35 @@ from deplodock.frontend.aten.core import (
 # --- elementwise ------------------------------------------------------------------------------
 
 
-def _arithmetic_type(out: TensorType) -> Attribute:
+def arithmetic_type(out: TensorType) -> Attribute:
     """Arithmetic computes in the result's dtype (already promoted by PyTorch)."""
     if out.element_type == i1:
         raise AtenImportError("arithmetic on bool tensors")
     return out.element_type
 
 
+#: Arithmetic whose result PyTorch keeps bool (both operands bool): `+` and `maximum` are
+#: `or`, `*` and `minimum` are `and` (PyTorch's own decompositions multiply masks).
+_BOOL_ARITHMETIC: dict[type[T.BinaryOp], type[T.LogicalBinaryOp]] = {
+    T.AddOp: T.LogicalOrOp,
+    T.MaximumOp: T.LogicalOrOp,
+    T.MulOp: T.LogicalAndOp,
+    T.MinimumOp: T.LogicalAndOp,
+}
+
+
+def _bool_arithmetic(e: Emitter, op: type[T.BinaryOp], a: dict[str, Any]) -> SSAValue:
+    logical = _BOOL_ARITHMETIC.get(op)
+    if logical is None or a.get("alpha", 1) != 1:
+        raise AtenImportError("arithmetic on bool tensors")
+    return e.emit(logical(e.boolean(a["input"]), e.boolean(a["other"])))
+
+
 def _binary_handler(op: type[T.BinaryOp]) -> Handler:
     def handler(e: Emitter, a: dict[str, Any], out: TensorType) -> SSAValue:
-        elt = _arithmetic_type(out)
+        if out.element_type == i1:
+            return _bool_arithmetic(e, op, a)
+        elt = arithmetic_type(out)
         rhs, alpha = a["other"], a.get("alpha", 1)
         if alpha != 1:
             rhs = e.binary(T.MulOp, rhs, alpha, elt)
@@ -44,17 +63,18 @@ for _ops, _op in [
     ((aten.mul.Tensor, aten.mul.Scalar), T.MulOp),
     ((aten.div.Tensor, aten.div.Scalar), T.DivOp),
 ]:
-    handles(*_ops, emits=(_op, T.MulOp))(_binary_handler(_op))
+    _logical = (_BOOL_ARITHMETIC[_op],) if _op in _BOOL_ARITHMETIC else ()
+    handles(*_ops, emits=(_op, T.MulOp, *_logical))(_binary_handler(_op))
 
 
 @handles(aten.rsub.Scalar, aten.rsub.Tensor, emits=(T.SubOp, T.MulOp))
 def _rsub(e: Emitter, a: dict[str, Any], out: TensorType) -> SSAValue:
-    elt = _arithmetic_type(out)
+    elt = arithmetic_type(out)
     x = a["input"] if a["alpha"] == 1 else e.binary(T.MulOp, a["input"], a["alpha"], elt)
     return e.binary(T.SubOp, a["other"], x, elt)
 
 
-def _unary_handler(op: type[T.UnaryOp]) -> Handler:
+def unary_handler(op: type[T.UnaryOp]) -> Handler:
     """`op(x)` computed in the result's dtype (`exp` of an int tensor is float: cast first)."""
     return lambda e, a, out: e.emit(op(e.cast(e.tensor(a["input"]), out.element_type)))
 
@@ -78,12 +98,12 @@ for _target, _uop in [
     (aten.mish.default, T.MishOp),
     (aten.log_sigmoid.default, T.LogSigmoidOp),
 ]:
-    handles(_target, emits=_uop)(_unary_handler(_uop))
+    handles(_target, emits=_uop)(unary_handler(_uop))
 
 
 @handles(aten.reciprocal.default, emits=T.DivOp)
 def _reciprocal(e: Emitter, a: dict[str, Any], out: TensorType) -> SSAValue:
-    return e.binary(T.DivOp, 1.0, a["input"], _arithmetic_type(out))
+    return e.binary(T.DivOp, 1.0, a["input"], arithmetic_type(out))
 
 
 @handles(aten.gelu.default, emits=T.GeluOp)
@@ -101,14 +121,20 @@ _EXTREMA = (T.MaximumOp, T.MinimumOp)
 
 def _extremum_handler(op: type[T.ExtremumOp]) -> Handler:
     """`torch.maximum` / `torch.minimum` (NaN-propagating), in the promoted dtype."""
-    return lambda e, a, out: e.binary(op, a["input"], a["other"], _arithmetic_type(out))
+
+    def handler(e: Emitter, a: dict[str, Any], out: TensorType) -> SSAValue:
+        if out.element_type == i1:
+            return _bool_arithmetic(e, op, a)
+        return e.binary(op, a["input"], a["other"], arithmetic_type(out))
+
+    return handler
 
 
 for _target, _extremum in [
     (aten.maximum.default, T.MaximumOp),
     (aten.minimum.default, T.MinimumOp),
 ]:
-    handles(_target, emits=_extremum)(_extremum_handler(_extremum))
+    handles(_target, emits=(_extremum, _BOOL_ARITHMETIC[_extremum]))(_extremum_handler(_extremum))
 
 
 def _bound(value: Any) -> float | None:
@@ -125,7 +151,7 @@ def _bound(value: Any) -> float | None:
 def _clamp(e: Emitter, a: dict[str, Any], out: TensorType) -> SSAValue:
     """`clamp(x, min, max)`, `clamp_min(x, min)`, `clamp_max(x, max)`: one `torch.clamp`,
     computed in the promoted dtype (`clamp(int_tensor, 0.5)` is float)."""
-    x = e.cast(e.tensor(a["input"]), _arithmetic_type(out))
+    x = e.cast(e.tensor(a["input"]), arithmetic_type(out))
     return e.emit(T.ClampOp(x, _bound(a.get("min")), _bound(a.get("max"))))
 
 
@@ -141,7 +167,7 @@ def _clamp_tensor(e: Emitter, a: dict[str, Any], out: TensorType) -> SSAValue:
     """`clamp` with tensor bounds: `minimum(maximum(x, min), max)`, so NaN in `x` or in a
     bound propagates and `min > max` gives `max`, as in PyTorch. Everything is computed in
     the promoted dtype, and the bounds broadcast."""
-    elt = _arithmetic_type(out)
+    elt = arithmetic_type(out)
     y = e.operand(a["input"], elt)
     if (low := a.get("min")) is not None:
         y = e.emit(T.MaximumOp(y, e.operand(low, elt)))
@@ -231,29 +257,24 @@ for _ops, _cmp in [
     handles(*_ops, emits=_cmp)(_compare_handler(_cmp))
 
 
-def _logical_handler(op: type[T.LogicalBinaryOp], bitwise: bool) -> Handler:
+def _logical_handler(op: type[T.LogicalBinaryOp]) -> Handler:
     def handler(e: Emitter, a: dict[str, Any], out: TensorType) -> SSAValue:
-        if bitwise and out.element_type != i1:
-            raise AtenImportError("bitwise ops on integer tensors are not supported")
         return e.emit(op(e.boolean(a["input"]), e.boolean(a["other"])))
 
     return handler
 
 
-# Each also emits `torch.ne`: `Emitter.boolean` compares non-bool operands with 0.
-for _ops, _logical, _bitwise in [
-    ((aten.logical_and.default,), T.LogicalAndOp, False),
-    ((aten.logical_or.default,), T.LogicalOrOp, False),
-    ((aten.__and__.Tensor, aten.bitwise_and.Tensor), T.LogicalAndOp, True),
-    ((aten.__or__.Tensor, aten.bitwise_or.Tensor), T.LogicalOrOp, True),
+# Each also emits `torch.ne`: `Emitter.boolean` compares non-bool operands with 0. The
+# bitwise ops (bools and integers) are in `arithmetic`.
+for _target, _logical in [
+    (aten.logical_and.default, T.LogicalAndOp),
+    (aten.logical_or.default, T.LogicalOrOp),
 ]:
-    handles(*_ops, emits=(_logical, T.NeOp))(_logical_handler(_logical, _bitwise))
+    handles(_target, emits=(_logical, T.NeOp))(_logical_handler(_logical))
 
 
-@handles(aten.logical_not.default, aten.bitwise_not.default, emits=(T.LogicalNotOp, T.NeOp))
+@handles(aten.logical_not.default, emits=(T.LogicalNotOp, T.NeOp))
 def _logical_not(e: Emitter, a: dict[str, Any], out: TensorType) -> SSAValue:
-    if out.element_type != i1:
-        raise AtenImportError("bitwise_not on integer tensors is not supported")
     return e.emit(T.LogicalNotOp(e.boolean(a["input"])))
 
 
@@ -290,7 +311,7 @@ def _fill_handler(default: float | None) -> Handler:
     """`full`-like factories: a splat `torch.constant` of the result type."""
 
     def handler(e: Emitter, a: dict[str, Any], out: TensorType) -> SSAValue:
-        value = a.get("fill_value", default)
+        value = a.get("fill_value", a.get("value", default))
         if not isinstance(value, int | float):
             raise AtenImportError(f"unsupported fill value {value!r}")
         if out.element_type == i1:
@@ -304,6 +325,9 @@ for _fills, _value in [
     ((aten.full.default, aten.new_full.default, aten.full_like.default), None),
     ((aten.ones.default, aten.new_ones.default, aten.ones_like.default), 1.0),
     ((aten.zeros.default, aten.new_zeros.default, aten.zeros_like.default), 0.0),
+    ((aten.fill.Scalar,), None),
+    # uninitialized memory: any value is right, zeros are deterministic
+    ((aten.empty.memory_format, aten.empty_strided.default, aten.empty_like.default), 0.0),
 ]:
     handles(*_fills, emits=T.ConstantOp)(_fill_handler(_value))
 

@@ -7,7 +7,7 @@ import math
 from typing import Any
 
 import torch
-from xdsl.dialects.builtin import TensorType, i1, i32, i64
+from xdsl.dialects.builtin import TensorType, i1
 from xdsl.ir import SSAValue
 
 from deplodock.dialects import torch as T
@@ -275,19 +275,6 @@ def _diff(e: Emitter, a: dict[str, Any], out: TensorType) -> SSAValue:
 @handles(aten.embedding.default, emits=T.EmbeddingOp)
 def _embedding(e: Emitter, a: dict[str, Any], out: TensorType) -> SSAValue:
     return e.emit(T.EmbeddingOp(e.tensor(a["weight"]), e.tensor(a["indices"])))
-
-
-@handles(aten.index.Tensor, emits=T.IndexOp)
-def _index(e: Emitter, a: dict[str, Any], out: TensorType) -> SSAValue:
-    indices = list(a["indices"])
-    while indices and indices[-1] is None:
-        indices.pop()
-    if any(i is None for i in indices):
-        raise AtenImportError("indexing with None (a skipped dim) before an index tensor")
-    values = [e.tensor(i) for i in indices]
-    if any(elt_of(v) not in (i64, i32) for v in values):
-        raise AtenImportError("indexing with bool masks is not supported")
-    return e.emit(T.IndexOp(e.tensor(a["input"]), values))
 
 
 @handles(aten.scaled_dot_product_attention.default, emits=T.ScaledDotProductAttentionOp)

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 from deplodock.frontend.aten.core import HANDLERS, target_name
+from deplodock.frontend.aten.coverage import coverage, summary
 
 HEADER = """# Supported aten ops
 
@@ -22,7 +23,9 @@ Generated from the frontend's aten table (`deplodock/frontend/aten/`) by
 python -m deplodock.frontend.aten.table > docs/supported-ops.md
 ```
 
-Any other aten op is refused at capture with one line naming every unsupported op. The
+An op no handler takes is first decomposed by PyTorch (`aten/decompositions.py`); an op
+still left is refused at capture with one line naming every unsupported op (and, for a Core
+ATen op refused by design, its reason). The
 torch ops are described in [ir.md](ir.md); the ones a handler may add on the side
 (`torch.constant` for Python scalars, `torch.cast` for dtype promotion) are not listed.
 """
@@ -30,6 +33,7 @@ torch ops are described in [ir.md](ir.md); the ones a handler may add on the sid
 #: the module (or package) of a handler -> the section it is listed under
 SECTIONS = {
     "deplodock.frontend.aten.elementwise": "Elementwise: arithmetic, activations, comparisons",
+    "deplodock.frontend.aten.arithmetic": "Math functions, rounding, remainders, bitwise ops",
     "deplodock.frontend.aten.structured": "Reductions, contractions, layout, gathers",
     "deplodock.frontend.aten.composite": "Composites: norms, losses, pooling, convolution",
 }
@@ -47,7 +51,23 @@ def supported_ops_markdown() -> str:
         parts.append(f"\n## {title}\n\n| aten op | torch ops |\n|---|---|\n")
         parts.append("".join(row + "\n" for row in sorted(rows.pop(module, []))))
     assert not rows, f"handlers outside the known modules: {sorted(rows)}"
+    parts.append(core_aten_markdown())
     return "".join(parts)
+
+
+def core_aten_markdown() -> str:
+    """The Core ATen section: the count that lowers, then one row per op of torch's opset."""
+    table = coverage()
+    lines = [
+        "\n## Core ATen coverage\n\n",
+        f"{summary(table)}. The opset is torch's own "
+        "(the overloads tagged `core`), each op measured by "
+        "`tests/frontend/test_core_aten_ops.py`: 'handler' is a row above, 'decomposed' is "
+        "PyTorch's decomposition into ops that lower, 'resolved at capture' a size that static "
+        "shapes make a number.\n\n| Core ATen op | status |\n|---|---|\n",
+    ]
+    lines += [f"| `{name}` | {status} |\n" for name, status in sorted(table.items())]
+    return "".join(lines)
 
 
 def _section(module: str) -> str:

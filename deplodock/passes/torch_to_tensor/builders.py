@@ -136,6 +136,10 @@ class ScalarBuilder:
             raise PassFailedException("convert-torch-to-tensor: arithmetic on i1 tensors")
         return self._add((float_op if is_float_type(x.type) else int_op)(x, y))
 
+    def math(self, op_type: type[Operation], *xs: Operand) -> SSAValue:
+        """Any float `math` op (`math.AcosOp`, `math.Atan2Op`, ...) of the operands."""
+        return self._math(op_type, *xs)
+
     def _math(self, op_type: type[Operation], *xs: Operand) -> SSAValue:
         """A float-only `math` op (transcendentals have no integer form)."""
         values = [self.val(x) for x in xs]
@@ -223,6 +227,9 @@ class ScalarBuilder:
 
     def or_(self, a: SSAValue, b: SSAValue) -> SSAValue:
         return self._add(arith.OrIOp(a, b))
+
+    def xor(self, a: SSAValue, b: SSAValue) -> SSAValue:
+        return self._add(arith.XOrIOp(a, b))
 
     def not_(self, a: SSAValue) -> SSAValue:
         return self._add(arith.XOrIOp(a, self.const(1, a.type)))

@@ -19,6 +19,7 @@ import math
 from collections.abc import Callable
 from typing import Any
 
+from xdsl.dialects import math as m
 from xdsl.dialects.builtin import Float32Type, IntegerType, i64
 from xdsl.ir import Operation, SSAValue
 
@@ -146,7 +147,40 @@ def _cast(s: ScalarBuilder, x: SSAValue) -> SSAValue:
     return s.cast(x, s.elt)
 
 
+def _math(op_type: type[Operation]) -> ScalarFn:
+    """One float `math` op of the operands (`MATH` has the pairs)."""
+    return lambda s, *xs: s.math(op_type, *xs)
+
+
+#: torch op -> the `math` op that is its whole body.
+MATH: dict[type[Operation], type[Operation]] = {
+    t.AcosOp: m.AcosOp,
+    t.AcoshOp: m.AcoshOp,
+    t.AsinOp: m.AsinOp,
+    t.AsinhOp: m.AsinhOp,
+    t.AtanOp: m.AtanOp,
+    t.AtanhOp: m.AtanhOp,
+    t.CoshOp: m.CoshOp,
+    t.SinhOp: m.SinhOp,
+    t.TanOp: m.TanOp,
+    t.Expm1Op: m.ExpM1Op,
+    t.Log1pOp: m.Log1pOp,
+    t.Log2Op: m.Log2Op,
+    t.Log10Op: m.Log10Op,
+    t.CeilOp: m.CeilOp,
+    t.FloorOp: m.FloorOp,
+    t.RoundOp: m.RoundEvenOp,
+    t.TruncOp: m.TruncOp,
+    t.Atan2Op: m.Atan2Op,
+    t.PowTensorOp: m.PowFOp,
+}
+
+
 BODIES: dict[type[Operation], ScalarFn] = {
+    **{op: _math(math_op) for op, math_op in MATH.items()},
+    t.BitwiseAndOp: ScalarBuilder.and_,
+    t.BitwiseOrOp: ScalarBuilder.or_,
+    t.BitwiseXorOp: ScalarBuilder.xor,
     t.AddOp: ScalarBuilder.add,
     t.SubOp: ScalarBuilder.sub,
     t.MulOp: ScalarBuilder.mul,

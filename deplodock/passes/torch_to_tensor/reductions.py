@@ -58,6 +58,11 @@ class SumLowering(ReductionLowering):
     op_type = t.SumOp
 
 
+class ProdLowering(ReductionLowering):
+    op_type = t.ProdOp
+    kind = ReduceKind.MUL
+
+
 class MeanLowering(ReductionLowering):
     """mean = sum * (1 / N)."""
 
@@ -167,8 +172,19 @@ class CumsumLowering(TorchLowering):
         return b.scan(x, ReduceKind.ADD, op.dim.value.data)
 
 
+class CumprodLowering(TorchLowering):
+    """As `CumsumLowering`, with `tensor.scan mul`."""
+
+    op_type = t.CumprodOp
+
+    def lower(self, op: t.CumprodOp, b: TensorBuilder) -> SSAValue:
+        x = b.cast(op.input, result_type_of(op).element_type)
+        return b.scan(x, ReduceKind.MUL, op.dim.value.data)
+
+
 PATTERNS: tuple[TorchLowering, ...] = (
     SumLowering(),
+    ProdLowering(),
     MeanLowering(),
     AmaxLowering(),
     AminLowering(),
@@ -177,4 +193,5 @@ PATTERNS: tuple[TorchLowering, ...] = (
     SoftmaxLowering(),
     LogSoftmaxLowering(),
     CumsumLowering(),
+    CumprodLowering(),
 )

@@ -10,6 +10,13 @@ in `common`; importing it registers their handlers.
 
 from __future__ import annotations
 
-from deplodock.frontend.aten.composite import einsum, losses, norms, windows
+from deplodock.frontend.aten.composite import (
+    einsum,
+    gathers,
+    losses,
+    norms,
+    statistics,
+    windows,
+)
 
-__all__ = ["einsum", "losses", "norms", "windows"]
+__all__ = ["einsum", "gathers", "losses", "norms", "statistics", "windows"]

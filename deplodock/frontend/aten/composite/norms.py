@@ -215,3 +215,35 @@ def _pairwise(e: Emitter, a: dict[str, Any], out: TensorType) -> SSAValue:
         raise AtenImportError("pairwise_distance with keepdim")
     elt = out.element_type
     return pairwise_distance(e, a["x1"], a["x2"], float(a["p"]), float(a["eps"]), elt)
+
+
+@handles(aten._cdist_forward.default, emits=(T.UnsqueezeOp, T.SubOp, *VECTOR_NORM_OPS))
+def _cdist(e: Emitter, a: dict[str, Any], out: TensorType) -> SSAValue:
+    """`||x1[..., i, :] - x2[..., j, :]||_p` for every pair of rows: the difference
+    broadcast over `(..., P, R, M)`, its p-norm over the last dim."""
+    x1, x2 = (e.cast(e.tensor(a[k]), out.element_type) for k in ("x1", "x2"))
+    rank = rank_of(x1)
+    d = e.emit(T.SubOp(e.emit(T.UnsqueezeOp(x1, rank - 1)), e.emit(T.UnsqueezeOp(x2, rank - 2))))
+    return norm_of(e, d, float(a["p"]), [rank], False)
+
+
+@handles(
+    aten._pdist_forward.default,
+    emits=(T.UnsqueezeOp, T.SubOp, T.SliceOp, T.CatOp, T.ReshapeOp, *VECTOR_NORM_OPS),
+)
+def _pdist(e: Emitter, a: dict[str, Any], out: TensorType) -> SSAValue:
+    """The distances of the row pairs `i < j` in row-major order: the full `(N, N)`
+    distance matrix, row `i` sliced from `i + 1`, the slices concatenated."""
+    x = e.cast(e.tensor(a["input"]), out.element_type)
+    n = tensor_shape(x)[0]
+    d = e.emit(T.SubOp(e.emit(T.UnsqueezeOp(x, 1)), e.emit(T.UnsqueezeOp(x, 0))))
+    full = norm_of(e, d, float(a["p"]), [2], False)
+    rows = [
+        e.emit(
+            T.ReshapeOp(
+                e.emit(T.SliceOp(e.emit(T.SliceOp(full, 0, i, i + 1)), 1, i + 1, n)), [n - 1 - i]
+            )
+        )
+        for i in range(n - 1)
+    ]
+    return rows[0] if len(rows) == 1 else e.emit(T.CatOp(rows, 0))
