@@ -6,7 +6,12 @@
     python -m bench.kernels --model h100 --dtype fp32    # no GPU: the performance model
 
 Each case is built, checked against PyTorch (float64 reference, poisoned outputs) and, when
-correct, timed like `deplodock run --bench` (interleaved, CUDA events, L2 flushed, median).
+correct, timed. `--timing graph` (what the GPU sessions use, `bench/graph_timing.py`): each
+contender in a CUDA graph of N back-to-back calls with an L2 flush between them, replayed,
+interleaved; min, median, p10 and p90 per call and the clocks before and after. `latency`
+and `device` time one call at a time like `deplodock run --bench` (interleaved, CUDA events,
+L2 flushed, median): `latency` includes the host's issue of the call where it outlasts the
+flush, `device` keeps the GPU busy meanwhile. Every results file says which it used.
 Cases run in a worker process (`bench/worker.py`) so a crash or a hang costs one row. The
 run writes `kernels-<dtype>-<time>.json` (device, driver, torch and nvcc versions, date, every
 row) and a `.png` chart of per-case speedups under `--out`, and prints the geomean speedups
@@ -25,10 +30,13 @@ from typing import Any
 
 from bench.cases import DTYPES, Case, add_case_patterns, all_cases, find_cases
 from bench.report import Row, draw_chart, results_document, summarize, with_speedups, write_json
-from deplodock.backend.benchmark import TIMINGS
+from deplodock.backend.benchmark import COMPILE, DEPLODOCK, EAGER
+from deplodock.backend.benchmark import TIMINGS as CALL_TIMINGS
 from deplodock.perf.devices import known_devices
 
 DEFAULT_OUT = Path(__file__).resolve().parent / "results"
+#: `graph` (CUDA-graph replays, `bench/graph_timing.py`) and the one-call timings.
+TIMINGS = ("graph", *CALL_TIMINGS)
 CASE_FUNCTION = "bench.kernels:run_case"
 
 
@@ -52,7 +60,13 @@ def base_row(case: Case, dtype: str) -> Row:
 
 
 def run_case(
-    name: str, dtype: str, warmup: int, iters: int, seed: int = 0, timing: str = "latency"
+    name: str,
+    dtype: str,
+    warmup: int,
+    iters: int,
+    seed: int = 0,
+    timing: str = "latency",
+    warm: bool = False,
 ) -> Row:
     """Build, check and time one case on the GPU (runs in the worker process)."""
     import torch
@@ -82,6 +96,12 @@ def run_case(
     if not report.ok:
         reason = f"max relative error {row['max_rel_error']:.3e} > {report.tolerance:.2g}"
         return row | {"status": "mismatch", "reason": reason}
+    if timing == "graph":
+        row |= graph_timed(prepared, device, warm)
+        status = "ok" if row["deplodock_ms"] is not None else "runtime_error"
+        del prepared, program
+        torch.cuda.empty_cache()
+        return with_speedups(row | {"status": status, "restart": status != "ok"})
     results, _ = bench_on_cuda(prepared, device, warmup, iters, timing=timing)
     for key, contender in (
         ("eager_ms", B.EAGER),
@@ -97,6 +117,32 @@ def run_case(
     del prepared, program
     torch.cuda.empty_cache()
     return with_speedups(row | {"status": status, "restart": not deplodock.ok})
+
+
+#: A row's median-time field of each contender.
+TIME_KEYS = {"eager_ms": EAGER, "compile_ms": COMPILE, "deplodock_ms": DEPLODOCK}
+
+
+def graph_row_fields(results: dict[str, Any], clocks: dict[str, Any]) -> Row:
+    """The row fields of a graph-timed case: each contender's median per call (the row's
+    time), its min/median/p10/p90 and calls (`graph_stats`), the clocks, any error."""
+    fields: Row = {"graph_stats": {}, "clocks": clocks}
+    for key, contender in TIME_KEYS.items():
+        measurement = results.get(contender)
+        fields[key] = measurement.median if measurement is not None and measurement.ok else None
+        if measurement is None:
+            continue
+        fields["graph_stats"][contender] = measurement.stats()
+        if measurement.error:
+            fields["reason"] = f"{contender}: {measurement.error}"
+    return fields
+
+
+def graph_timed(prepared: Any, device: Any, warm: bool) -> Row:  # pragma: no cover - GPU
+    from bench.graph_timing import bench_graph
+
+    results, clocks = bench_graph(prepared, device, warm=warm)
+    return graph_row_fields(results, clocks)
 
 
 def environment(dtype: str) -> dict[str, Any]:
@@ -134,7 +180,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--model",
         metavar="DEVICE",
         help=f"model the cases on DEVICE ({known_devices()}) with the performance model instead "
-        "of running them on a GPU (bench/modeled.py)",
+        "of running them on a GPU (bench/modeled.py); DEVICE@TIMING (h200@latency) takes the "
+        "constants of that device's measured run instead of the shared ones",
     )
     parser.add_argument("--warmup", type=int, default=10, help="untimed runs (default: 10)")
     parser.add_argument("--iters", type=int, default=50, help="timed runs (default: 50)")
@@ -144,9 +191,16 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--timing",
         choices=TIMINGS,
         default="latency",
-        help="latency: CUDA events around each call as the host issues it (host overhead "
-        "included where it outlasts the L2 flush); device: the GPU is kept busy while the "
-        "host issues the call, so the events time GPU work only (default: latency)",
+        help="graph: each contender in a CUDA graph of N back-to-back calls (L2 flushed "
+        "between them unless --warm), replayed and interleaved: kernel time per call, no host "
+        "(bench/graph_timing.py); latency: CUDA events around each call as the host issues it "
+        "(host overhead included where it outlasts the L2 flush); device: the GPU is kept busy "
+        "while the host issues the call, so the events time GPU work only (default: latency)",
+    )
+    parser.add_argument(
+        "--warm",
+        action="store_true",
+        help="with --timing graph: no L2 flush between the calls (inputs may stay in L2)",
     )
     parser.add_argument(
         "--merge",
@@ -161,6 +215,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="with --model: cases modeled in parallel worker processes (default: 1)",
     )
     return parser.parse_args(argv)
+
+
+def timing_label(timing: str, warm: bool) -> str:
+    """The results file's `timing`: the method, and for graphs whether L2 was flushed."""
+    if timing != "graph":
+        return timing
+    return "graph (warm L2)" if warm else "graph (L2 flushed between calls)"
 
 
 def run_suite(
@@ -242,12 +303,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{len(cases)} cases")
         return 0
     if args.model:
-        from bench.modeled import run_modeled_suite
+        from bench.modeled import run_modeled_suite, split_model_key
         from deplodock.perf.devices import UnknownDevice, device_model
+        from deplodock.perf.model import load_calibration
 
+        device_key, timing = split_model_key(args.model.lower())
         try:
-            device_model(args.model)
+            device_model(device_key)
         except UnknownDevice as error:
+            print(f"bench.kernels: error: {error}", file=sys.stderr)
+            return 1
+        if timing and args.model.lower() not in load_calibration().device_constants:
+            known = ", ".join(sorted(load_calibration().device_constants)) or "none"
+            error = f"no measured run {args.model!r} in calibration.json (known: {known})"
             print(f"bench.kernels: error: {error}", file=sys.stderr)
             return 1
         run_modeled_suite(
@@ -267,9 +335,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     from bench.worker import IsolatedRunner
 
-    task = {"warmup": args.warmup, "iters": args.iters, "seed": args.seed, "timing": args.timing}
+    task = {
+        "warmup": args.warmup,
+        "iters": args.iters,
+        "seed": args.seed,
+        "timing": args.timing,
+        "warm": args.warm,
+    }
     with IsolatedRunner("bench.kernels:environment", timeout=600) as probe:
-        env = probe(dtype=args.dtype) | {"timing": args.timing}
+        env = probe(dtype=args.dtype) | {"timing": timing_label(args.timing, args.warm)}
     if "device" not in env:
         print(f"bench.kernels: error: {env.get('reason')}", file=sys.stderr)
         return 1

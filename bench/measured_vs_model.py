@@ -33,24 +33,28 @@ Pair = dict[str, Any]
 
 
 def pairs(measured: dict[str, Any], modeled: dict[str, Any]) -> list[Pair]:
-    """One pair per case both documents have with a time (measured ok, modeled ok)."""
-    model_us = {
-        r["case"]: r["modeled_us"]
-        for r in modeled["rows"]
-        if r.get("status") == "ok" and r.get("modeled_us")
+    """One pair per case both documents have with a time (measured ok, modeled ok), with
+    the % SOL of each (`deplodock/perf/sol.py`: the case's ideal time, which the modeled
+    document carries, over the measured or the modeled whole time)."""
+    models = {
+        r["case"]: r for r in modeled["rows"] if r.get("status") == "ok" and r.get("modeled_us")
     }
     out = []
     for row in measured["rows"]:
-        if row.get("status") != "ok" or not row.get("deplodock_ms") or row["case"] not in model_us:
+        if row.get("status") != "ok" or not row.get("deplodock_ms") or row["case"] not in models:
             continue
         measured_us = 1000 * row["deplodock_ms"]
+        model = models[row["case"]]
+        ideal = model.get("ideal_us")
         out.append(
             {
                 "case": row["case"],
                 "family": family_of(row["op"]),
                 "measured_us": measured_us,
-                "modeled_us": model_us[row["case"]],
-                "error_pct": 100 * (model_us[row["case"]] - measured_us) / measured_us,
+                "modeled_us": model["modeled_us"],
+                "error_pct": 100 * (model["modeled_us"] - measured_us) / measured_us,
+                "measured_sol_pct": 100 * ideal / measured_us if ideal else None,
+                "modeled_sol_pct": model.get("sol_pct") if ideal else None,
             }
         )
     return out
@@ -70,14 +74,19 @@ def statistics_of(rows: Sequence[Pair]) -> dict[str, Any]:
     }
 
 
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f}"
+
+
 def _tau(value: float) -> str:
     return "-" if math.isnan(value) else f"{value:.2f}"
 
 
 def summary_table(rows: Sequence[Pair], gpu_bound_us: float) -> list[str]:
     lines = [
-        "| family | cases | MAPE | median error | Kendall tau | GPU-bound cases | MAPE | tau |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|",
+        "| family | cases | MAPE | median error | Kendall tau | GPU-bound cases | MAPE | "
+        "median error | tau |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     families = [*sorted({r["family"] for r in rows}), "all"]
     for family in families:
@@ -87,7 +96,11 @@ def summary_table(rows: Sequence[Pair], gpu_bound_us: float) -> list[str]:
         lines.append(
             f"| {family} | {a['cases']} | {a['mape_pct']:.0f}% | {a['median_error_pct']:+.0f}% "
             f"| {_tau(a['kendall_tau'])} | {b['cases']} | "
-            + (f"{b['mape_pct']:.0f}% | {_tau(b['kendall_tau'])} |" if b["cases"] else "- | - |")
+            + (
+                f"{b['mape_pct']:.0f}% | {b['median_error_pct']:+.0f}% | {_tau(b['kendall_tau'])} |"
+                if b["cases"]
+                else "- | - | - |"
+            )
         )
     return lines
 
@@ -121,11 +134,15 @@ def report(
         "",
         *summary_table(rows, gpu_bound_us),
         "",
-        "| case | measured us | modeled us | error |",
-        "|---|---:|---:|---:|",
+        "% SOL: the case's ideal time (`deplodock/perf/sol.py`, from the modeled document) "
+        "over its measured, or its modeled, whole time.",
+        "",
+        "| case | measured us | modeled us | error | % SOL measured | % SOL modeled |",
+        "|---|---:|---:|---:|---:|---:|",
     ]
     body = [
-        f"| {r['case']} | {r['measured_us']:.1f} | {r['modeled_us']:.1f} | {r['error_pct']:+.0f}% |"
+        f"| {r['case']} | {r['measured_us']:.1f} | {r['modeled_us']:.1f} | {r['error_pct']:+.0f}% "
+        f"| {_pct(r['measured_sol_pct'])} | {_pct(r['modeled_sol_pct'])} |"
         for r in rows
     ]
     return "\n".join(head + body) + "\n"

@@ -4,11 +4,13 @@ Every case is compiled to the kernel level and each of its kernels is traced and
 (`deplodock.perf`). The results are *modeled*, never measured, and say so in every file:
 
 - `kernels-modeled-<device>-<dtype>.json`: the device model, the calibration's fit date, and
-  per case the modeled time, % of speed-of-light, the slowest kernel's limiter, every
-  kernel's counters, and the published PyTorch-eager H100 time where `bench/perfdata/` has
-  the op (fp32 GEMMs: same N and K, nearest M);
-- `kernels-modeled-<device>-<dtype>.md`: the summary (geomean % SOL per family, the five
-  worst cases with their limiter) and the table;
+  per case the modeled time, its % of speed-of-light (`deplodock/perf/sol.py`: the program's
+  ideal time over its whole modeled time, launches included), the error band of its family
+  (`calibration.json`), the slowest kernel's limiter, every kernel's counters, and the
+  published PyTorch-eager H100 time where `bench/perfdata/` has the op (fp32 GEMMs: same
+  input and output features, nearest rows);
+- `kernels-modeled-<device>-<dtype>.md`: the summary (geomean % SOL per family with its error
+  band, the five worst cases with their limiter) and the table;
 - `kernels-modeled-<device>-<dtype>-sol.png` (per-case % SOL) and `-roofline.png`.
 
 File names carry no timestamp: re-running the documented command regenerates them in place.
@@ -39,11 +41,17 @@ FAMILIES = {
     "sdpa_gqa": "attention",
     "attention": "attention",
 }
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 
 def family_of(op: str) -> str:
     return FAMILIES.get(op, "GEMM")
+
+
+def band_family(case: Case, dtype: str) -> str:
+    """The case's error-band family (`calibration.json`): a GEMM's carries its dtype."""
+    family = family_of(case.op)
+    return f"GEMM {'fp32' if dtype == 'fp32' else 'bf16'}" if family == "GEMM" else family
 
 
 def published_linear_rows(path: Path = GEMM_CSV) -> list[dict[str, Any]]:
@@ -56,20 +64,37 @@ def published_linear_rows(path: Path = GEMM_CSV) -> list[dict[str, Any]]:
 def nearest_published_gemm(
     case: Case, dtype: str, rows: Sequence[dict[str, Any]]
 ) -> dict[str, Any] | None:
-    """The published fp32 `linear` row with the case's N and K and the nearest B*M."""
+    """The published fp32 `linear` row with the case's input and output features and the
+    nearest number of rows. The file's `N` is the input features and its `K` the output
+    features (`bench/published_gemm.py` reads them so from cuBLAS' grid)."""
     if dtype != "fp32" or family_of(case.op) != "GEMM":
         return None
     m, k = case.inputs[0][1], case.inputs[0][2]
     n = case.output[2]
-    same = [r for r in rows if int(r["N"]) == n and int(r["K"]) == k]
+    same = [r for r in rows if int(r["N"]) == k and int(r["K"]) == n]
     if not same:
         return None
     best = min(same, key=lambda r: abs(math.log(int(r["B"]) * int(r["M"]) / m)))
     return {
         "latency_us": float(best["latency_us"]),
-        "shape": f"{int(best['B']) * int(best['M'])}x{n}x{k}",
+        "shape": f"{int(best['B']) * int(best['M'])}x{k}x{n}",
         "kernel": best["kernel"],
     }
+
+
+def split_model_key(key: str) -> tuple[str, str | None]:
+    """`h200@latency` -> (`h200`, `latency`): a device model and the measured run (its
+    timing) whose own constants it takes (`perf.model.run_key`); `h200` -> (`h200`, None)."""
+    device, _, timing = key.partition("@")
+    return device, timing or None
+
+
+def calibration_for(key: str) -> Any:
+    """The calibration a `--model` key models with: the shared constants, or a run's own."""
+    from deplodock.perf.model import for_run, load_calibration
+
+    device, timing = split_model_key(key)
+    return for_run(load_calibration(), device, timing) if timing else load_calibration()
 
 
 def model_case(
@@ -77,15 +102,17 @@ def model_case(
 ) -> dict:
     """One row: the case compiled to the kernel level and modeled on the device (with
     `replay`, a `deplodock.tune.replay.Replay`: its kernels' tuned schedules)."""
+    from bench.trace_cache import estimate_program
     from deplodock.driver import lower_program, program_from_expression
     from deplodock.perf.devices import device_model
-    from deplodock.perf.profile import model_program, ptxas_registers
+    from deplodock.perf.profile import ptxas_registers
 
-    device = device_model(device_key)
+    device = device_model(split_model_key(device_key)[0])
     row: dict[str, Any] = {
         "case": case.name,
         "op": case.op,
         "family": family_of(case.op),
+        "band": band_family(case, dtype),
         "model": case.model.name,
         "seq": case.seq,
         "dtype": dtype,
@@ -97,23 +124,20 @@ def model_case(
         program = program_from_expression(row["expression"])
         lower_program(program, "kernel", replay=replay)
         registers = ptxas_registers(program.module, device.capability)
-        estimate = model_program(program.module, device, registers)
+        estimate = estimate_program(program.module, device, registers, calibration_for(device_key))
     except Exception as error:  # a case that does not compile is a row, not a crash
         return row | {"status": "compile_error", "reason": str(error).splitlines()[0]}
     kernels = [e.as_row() | {"launches": n} for e, n in estimate.kernels]
-    busy = sum(e.busy_us * n for e, n in estimate.kernels)
-    ideal = sum(e.ideal_us * n for e, n in estimate.kernels)
-    flops = sum(e.flops * n for e, n in estimate.kernels)
     dram = sum(e.dram_bytes * n for e, n in estimate.kernels)
     published = nearest_published_gemm(case, dtype, gemm_rows)
-    fma_peak_us = 1e6 * flops / device.fp32_flops_per_s
     return row | {
         "modeled_us": round(estimate.total_us, 3),
-        "busy_us": round(busy, 3),
-        "sol_pct": round(100 * min(1.0, ideal / busy), 2) if busy > 0 else None,
-        "fma_peak_pct": round(100 * fma_peak_us / estimate.total_us, 2),
+        "busy_us": round(estimate.busy_us, 3),
+        "ideal_us": round(estimate.ideal_us, 3),
+        "sol_pct": round(100 * estimate.sol_fraction, 2),
+        "flops": round(estimate.work.flops),
+        "compulsory_bytes": round(estimate.work.compulsory_bytes),
         "limiter": estimate.kernels[0][0].limiter,
-        "flops": round(flops),
         "dram_bytes": round(dram),
         "registers_source": estimate.registers_source,
         "published_eager_us": published["latency_us"] if published else None,
@@ -159,12 +183,11 @@ def _merged(old: Sequence[dict], new: Sequence[dict]) -> list[dict]:
 
 def summary(rows: Sequence[dict]) -> dict[str, Any]:
     """Geomean % SOL per family, the five worst cases (lowest % SOL) with their limiter, and
-    the GEMMs at 512 tokens as a share of the FP32 FMA peak (the case's flops at that peak
-    over its modeled time, launch included: a bar fp32 GEMMs are held to)."""
+    the GEMMs at 512 tokens' % SOL (min and geomean: a bar GEMMs are held to)."""
     ok = [r for r in rows if r["status"] == "ok"]
     families = sorted({r["family"] for r in ok})
     worst = sorted(ok, key=lambda r: r["sol_pct"])[:5]
-    gemm_512 = [r["fma_peak_pct"] for r in ok if r["family"] == "GEMM" and r["seq"] == 512]
+    gemm_512 = [r["sol_pct"] for r in ok if r["family"] == "GEMM" and r["seq"] == 512]
     return {
         "cases": len(rows),
         "ok": len(ok),
@@ -176,7 +199,7 @@ def summary(rows: Sequence[dict]) -> dict[str, Any]:
         "worst": [
             {"case": r["case"], "sol_pct": r["sol_pct"], "limiter": r["limiter"]} for r in worst
         ],
-        "gemm_512_fma_peak_pct": {
+        "gemm_512_sol_pct": {
             "min": min(gemm_512, default=None),
             "geomean": round(geomean(gemm_512), 2) if gemm_512 else None,
         },
@@ -188,12 +211,13 @@ def document(rows: Sequence[dict], device_key: str, dtype: str) -> dict[str, Any
     from deplodock.perf.model import load_calibration
 
     calibration = load_calibration()
+    device, timing = split_model_key(device_key)
     return {
         "schema_version": SCHEMA_VERSION,
         "suite": "bench.kernels",
         "modeled": True,
         "note": "modeled by deplodock's performance model, not measured on a GPU",
-        "device_model": device_model(device_key).name,
+        "device_model": device_model(device).name,
         "device_key": device_key,
         "dtype": dtype,
         "date": datetime.date.today().isoformat(),
@@ -202,6 +226,10 @@ def document(rows: Sequence[dict], device_key: str, dtype: str) -> dict[str, Any
             "fit_date": calibration.fit_date,
             "commit": calibration.commit,
             "model_version": calibration.model_version,
+            "constants": f"that {device} run's own ({device_key})" if timing else "shared",
+        },
+        "error_bands": {
+            r["family"]: calibration.band_label(r["band"]) for r in rows if r.get("band")
         },
         "summary": summary(rows),
         "rows": list(rows),
@@ -218,35 +246,51 @@ def markdown(doc: dict[str, Any]) -> str:
         f"{doc['dtype']}`; model v{doc['calibration']['model_version']}, constants fitted "
         f"{doc['calibration']['fit_date']}. Every kernel has deplodock's current default "
         "schedule.",
+        *(
+            [
+                "",
+                f"Constants: {doc['calibration']['constants']}: the sustained clock and "
+                "launch cost that run's timing saw, not the device's datasheet behaviour; "
+                "these times are what that session would have measured.",
+            ]
+            if doc["calibration"].get("constants", "shared") != "shared"
+            else []
+        ),
+        "",
+        "% SOL (`deplodock/perf/sol.py`): the program's ideal time (its inputs read once and "
+        "outputs written once at the datasheet DRAM bandwidth, or its useful flops at the "
+        "datasheet peak of the dtype's fastest dense path: the FP32 FMA peak for fp32, where "
+        "tf32x3 on tensor cores may pass 100 %, the dense tensor-core peak for bf16) over its "
+        "whole modeled time, launches included. Each family's error band: the model against "
+        "held-out measurements (`bench/results/model-validation.md`).",
         "",
         f"{s['ok']} of {s['cases']} cases modeled; total modeled time {s['total_modeled_us']} us.",
         "",
-        "| family | geomean % of speed-of-light |",
-        "|---|---|",
-        *[f"| {family} | {value} |" for family, value in s["geomean_sol_pct"].items()],
+        "| family | geomean % of speed-of-light (modeled) | error band |",
+        "|---|---|---|",
+        *[
+            f"| {family} | {value} | {doc.get('error_bands', {}).get(family, '')} |"
+            for family, value in s["geomean_sol_pct"].items()
+        ],
         "",
         "Five worst cases: "
         + "; ".join(f"{w['case']} {w['sol_pct']}% ({w['limiter']})" for w in s["worst"]),
         "",
-        "GEMMs at 512 tokens, the FP32 FMA peak's time for their flops over the modeled time "
-        f"(launch included): min {s['gemm_512_fma_peak_pct']['min']}%, geomean "
-        f"{s['gemm_512_fma_peak_pct']['geomean']}%. % SOL is against the roof of the pipe the "
-        "kernel's math runs on (tensor cores for MMA kernels, fp32 tf32x3 included).",
+        f"GEMMs at 512 tokens, % SOL (modeled): min {s['gemm_512_sol_pct']['min']}%, geomean "
+        f"{s['gemm_512_sol_pct']['geomean']}%.",
         "",
-        "| case | modeled us | % SOL | % FMA peak | limiter | kernels | published eager us "
-        "(shape) |",
-        "|---|---|---|---|---|---|---|",
+        "| case | modeled us | % SOL (modeled) | limiter | kernels | published eager us (shape) |",
+        "|---|---|---|---|---|---|",
     ]
     for r in doc["rows"]:
         if r["status"] != "ok":
-            lines.append(f"| {r['case']} | {r['status']}: {r['reason']} | | | | | |")
+            lines.append(f"| {r['case']} | {r['status']}: {r['reason']} | | | | |")
             continue
         published = (
             f"{r['published_eager_us']} ({r['published_shape']})" if r["published_eager_us"] else ""
         )
         lines.append(
-            f"| {r['case']} | {r['modeled_us']} | {r['sol_pct']} | {r['fma_peak_pct']} | "
-            f"{r['limiter']} | "
+            f"| {r['case']} | {r['modeled_us']} | {r['sol_pct']} | {r['limiter']} | "
             f"{len(r['kernels'])} | {published} |"
         )
     return "\n".join(lines) + "\n"
@@ -287,7 +331,7 @@ def draw_roofline(rows: Sequence[dict], path: Path, title: str, device_key: str)
 
     from deplodock.perf.devices import device_model
 
-    device = device_model(device_key)
+    device = device_model(split_model_key(device_key)[0])
     fig, ax = plt.subplots(figsize=(8, 6))
     points: dict[str, list[tuple[float, float]]] = {}
     for r in rows:

@@ -7,8 +7,13 @@ existed, kept as it was generated), and writes `scheduling-speedup-<device>.md`:
 modeled time before and after, the speedup, and the geomean speedup per family. MODELED, not
 measured.
 
-For the fp32 GEMMs at 512 tokens it adds the share of the FP32 peak each reaches (modeled)
-next to the share cuBLAS reached, *measured* and published, at the nearest M = 512 shape of
+% SOL is the one definition (`deplodock/perf/sol.py`): the program's ideal time over its
+whole time, launches included. The ideal is the program's (its inputs, outputs and useful
+flops), the same before and after, so "% SOL before" is today's ideal over the baseline's
+modeled time, whatever definition the baseline's own files printed.
+
+For the fp32 GEMMs at 512 tokens it adds the % SOL each reaches (modeled) next to the % SOL
+cuBLAS reached, *measured* and published, at the nearest M = 512 shape of
 `bench/perfdata/h100-eager-gemm-fp32.csv`: what a hand-tuned library attains at that size.
 """
 
@@ -47,7 +52,7 @@ def speedups(before: dict, after: dict) -> list[dict]:
                 "before_us": base["modeled_us"],
                 "after_us": r["modeled_us"],
                 "speedup": base["modeled_us"] / r["modeled_us"],
-                "sol_before": base["sol_pct"],
+                "sol_before": 100 * r["ideal_us"] / base["modeled_us"],
                 "sol_after": r["sol_pct"],
                 "limiter": r["limiter"],
                 "published_eager_us": r.get("published_eager_us"),
@@ -62,10 +67,13 @@ def section(dtype: str, before: dict, after: dict) -> list[str]:
     lines = [
         f"## {dtype}",
         "",
-        f"Baseline generated {before['date']} at commit {before['commit']}; scheduled "
-        f"{after['date']} at commit {after['commit']}.",
+        f"Baseline generated {before['date']} at commit {before['commit']} (model "
+        f"v{before['calibration']['model_version']}, kept as generated); scheduled "
+        f"{after['date']} at commit {after['commit']} (model "
+        f"v{after['calibration']['model_version']}): the speedups hold the model's changes "
+        "as well as the schedules'.",
         "",
-        "| family | geomean speedup | geomean % SOL before | after |",
+        "| family | geomean speedup | geomean % SOL before (modeled) | after (modeled) |",
         "|---|---|---|---|",
     ]
     for family in [*families, "all"]:
@@ -77,7 +85,8 @@ def section(dtype: str, before: dict, after: dict) -> list[str]:
         )
     lines += [
         "",
-        "| case | before us | after us | speedup | % SOL after | limiter | published eager us |",
+        "| case | before us | after us | speedup | % SOL after (modeled) | limiter | "
+        "published eager us |",
         "|---|---|---|---|---|---|---|",
     ]
     for r in rows:
@@ -90,34 +99,38 @@ def section(dtype: str, before: dict, after: dict) -> list[str]:
 
 
 def nearest_m512_row(n: int, k: int, rows: list[dict]) -> dict | None:
-    """The published `linear` row at B*M = 512 whose (N, K) is nearest in log scale."""
+    """The published `linear` row at B*M = 512 whose output features `n` and input features
+    `k` are nearest in log scale (the file's `K` and `N`: `bench/published_gemm.py`)."""
     same_m = [r for r in rows if int(r["B"]) * int(r["M"]) == PEAK_TABLE_SEQ]
     if not same_m:
         return None
     return min(
         same_m,
-        key=lambda r: abs(math.log(int(r["N"]) / n)) + abs(math.log(int(r["K"]) / k)),
+        key=lambda r: abs(math.log(int(r["K"]) / n)) + abs(math.log(int(r["N"]) / k)),
     )
 
 
-def peak_table(after: dict, device_key: str) -> list[str]:
-    """fp32 GEMMs at 512 tokens: % of the FP32 peak, modeled here and published for cuBLAS."""
+def peak_table(after: dict, device_key: str, published: list[dict] | None = None) -> list[str]:
+    """fp32 GEMMs at 512 tokens: % SOL, modeled here and measured (published) for cuBLAS
+    (`published`: the file's `linear` rows by default)."""
     from bench.cases import all_cases
     from bench.modeled import published_linear_rows
     from deplodock.perf.devices import device_model
+    from deplodock.perf.sol import Work, sol_fraction
 
-    peak = device_model(device_key).fp32_flops_per_s
+    device = device_model(device_key)
     cases = {c.name: c for c in all_cases()}
-    published = published_linear_rows()
+    published = published_linear_rows() if published is None else published
     lines = [
-        f"### fp32 GEMMs at {PEAK_TABLE_SEQ} tokens: share of the FP32 peak",
+        f"### fp32 GEMMs at {PEAK_TABLE_SEQ} tokens: % of speed-of-light",
         "",
-        "deplodock: flops over the *modeled* time (launch included); cuBLAS: flops over the "
-        "*measured* PyTorch-eager time (launch included) at the nearest published M = 512 "
-        "shape (NeuSight, `bench/perfdata/`).",
+        "deplodock: the case's % SOL (`deplodock/perf/sol.py`) over its *modeled* time "
+        "(launch included); cuBLAS: the same definition over the *measured* PyTorch-eager "
+        "time (launch included) at the nearest published M = 512 shape (NeuSight, "
+        "`bench/perfdata/`). fp32: the roof is the FP32 FMA peak.",
         "",
-        "| case | N x K | deplodock % peak (modeled) | nearest published "
-        "| cuBLAS % peak (measured) |",
+        "| case | out x in | deplodock % SOL (modeled) | nearest published "
+        "| cuBLAS % SOL (measured) |",
         "|---|---|---|---|---|",
     ]
     for r in after["rows"]:
@@ -127,15 +140,16 @@ def peak_table(after: dict, device_key: str) -> list[str]:
         if case.seq != PEAK_TABLE_SEQ:
             continue
         n, k = case.output[-1], case.inputs[0][-1]
-        mine = 100 * r["flops"] / (r["modeled_us"] * 1e-6) / peak
         row = nearest_m512_row(n, k, published)
         if row is None:
             theirs, shape = "", ""
         else:
-            flops = 2 * PEAK_TABLE_SEQ * int(row["N"]) * int(row["K"])
-            theirs = f"{100 * flops / (float(row['latency_us']) * 1e-6) / peak:.1f}"
-            shape = f"{PEAK_TABLE_SEQ}x{row['N']}x{row['K']}"
-        lines.append(f"| {r['case']} | {n} x {k} | {mine:.1f} | {shape} | {theirs} |")
+            m, k_in, n_out = PEAK_TABLE_SEQ, int(row["N"]), int(row["K"])
+            work = Work(4.0 * (m * k_in + k_in * n_out + m * n_out), 2.0 * m * k_in * n_out)
+            seconds = float(row["latency_us"]) * 1e-6
+            theirs = f"{100 * sol_fraction(device, work, seconds):.1f}"
+            shape = f"{m}x{k_in}->{n_out}"
+        lines.append(f"| {r['case']} | {n} x {k} | {r['sol_pct']:.1f} | {shape} | {theirs} |")
     return [*lines, ""]
 
 
@@ -152,12 +166,11 @@ def main(argv: list[str] | None = None) -> int:
         "`python -m bench.kernels --model h100 --dtype DTYPE`, before and after the "
         "scheduling passes. Generated by `python -m bench.scheduling_speedup`.",
         "",
-        "% SOL is against the roof of the pipe that does a kernel's math: the FP32 FMA peak "
-        "for kernels on FMAs (every baseline kernel), the dense bf16 tensor-core peak for "
-        "kernels on `mma.sync` (after scheduling: GEMMs and attention products, fp32 ones as "
-        "tf32x3, three tf32 MMAs per product, whose roof counts all three). Where a family "
-        "moved to tensor cores, before and after are against different roofs; the speedup "
-        "compares times.",
+        "% SOL (`deplodock/perf/sol.py`): the program's ideal time (inputs read once and "
+        "outputs written once at the datasheet DRAM bandwidth, or its useful flops at the "
+        "FP32 FMA peak for fp32, the dense tensor-core peak for bf16) over its whole modeled "
+        "time, launches included; before and after share the ideal. fp32 products on tensor "
+        "cores (tf32x3) may pass 100 %.",
         "",
     ]
     for dtype in ("fp32", "bf16"):

@@ -110,6 +110,10 @@ class PreparedProgram:
     expected: list[Any] | None = None
     #: The performance model's time per kernel (us), when `--profile` asked for it.
     modeled_us: dict[str, float] = field(default_factory=dict)
+    #: The program's compulsory bytes and useful flops (`perf.sol.Work`), with `--profile`.
+    work: Any = None
+    #: The device model `--profile` compares with (`perf.devices` key).
+    model: str | None = None
 
 
 def prepare_on_cuda(
@@ -134,6 +138,7 @@ def prepare_on_cuda(
     from deplodock.backend.cost import program_costs
     from deplodock.backend.runtime import CudaProgram
     from deplodock.frontend.expression import randomize_parameters
+    from deplodock.perf.sol import program_work
 
     model_reference = getattr(program, "reference", None)
     if program.torch_module is None and model_reference is None:
@@ -146,11 +151,22 @@ def prepare_on_cuda(
     lower_program(program, "cuda")
     compiled = (load or CudaProgram.load)(program.module, device)
     modeled = modeled_times(kernel_module, model, compiled) if kernel_module and model else {}
+    work = program_work(kernel_module) if kernel_module and model else None
     if model_reference is None:
         randomize_parameters(program.torch_module, seed)
         inputs, arguments = device_arguments(program, tensor_device)
         return PreparedProgram(
-            program, compiled, inputs, arguments, tolerance, dtype, costs, modeled_us=modeled
+            program,
+            compiled,
+            inputs,
+            arguments,
+            tolerance,
+            dtype,
+            costs,
+            None,
+            modeled,
+            work,
+            model,
         )
     values, expected = model_reference(seed)  # a model: checkpoint (or seeded) weights
     arguments = [
@@ -159,7 +175,17 @@ def prepare_on_cuda(
     ]
     expected_tensors = [torch.from_numpy(np.asarray(e)) for e in expected]
     return PreparedProgram(
-        program, compiled, [], arguments, tolerance, dtype, costs, expected_tensors, modeled
+        program,
+        compiled,
+        [],
+        arguments,
+        tolerance,
+        dtype,
+        costs,
+        expected_tensors,
+        modeled,
+        work,
+        model,
     )
 
 
@@ -249,7 +275,15 @@ def profile_on_cuda(
     rows = kernel_profiles(
         launches, times, prepared.costs, compiled.build.kernels, prepared.modeled_us, dynamic
     )
-    return format_profile_table(rows, ceilings, prepared.dtype, device.name)
+    table = format_profile_table(rows, ceilings, prepared.dtype, device.name)
+    if prepared.work is None or prepared.model is None:
+        return table
+    from deplodock.perf.devices import device_model
+    from deplodock.perf.sol import sol_line
+
+    seconds = sum(r.time_ms for r in rows) * 1e-3  # every launch of the program, timed
+    how = "measured (every launch's event time, summed)"
+    return f"{table}\n  {sol_line(device_model(prepared.model), prepared.work, seconds, how)}"
 
 
 def run_on_cuda(

@@ -218,5 +218,10 @@ def _add_performance(
     exploration.notes.append(
         f"times are MODELED on {device.name}, not measured (performance model "
         f"v{estimate.calibration.model_version}, constants fitted "
-        f"{estimate.calibration.fit_date})"
+        f"{estimate.calibration.fit_date}; {estimate.band_label})"
+    )
+    exploration.notes.append(
+        f"program: {100 * estimate.sol_fraction:.1f}% of speed-of-light, modeled "
+        f"({estimate.total_us:.1f} us against an ideal {estimate.ideal_us:.1f} us; "
+        "%SOL: ideal time over the whole time, launches included, deplodock/perf/sol.py)"
     )

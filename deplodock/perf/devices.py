@@ -227,8 +227,8 @@ DEVICES: dict[str, Device] = {
 # NVIDIA H200 Tensor Core GPU datasheet (SXM): the H100's GH100 compute (132 SMs at 1.98 GHz,
 # 989 TFLOP/s dense BF16, the same `mma.sync` rate) with 4.8 TB/s HBM3e. The L2 size is what
 # PyTorch reports on a lent H200 (60 MB); its bandwidth and latency are the H100's estimates.
-# The calibration constants were fitted on H100 rows: check this model against
-# bench/results/model-vs-h200-*.
+# The one H200 run's own clock and launch cost (`calibration.json`, `h200@latency`) model
+# that run's rows only (the model against them: bench/results/model-vs-h200-*).
 DEVICES["h200"] = replace(
     DEVICES["h100"],
     key="h200",

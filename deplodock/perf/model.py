@@ -28,9 +28,14 @@ and vector width matter to a memory-bound kernel.
 Resources overlap, but not perfectly: the busy time is a soft maximum of the terms (their
 p-norm, p fitted), so a kernel limited by DRAM still pays a little for 32-way bank
 conflicts. Then `time = launch + rounds x wave_overhead + busy`. The constants (`Constants`) are
-fitted on published H100 measurements by `bench/model_calibration.py` and committed as
-`calibration.json`; everything else is counted or comes from `devices.py`. A modeled time is
-an estimate with a stated error (`bench/results/model-validation.md`), never a measurement.
+fitted by `bench/model_calibration.py` on measured rows (deplodock's own kernels on an H200,
+published H100 eager and cuBLAS rows) and committed as `calibration.json`, with the few one
+measured run sets apart (`Calibration.device_constants`, keyed `<device>@<timing>`: the
+H200's sustained clock and launch cost as its 2026-11-26 latency-timed run saw them, which
+model that run's rows only); everything else is counted or comes from `devices.py`. A modeled time
+is an estimate with a stated error (its family's `ErrorBand`, from held-out rows:
+`bench/results/model-validation.md`), never a measurement. Its % of speed-of-light is
+`sol.py`'s, the one every report uses.
 """
 
 from __future__ import annotations
@@ -48,13 +53,17 @@ from deplodock.perf.devices import DEFAULT_DEVICE, Device
 from deplodock.perf.instructions import FP32_CLASSES, MMA_FLOPS
 from deplodock.perf.memory import SECTOR_BYTES
 from deplodock.perf.occupancy import Occupancy, Waves, occupancy, waves
+from deplodock.perf.sol import Work, ideal_seconds
 from deplodock.perf.trace import KernelCounters
 
 CALIBRATION = Path(__file__).with_name("calibration.json")
 #: Bumped when the model's equations change (old calibrations and tuning caches go stale).
 #: v2: vector shared reads made in lane pairs of equal addresses take half the wavefronts
 #: (`hardware.shared_wavefronts`).
-MODEL_VERSION = 2
+#: v3: loops that stage through shared memory are traced for `SAMPLED_STAGED_ITERATIONS` and
+#: scaled; % SOL is the one definition of `perf/sol.py` (datasheet roofs, launch included);
+#: constants refitted on measured H200 rows and published cuBLAS rows.
+MODEL_VERSION = 3
 #: The resources the model times, in the order `terms_us` lists them; the limiter is one.
 TERMS = ("issue", "fp32", "tensor", "int", "sfu", "shared", "l1", "l2", "dram", "latency")
 
@@ -69,6 +78,10 @@ class Constants:
     dram_efficiency: float = 0.9
     #: Latency of a DRAM access under load (the Little's-law denominator), ns.
     memory_latency_ns: float = 800.0
+    #: Latency of an L2 hit under load, as a multiple of the device's unloaded figure
+    #: (`Device.l2_latency_ns`, a microbenchmark of one warp): queues at the L2 slices and
+    #: the crossbar stretch it when every SM streams at once.
+    l2_load_factor: float = 1.0
     #: Fixed cost of one launch as CUDA events see it, us.
     launch_us: float = 5.0
     #: Fixed cost of each round of blocks on an SM (block start, ramp, drain), us.
@@ -81,8 +94,27 @@ class Constants:
 
 
 @dataclass(frozen=True)
+class ErrorBand:
+    """How far the model was from measurements of one family, on rows it was not fitted on:
+    what every modeled figure of that family carries beside it."""
+
+    family: str
+    #: Mean absolute percentage error on the held-out rows.
+    mape_pct: float
+    #: Median of (modeled - measured) / measured: negative, the model is optimistic.
+    median_error_pct: float
+    rows: int
+    #: Which measurements, in a few words ("measured H200 rows").
+    source: str
+
+    def label(self) -> str:
+        """`modeled; GEMM bf16 +-18 % on measured H200 rows`."""
+        return f"modeled; {self.family} +-{self.mape_pct:.0f} % on {self.source}"
+
+
+@dataclass(frozen=True)
 class Calibration:
-    """Fitted constants and where they came from."""
+    """Fitted constants, where they came from, and the error bands they were checked to."""
 
     constants: Constants
     fit_date: str = "unfitted"
@@ -90,6 +122,38 @@ class Calibration:
     device: str = DEFAULT_DEVICE
     rows: int = 0
     model_version: int = MODEL_VERSION
+    error_bands: dict[str, ErrorBand] = field(default_factory=dict)
+    #: Constants one measured run sets apart from the shared ones, fitted on its own rows
+    #: (`calibration.json`'s `device_constants`), keyed by `run_key(device, timing)`: the
+    #: sustained clock of a lent card and the fixed cost of a launch as that run's timing saw
+    #: it (host issue included, under latency timing). They model that run's rows; a device
+    #: model on its own (`run --profile --model h200`, the suites) takes the shared ones.
+    device_constants: dict[str, dict[str, float]] = field(default_factory=dict)
+
+    def constants_for(self, device_key: str) -> Constants:
+        """The constants of `device_key` (a device, or a `run_key`): the shared ones with
+        its own in their place."""
+        overrides = self.device_constants.get(device_key)
+        return dataclasses.replace(self.constants, **overrides) if overrides else self.constants
+
+    def band_label(self, family: str) -> str:
+        """The label a modeled figure of `family` carries (its band, or that it has none)."""
+        band = self.error_bands.get(family)
+        if band is None:
+            return f"modeled; {family}: no measured error band yet"
+        return band.label()
+
+
+def run_key(device_key: str, timing: str) -> str:
+    """The key of one measured run's own constants: `h200@latency`."""
+    return f"{device_key}@{timing}"
+
+
+def for_run(calibration: Calibration, device_key: str, timing: str) -> Calibration:
+    """`calibration` with the run's own constants as its shared ones, so everything that
+    models `device_key` (`constants_for`) models it as that run saw it."""
+    own = calibration.constants_for(run_key(device_key, timing))
+    return dataclasses.replace(calibration, constants=own, device_constants={})
 
 
 @cache
@@ -105,6 +169,14 @@ def load_calibration(path: Path = CALIBRATION) -> Calibration:
         device=data.get("device", DEFAULT_DEVICE),
         rows=data.get("rows", 0),
         model_version=data.get("model_version", MODEL_VERSION),
+        error_bands={
+            family: ErrorBand(family=family, **band)
+            for family, band in data.get("error_bands", {}).items()
+        },
+        device_constants={
+            key: {name: float(value) for name, value in values.items()}
+            for key, values in data.get("device_constants", {}).items()
+        },
     )
 
 
@@ -117,13 +189,15 @@ class KernelEstimate:
     time_us: float
     #: The time the SMs are busy (time_us without the fixed launch cost).
     busy_us: float
-    #: Speed of light (`_ideal_seconds`): the compulsory DRAM bytes at achievable bandwidth,
-    #: the tensor-core flops at the tensor peak or the other flops at the FP32 peak, whichever
-    #: is longest.
+    #: Speed of light of the kernel as a program (`sol.ideal_seconds`): its compulsory bytes
+    #: at the datasheet DRAM bandwidth or its flops at its dtype's datasheet peak.
     ideal_us: float
     limiter: str
     terms_us: dict[str, float]
+    #: The one % SOL (`perf/sol.py`): ideal over the whole modeled time, launch included.
     sol_fraction: float
+    #: Ideal over the busy time (no launch): a busy-time figure, only shown labelled so.
+    busy_sol_fraction: float
     occupancy: Occupancy
     waves: Waves
     dram_bytes: float
@@ -144,6 +218,7 @@ class KernelEstimate:
             "ideal_us": round(self.ideal_us, 3),
             "limiter": self.limiter,
             "sol_pct": round(100 * self.sol_fraction, 1),
+            "busy_sol_pct": round(100 * self.busy_sol_fraction, 1),
             "grid": c.grid,
             "block": c.block,
             "registers": self.occupancy.registers,
@@ -215,26 +290,9 @@ def _latency_time(
     )
     in_flight = resident_warps * max(counters.bytes_in_flight_per_warp, SECTOR_BYTES)
     miss = min(1.0, dram_bytes / l2_bytes) if l2_bytes > 0 else 1.0
-    latency_ns = device.l2_latency_ns * (1.0 - miss) + k.memory_latency_ns * miss
+    l2_latency_ns = device.l2_latency_ns * k.l2_load_factor
+    latency_ns = l2_latency_ns * (1.0 - miss) + k.memory_latency_ns * miss
     return max(l2_bytes, dram_bytes) * latency_ns * 1e-9 / in_flight
-
-
-def _ideal_seconds(
-    device: Device, k: Constants, compulsory: float, flops: float, tensor_flops: float
-) -> float:
-    """The speed of light: every resource at its peak, all of them overlapping perfectly.
-
-    The tensor cores and the FP32 pipe run side by side, so a kernel that does both kinds of
-    math is bound by the longer of the two, not their sum. Tensor-core flops count at the
-    datasheet's dense peak (`wgmma`'s on Hopper, which `mma.sync` does not reach), so %SOL
-    also shows what the instruction leaves on the table; the rest of `flops` counts at the
-    FP32 peak."""
-    scalar_flops = max(flops - tensor_flops, 0.0)
-    return max(
-        compulsory / (device.dram_bytes_per_s * k.dram_efficiency),
-        scalar_flops / device.fp32_flops_per_s,
-        tensor_flops / device.tensor_flops_per_s,
-    )
 
 
 def _overlapped(terms: Iterable[float], overlap: float) -> float:
@@ -254,10 +312,12 @@ def model_kernel(
     flops: float,
     constants: Constants | None = None,
     registers_source: str = "ptxas",
+    dtype: str = "fp32",
 ) -> KernelEstimate:
     """Modeled time of one launch of the traced kernel on `device` (`flops`: all of its math,
-    tensor-core flops included, as `backend.cost` counts it)."""
-    k = constants or load_calibration().constants
+    tensor-core flops included, as `backend.cost` counts it; `dtype`: which datasheet peak
+    bounds them in the kernel's % SOL, `sol.dtype_of_types` of its buffers)."""
+    k = constants or load_calibration().constants_for(device.key)
     occ = occupancy(
         device, counters.block, registers, counters.shared_bytes, registers_source != "ptxas"
     )
@@ -291,8 +351,7 @@ def model_kernel(
     limiter = max(terms_us, key=lambda name: terms_us[name])
     busy_us = _overlapped(terms_us.values(), k.overlap) + grid_waves.rounds * k.wave_us
     time_us = k.launch_us + busy_us
-    tensor_flops = instructions["mma"] * MMA_FLOPS
-    ideal_us = 1e6 * _ideal_seconds(device, k, compulsory, flops, tensor_flops)
+    ideal_us = 1e6 * ideal_seconds(device, Work(compulsory, flops, dtype))
     return KernelEstimate(
         name=counters.name,
         device=device.key,
@@ -301,7 +360,8 @@ def model_kernel(
         ideal_us=ideal_us,
         limiter=limiter,
         terms_us=terms_us,
-        sol_fraction=min(ideal_us / busy_us, 1.0) if busy_us > 0 else 0.0,
+        sol_fraction=ideal_us / time_us,
+        busy_sol_fraction=ideal_us / busy_us if busy_us > 0 else 0.0,
         occupancy=occ,
         waves=grid_waves,
         dram_bytes=dram_bytes,

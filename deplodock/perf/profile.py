@@ -9,6 +9,7 @@ GPU path; the build is cached), otherwise from `estimate_registers`, and the tab
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from xdsl.dialects.builtin import ModuleOp
@@ -17,7 +18,16 @@ from deplodock.backend.cost import kernel_cost, launch_counts
 from deplodock.dialects import kernel
 from deplodock.perf.devices import Device
 from deplodock.perf.model import TERMS, Calibration, KernelEstimate, load_calibration, model_kernel
-from deplodock.perf.trace import trace_kernel
+from deplodock.perf.sol import (
+    Work,
+    dtype_of_types,
+    family_of_work,
+    ideal_seconds,
+    program_work,
+    sol_fraction,
+    sol_line,
+)
+from deplodock.perf.trace import KernelCounters, trace_kernel
 
 #: Registers the estimate starts from: thread/block ids, loop bounds, addresses.
 BASE_REGISTERS = 16
@@ -31,10 +41,37 @@ class ProgramEstimate:
     calibration: Calibration
     kernels: list[tuple[KernelEstimate, int]]  # (estimate, launches)
     registers_source: str
+    #: The program's compulsory bytes and useful flops (`sol.program_work`).
+    work: Work
 
     @property
     def total_us(self) -> float:
+        """The whole modeled time of the program, every launch included."""
         return sum(estimate.time_us * launches for estimate, launches in self.kernels)
+
+    @property
+    def busy_us(self) -> float:
+        return sum(estimate.busy_us * launches for estimate, launches in self.kernels)
+
+    @property
+    def ideal_us(self) -> float:
+        """The program's ideal time (`sol.ideal_seconds`), us."""
+        return 1e6 * ideal_seconds(self.device, self.work)
+
+    @property
+    def sol_fraction(self) -> float:
+        """The program's one % SOL (`perf/sol.py`), modeled: ideal over `total_us`."""
+        return sol_fraction(self.device, self.work, self.total_us * 1e-6)
+
+    @property
+    def family(self) -> str:
+        return family_of_work(self.work)
+
+    @property
+    def band_label(self) -> str:
+        """`modeled; GEMM bf16 +-18 % on measured H200 rows`: the error every modeled figure
+        of this program carries."""
+        return self.calibration.band_label(self.family)
 
 
 def estimate_registers(fn: kernel.FuncOp) -> int:
@@ -67,6 +104,41 @@ def ptxas_registers(kernel_module: ModuleOp, capability: tuple[int, int]) -> dic
     return {name: resources.registers for name, resources in build.kernels.items()}
 
 
+@dataclass(frozen=True)
+class TracedLaunch:
+    """One launched kernel, traced: what `estimate_of` models."""
+
+    counters: KernelCounters
+    registers: int
+    #: "ptxas" or "estimated".
+    registers_source: str
+    flops: float
+    launches: int
+    #: `sol.dtype_of_types` of its buffers.
+    dtype: str
+
+
+def estimate_of(
+    device: Device, calibration: Calibration, traced: Iterable[TracedLaunch], work: Work
+) -> ProgramEstimate:
+    """The program's estimate from its traced launches (however they were traced): each
+    modeled with the device's constants, slowest first."""
+    constants = calibration.constants_for(device.key)
+    rows = [
+        (
+            model_kernel(
+                t.counters, device, t.registers, t.flops, constants, t.registers_source, t.dtype
+            ),
+            t.launches,
+        )
+        for t in traced
+    ]
+    rows.sort(key=lambda row: row[0].time_us * row[1], reverse=True)
+    measured = all(row.registers_source == "ptxas" for row, _ in rows)
+    source = "ptxas" if measured else "estimated from the IR (no ptxas report)"
+    return ProgramEstimate(device, calibration, rows, source, work)
+
+
 def model_program(
     kernel_module: ModuleOp,
     device: Device,
@@ -74,9 +146,8 @@ def model_program(
     calibration: Calibration | None = None,
 ) -> ProgramEstimate:
     """Models every launched kernel of a kernel-level module on `device`."""
-    calibration = calibration or load_calibration()
     launches = launch_counts(kernel_module)
-    rows: list[tuple[KernelEstimate, int]] = []
+    traced: list[TracedLaunch] = []
     for fn in kernel_module.ops:
         if not isinstance(fn, kernel.FuncOp) or fn.sym_name.data not in launches:
             continue
@@ -85,14 +156,11 @@ def model_program(
             count, source = registers[name], "ptxas"
         else:
             count, source = estimate_registers(fn), "estimated"
-        estimate = model_kernel(
-            trace_kernel(fn), device, count, kernel_cost(fn).flops, calibration.constants, source
-        )
-        rows.append((estimate, launches[name]))
-    rows.sort(key=lambda row: row[0].time_us * row[1], reverse=True)
-    measured = all(row.registers_source == "ptxas" for row, _ in rows)
-    source = "ptxas" if measured else "estimated from the IR (no ptxas report)"
-    return ProgramEstimate(device, calibration, rows, source)
+        dtype = dtype_of_types([arg.type for arg in fn.body.block.args])
+        flops = kernel_cost(fn).flops
+        traced.append(TracedLaunch(trace_kernel(fn), count, source, flops, launches[name], dtype))
+    work = program_work(kernel_module, {t.counters.name: t.flops for t in traced})
+    return estimate_of(device, calibration or load_calibration(), traced, work)
 
 
 def format_model_table(estimate: ProgramEstimate) -> str:
@@ -102,7 +170,7 @@ def format_model_table(estimate: ProgramEstimate) -> str:
     lines = [
         f"profile: MODELED on {device.name}, not measured (performance model v"
         f"{calibration.model_version}, constants fitted {calibration.fit_date}; "
-        f"registers: {estimate.registers_source})",
+        f"registers: {estimate.registers_source}; {estimate.band_label})",
         f"  {'kernel':<28} {'n':>3} {'model us':>9} {'share':>6} {'limiter':>7} {'%SOL':>5} "
         f"{'occ':>5} {'waves':>7} {'sect/req':>8} {'bank':>5} {'DRAM MB':>8} {'regs':>4} "
         f"{'grid':>8} {'block':>5}",
@@ -118,10 +186,16 @@ def format_model_table(estimate: ProgramEstimate) -> str:
             f"{row.dram_bytes / 1e6:>8.2f} {row.occupancy.registers:>4} "
             f"{c.grid:>8} {c.block:>5}"
         )
-    lines.append(f"  {'total (modeled)':<28} {'':>3} {total:>9.1f}")
+    lines.append(
+        f"  {'total (modeled)':<28} {'':>3} {total:>9.1f} {'':>6} {'':>7} "
+        f"{100 * estimate.sol_fraction:>4.0f}%"
+    )
+    lines.append("  " + sol_line(device, estimate.work, total * 1e-6, estimate.band_label))
     lines.append(
         f"  limiter: the binding resource ({', '.join(TERMS)}); "
-        "%SOL: ideal time over modeled busy time; sect/req: 32-byte sectors per global load "
-        "(4 = coalesced fp32); bank: shared wavefronts over the conflict-free minimum"
+        "%SOL: ideal time (compulsory bytes at the datasheet DRAM bandwidth or useful flops at "
+        "the dtype's datasheet peak) over the modeled time, launch included (perf/sol.py); "
+        "sect/req: 32-byte sectors per global load (4 = coalesced fp32); bank: shared "
+        "wavefronts over the conflict-free minimum"
     )
     return "\n".join(lines)

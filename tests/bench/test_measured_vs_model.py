@@ -64,8 +64,17 @@ def test_the_report_splits_off_the_gpu_bound_cases(tmp_path: Path, capsys) -> No
         path.write_text(json.dumps(doc))
     assert main([*map(str, paths), "--gpu-bound-ms", "0.2"]) == 0
     out = capsys.readouterr().out
-    assert "| GEMM | 2 | 22% | +2% | 1.00 | 1 | 25% | - |" in out
-    assert "| rmsnorm/a/s32 | 50.0 | 10.0 | -80% |" in out
+    assert "| GEMM | 2 | 22% | +2% | 1.00 | 1 | 25% | +25% | - |" in out
+    assert "| rmsnorm/a/s32 | 50.0 | 10.0 | -80% | - | - |" in out
+
+
+def test_each_case_carries_its_measured_and_modeled_sol() -> None:
+    """The modeled document's ideal time over each whole time: the one % SOL both ways."""
+    modeled = modeled_doc({"q_proj/a/s32": 80.0})
+    modeled["rows"][0] |= {"ideal_us": 40.0, "sol_pct": 50.0}
+    (pair,) = pairs(MEASURED, modeled)
+    assert pair["measured_sol_pct"] == pytest.approx(40.0)  # 40 us ideal over 100 us measured
+    assert pair["modeled_sol_pct"] == 50.0
 
 
 def test_documents_in_the_wrong_order_are_one_line_errors(tmp_path: Path, capsys) -> None:

@@ -13,13 +13,15 @@ RMSNORM = "nn.RMSNorm(256)(torch.randn(1, 16, 256))"
 def test_profile_on_a_named_device_model(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["run", "--profile", "--model", "a100", "-c", RMSNORM]) == 0
     out = capsys.readouterr().out
-    header, columns, row, total, legend = out.strip().splitlines()
+    header, columns, row, total, sol, legend = out.strip().splitlines()
     assert header.startswith("profile: MODELED on NVIDIA A100")
     assert "not measured" in header and "constants fitted" in header
+    assert "modeled; memory-bound" in header  # the family's error band
     assert "limiter" in columns and "%SOL" in columns
     assert row.split()[0] == "rms_norm_kernel"
     assert total.split()[:2] == ["total", "(modeled)"]
-    assert "sectors per" in legend
+    assert sol.split()[0] == "program:" and "% of speed-of-light, modeled; memory-bound" in sol
+    assert "sectors per" in legend and "launch included" in legend
 
 
 def test_profile_without_a_gpu_models_an_h100(capsys: pytest.CaptureFixture[str]) -> None:

@@ -322,3 +322,30 @@ def mma_loop(grid: int, iterations: int, threads: int = 128, scalar_fmas: int = 
         "}",
     ]
     return "\n".join(lines) + _forward("mmas", [a_memref, b_memref], y_memref)
+
+
+def shared_fill(rows: int = 64, carried: bool = False) -> str:
+    """One warp fills `s[r, t]` row by row in a loop (barrier in it), then reads the last row
+    back: what the loop writes is read after it. With `carried`, the loop also carries a sum
+    (a K-loop-like shape the tracer samples)."""
+    shared = f"memref<{rows}x32xf32, 3 : i64>"
+    carry = " iter_args(%acc = %zero) -> (f32)" if carried else ""
+    result = "%sum = " if carried else ""
+    step = "  %n = arith.addf %acc, %v : f32\n    kernel.yield %n : f32" if carried else ""
+    return f"""
+kernel.func @fill(%x: memref<{rows}x32xf32>, %y: memref<32xf32>) grid 1 block 32 {{
+  %t = kernel.thread_id : index
+  %c0 = arith.constant 0 : index
+  %last = arith.constant {rows - 1} : index
+  %zero = arith.constant 0.000000e+00 : f32
+  %s = kernel.shared_alloc : {shared}
+  {result}kernel.for %r = %c0 to {rows}{carry} {{
+    %v = kernel.load %x[%r, %t] : memref<{rows}x32xf32>
+    kernel.store %v, %s[%r, %t] : {shared}
+    kernel.barrier
+  {step}
+  }}
+  %w = kernel.load %s[%last, %t] : {shared}
+  kernel.store %w, %y[%t] : memref<32xf32>
+  kernel.return
+}}""" + _forward("fill", [f"memref<{rows}x32xf32>"], "memref<32xf32>")
