@@ -134,7 +134,8 @@ def _arg_attrs(func: FuncOp, value: SSAValue) -> DictionaryAttr:
 def _rename_kernels(module: ModuleOp, taken: set[str]) -> None:
     """Gives the module's kernels names not in `taken` (`rms_norm_1`); updates launches.
 
-    Done at the loop level: from the cuda level on, a kernel's name is also in its source.
+    Done at the loop level, so that the kernels scheduling adds (`<name>_combine`) are
+    named apart as well.
     """
     renames: dict[str, str] = {}
     for op in kernel_symbols(module):
@@ -212,10 +213,11 @@ def lower_stamped(
     lower_one: Callable[[ModuleOp, str], None],
     progress: Callable[[str], None] | None = None,
 ) -> tuple[ModuleOp, StampReport]:
-    """Lowers a torch-level `module` through `stages`, each distinct segment once.
+    """Lowers a torch-level `module` through `stages`, each distinct segment once (down to
+    the kernel level: `segment_stages`), then stitched, the rest whole.
 
     `lower_one(module, stage)` lowers a module by one stage (the driver's stage step);
-    `progress`, if given, hears each phase start (`segment`, the stages, `stitch`).
+    `progress`, if given, hears each phase start (`segment`, the stages, `stitch`, `cuda`).
     """
     tell = progress or (lambda phase: None)
     func = forward_function(module)
@@ -228,12 +230,12 @@ def lower_stamped(
         key = structural_key(module, ignore=("arg_attrs",))  # parameter names differ
         seg.module = unique.setdefault(key, module)
     timings = {"segment": time.perf_counter() - start}
-    for stage in stages:
+    for stage in segment_stages(stages):
         tell(stage)
         start = time.perf_counter()
         for segment_module_ in unique.values():
             lower_one(segment_module_, stage)
-        if stage == "loop":  # names apart before later stages print them into CUDA source
+        if stage == "loop":  # names apart, so that stitching never merges two by name
             taken: set[str] = {"forward"}
             for segment_module_ in unique.values():
                 _rename_kernels(segment_module_, taken)
@@ -245,4 +247,17 @@ def lower_stamped(
         DedupeKernelsPass().apply(Context(), stitched)
     stitched.verify()
     timings["stitch"] = time.perf_counter() - start
+    for stage in stages[len(segment_stages(stages)) :]:
+        tell(stage)
+        start = time.perf_counter()
+        lower_one(stitched, stage)
+        timings[stage] = time.perf_counter() - start
     return stitched, StampReport(len(segments), len(unique), timings)
+
+
+def segment_stages(stages: Sequence[str]) -> tuple[str, ...]:
+    """The stages each distinct segment is lowered through, before stitching: all but the
+    cuda stage, which prints each kernel's name into its C source, so that two kernels equal
+    but for their names (an RMSNorm of the epilogue and of a layer) still become one when
+    the segments meet; the stitched program is lowered to cuda whole."""
+    return tuple(stage for stage in stages if stage != "cuda")

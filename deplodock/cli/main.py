@@ -238,12 +238,15 @@ def _source_text(args: argparse.Namespace) -> str:
 
 def compile_phases(stage: str) -> list[str]:
     """The phases of a model compile to `stage`, in order (what its progress bar counts):
-    from the loop level on, the layers are segmented, lowered once each and stitched."""
-    stages = list(stages_between(STAGES[0], stage))
-    stamped = "loop" in stages
-    return ["model", "torch", *(["segment"] if stamped else []), *stages] + (
-        ["stitch"] if stamped else []
-    )
+    from the loop level on, the layers are segmented, lowered once each down to the kernel
+    level and stitched (`stamp.segment_stages`), and the cuda stage lowers the whole."""
+    from deplodock.stamp import segment_stages
+
+    stages = stages_between(STAGES[0], stage)
+    if "loop" not in stages:
+        return ["model", "torch", *stages]
+    apart = segment_stages(stages)
+    return ["model", "torch", "segment", *apart, "stitch", *stages[len(apart) :]]
 
 
 def pass_diffs(only: str | None, every_pass: bool = False) -> PassDiffs:

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from deplodock.cli.source import add_source_arguments, check_writable, load_source
+from deplodock.dialects.queries import name_width
 from deplodock.perf.devices import DEFAULT_DEVICE, known_devices
 
 if TYPE_CHECKING:
@@ -227,9 +228,11 @@ def summary_table(result: ProgramResult) -> str:
     kinds = {_kind(k.record) for k in result.kernels}
     kind = kinds.pop() if len(kinds) == 1 else "modeled/measured"
     target = result.kernels[0].record.key.target if result.kernels else ""
+    width = name_width(k.name for k in result.kernels)
+    launches = sum(k.launches for k in result.kernels)
     lines = [
-        f"tune: {len(result.kernels)} kernel(s), times {kind} ({target})",
-        f"  {'kernel':<32} {'n':>3} {'default us':>11} {'tuned us':>10} {'speedup':>8} "
+        f"tune: {len(result.kernels)} kernel(s), {launches} launch(es), times {kind} ({target})",
+        f"  {'kernel':<{width}} {'n':>3} {'default us':>11} {'tuned us':>10} {'speedup':>8} "
         f"{'variants':>8}  source",
     ]
     default_total = tuned_total = 0.0
@@ -241,13 +244,14 @@ def summary_table(result: ProgramResult) -> str:
         speedup = f"{kernel.speedup:.2f}x" if kernel.speedup else "-"
         source = "cache" if kernel.cached else f"searched ({kernel.stopped})"
         lines.append(
-            f"  {kernel.name[:32]:<32} {kernel.launches:>3} {default:>11.2f} "
+            f"  {kernel.name:<{width}} {kernel.launches:>3} {default:>11.2f} "
             f"{record.best_us:>10.2f} {speedup:>8} {record.trials:>8}  {source}"
         )
     if result.kernels:
         gain = default_total / tuned_total if tuned_total else float("nan")
         lines.append(
-            f"  {'total':<32} {'':>3} {default_total:>11.2f} {tuned_total:>10.2f} {gain:>7.2f}x"
+            f"  {'total':<{width}} {'':>3} {default_total:>11.2f} {tuned_total:>10.2f} "
+            f"{gain:>7.2f}x"
         )
     return "\n".join(lines)
 
@@ -338,15 +342,16 @@ def run_cache(args: argparse.Namespace) -> int:
         return 0
     records = TuneCache(path).records() if path.exists() else []
     print(f"cache: {path}: {len(records)} record(s)")
+    width = name_width(record.kernel_name for record in records)
     if records:
         print(
-            f"  {'kernel':<28} {'hash':<12} {'target':<14} {'best us':>9} {'speedup':>8} "
+            f"  {'kernel':<{width}} {'hash':<12} {'target':<14} {'best us':>9} {'speedup':>8} "
             f"{'trials':>6}  {'cost':<22} created"
         )
     for record in records:
         speedup = f"{record.default_us / record.best_us:.2f}x" if record.default_us else "-"
         print(
-            f"  {record.kernel_name[:28]:<28} {record.key.kernel[:12]:<12} "
+            f"  {record.kernel_name:<{width}} {record.key.kernel[:12]:<12} "
             f"{record.key.target[:14]:<14} {record.best_us:>9.2f} {speedup:>8} "
             f"{record.trials:>6}  {record.key.cost[:22]:<22} {record.created[:19]}"
         )

@@ -15,6 +15,7 @@ from xdsl.dialects.builtin import ModuleOp
 
 from deplodock.backend.cost import kernel_cost, launch_counts
 from deplodock.dialects import kernel
+from deplodock.dialects.queries import name_width
 from deplodock.perf.devices import Device
 from deplodock.perf.model import TERMS, Calibration, KernelEstimate, load_calibration, model_kernel
 from deplodock.perf.trace import trace_kernel
@@ -99,11 +100,12 @@ def format_model_table(estimate: ProgramEstimate) -> str:
     """The table `run --profile --model` prints: one row per kernel, slowest first."""
     device, calibration = estimate.device, estimate.calibration
     total = estimate.total_us
+    width = name_width((row.name for row, _ in estimate.kernels), "total (modeled)")
     lines = [
         f"profile: MODELED on {device.name}, not measured (performance model v"
         f"{calibration.model_version}, constants fitted {calibration.fit_date}; "
         f"registers: {estimate.registers_source})",
-        f"  {'kernel':<28} {'n':>3} {'model us':>9} {'share':>6} {'limiter':>7} {'%SOL':>5} "
+        f"  {'kernel':<{width}} {'n':>3} {'model us':>9} {'share':>6} {'limiter':>7} {'%SOL':>5} "
         f"{'occ':>5} {'waves':>7} {'sect/req':>8} {'bank':>5} {'DRAM MB':>8} {'regs':>4} "
         f"{'grid':>8} {'block':>5}",
     ]
@@ -111,14 +113,14 @@ def format_model_table(estimate: ProgramEstimate) -> str:
         c = row.counters
         share = 100 * row.time_us * launches / total if total else 0.0
         lines.append(
-            f"  {row.name[:28]:<28} {launches:>3} {row.time_us:>9.1f} {share:>5.0f}% "
+            f"  {row.name:<{width}} {launches:>3} {row.time_us:>9.1f} {share:>5.0f}% "
             f"{row.limiter:>7} {100 * row.sol_fraction:>4.0f}% "
             f"{100 * row.occupancy.fraction:>4.0f}% {row.waves.waves:>7.2f} "
             f"{c.sectors_per_load_request:>8.1f} {c.bank_conflict_factor:>5.1f} "
             f"{row.dram_bytes / 1e6:>8.2f} {row.occupancy.registers:>4} "
             f"{c.grid:>8} {c.block:>5}"
         )
-    lines.append(f"  {'total (modeled)':<28} {'':>3} {total:>9.1f}")
+    lines.append(f"  {'total (modeled)':<{width}} {'':>3} {total:>9.1f}")
     lines.append(
         f"  limiter: the binding resource ({', '.join(TERMS)}); "
         "%SOL: ideal time over modeled busy time; sect/req: 32-byte sectors per global load "

@@ -24,6 +24,7 @@ from xdsl.dialects.builtin import ModuleOp
 
 from deplodock.backend.benchmark import first_line
 from deplodock.dialects import loop
+from deplodock.dialects.queries import launch_counts
 from deplodock.tune.cache import CacheKey, TuneCache, TuneRecord, Variant
 from deplodock.tune.evaluate import FAILED, Evaluator, Score
 from deplodock.tune.kernels import kernel_hash, loop_kernels
@@ -55,7 +56,7 @@ class KernelResult:
     record: TuneRecord
     cached: bool
     stopped: str = ""  # the stop rule (`mcts`), empty when cached
-    launches: int = 1
+    launches: int = 1  # how many times the program launches it
 
     @property
     def speedup(self) -> float | None:
@@ -185,11 +186,13 @@ def record_of(
 
 
 def distinct_kernels(module: ModuleOp) -> list[tuple[loop.KernelOp, str, int]]:
-    """The program's kernels, one per structural hash: (kernel, hash, how many share it)."""
+    """The program's kernels, one per structural hash: (kernel, hash, how many times
+    `@forward` launches it or a kernel of the same hash: the `n` the tables print)."""
+    launches = launch_counts(module)
     seen: dict[str, list] = {}
     for kernel in loop_kernels(module):
         digest = kernel_hash(kernel)
-        seen.setdefault(digest, [kernel, digest, 0])[2] += 1
+        seen.setdefault(digest, [kernel, digest, 0])[2] += launches.get(kernel.sym_name.data, 0)
     return [(kernel, digest, count) for kernel, digest, count in seen.values()]
 
 

@@ -148,3 +148,16 @@ def test_stamped_model_cuda_kernel_names_are_unique(tmp_path: Path) -> None:
     assert launched == set(names)
     if nvcc_available():
         assert compile_cubin(source).cubin
+
+
+def test_the_cuda_program_has_the_kernels_of_the_kernel_level(tmp_path: Path) -> None:
+    """Issue #39 item 6: kernels equal but for their names (the epilogue's RMSNorm and a
+    layer's, two split-K combines of one shape) are one kernel at the kernel level, and were
+    two again in the CUDA (22 unique kernels against the profile's 20 rows for TinyLlama):
+    the cuda stage printed each name into its source before the segments were stitched."""
+    model = ("TinyLlama/TinyLlama-1.1B-Chat-v1.0", "--layers", "1")
+    kernel = deplodock("compile", *model, "--ir", "kernel", "-o", str(tmp_path / "k.mlir"))
+    cuda = deplodock("compile", *model, "-o", str(tmp_path / "k.cu"))
+    assert kernel.returncode == cuda.returncode == 0, kernel.stderr + cuda.stderr
+    assert summary_counts(cuda.stderr) == summary_counts(kernel.stderr)
+    assert summary_counts(cuda.stderr)[1] == (tmp_path / "k.cu").read_text().count("__global__")
