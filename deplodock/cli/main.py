@@ -39,6 +39,7 @@ from deplodock.perf.devices import DEFAULT_DEVICE, known_devices
 if TYPE_CHECKING:
     from deplodock.driver import Program
     from deplodock.explorer import Exploration
+    from deplodock.tune.replay import Replay
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -175,7 +176,7 @@ def run_compile(args: argparse.Namespace) -> int:
     with phase_progress_bar(phases, quiet=args.quiet or not phases) as progress:
         program = load_source(args, cached=True, progress=progress)
         if args.html:
-            exploration = write_explorer(args, program, diffs, progress)
+            exploration = write_explorer(args, program, diffs, progress, replay)
             timings = program.timings
         else:
             timings = lower_program(
@@ -212,16 +213,18 @@ def write_explorer(
     program: Program,
     diffs: PassDiffs | None,
     progress: Callable[[str], None] | None = None,
+    replay: Replay | None = None,
 ) -> Exploration:
-    """`compile --html FILE`: lowers `program` to cuda gathering the explorer's data, writes
-    the page, and returns the exploration (its stages give what `--ir` prints)."""
+    """`compile --html FILE`: lowers `program` to cuda as `compile` does (stamped, `replay`
+    replayed), gathering the explorer's data, writes the page, and returns the exploration
+    (its stages give what `--ir` prints, and `-o` writes)."""
     from deplodock.driver import check_lowerable
     from deplodock.explorer import explore, render_page
 
     check_lowerable(program, args.ir)  # explore lowers to cuda: --ir must still be reachable
     source = args.code if args.code is not None else _source_text(args)
     title = f"-c {args.code}" if args.code is not None else (program.name or args.source)
-    exploration = explore(program, title, source, callback=diffs, progress=progress)
+    exploration = explore(program, title, source, callback=diffs, progress=progress, replay=replay)
     write_atomic(args.html, render_page(exploration))
     return exploration
 
