@@ -85,6 +85,12 @@ def add_tune_parser(commands: Any) -> None:
     parser.add_argument(
         "--no-cache", action="store_true", help="neither read nor write the tune cache"
     )
+    parser.add_argument(
+        "--retune",
+        action="store_true",
+        help="search every kernel afresh, replacing what the cache holds (a search the "
+        "cache holds cut short is continued anyway by a run that may spend more)",
+    )
     parser.set_defaults(handler=run_tune)
 
 
@@ -172,7 +178,7 @@ def tune_options(args: argparse.Namespace) -> Any:
     chosen = {name: value for name, (_, value) in given.items() if value is not None}
     if args.exploration is not None:
         chosen["exploration"] = args.exploration
-    return TuneOptions(seed=args.seed, check=not args.no_check, **chosen)
+    return TuneOptions(seed=args.seed, check=not args.no_check, retune=args.retune, **chosen)
 
 
 def run_tune(args: argparse.Namespace) -> int:
@@ -215,12 +221,35 @@ def run_tune(args: argparse.Namespace) -> int:
         print(summary_table(result))
     if cache is not None and not args.quiet:
         print(f"tune: {result.seconds:.1f} s; results in {cache.path}", file=sys.stderr)
+    starved = [k.name for k in result.kernels if k.default_only]
+    if starved and not args.quiet:
+        print(_starved_note(starved), file=sys.stderr)
     if result.interrupted:
         from deplodock.cli.errors import INTERRUPTED
 
         print("deplodock: tune interrupted; what was found is kept", file=sys.stderr)
         return INTERRUPTED
     return 0
+
+
+def _starved_note(names: list[str]) -> str:
+    """The note of a run that left kernels with only their heuristic schedule evaluated."""
+    listed = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+    return (
+        f"deplodock: note: only the default schedule was evaluated for {len(names)} "
+        f"kernel(s) ({listed}): nothing was tuned; a run that may spend more (a larger "
+        "--budget-s, --kernel-budget-s or --trials) continues their search"
+    )
+
+
+def _source(kernel: KernelResult) -> str:
+    """The summary's `source` column: where the row comes from, and how far it searched."""
+    record = kernel.record
+    if kernel.cached:
+        return f"cache ({record.stopped})" if record.cut_short else "cache"
+    how = "default only" if kernel.default_only else "searched"
+    more = f", continued from {kernel.continued}" if kernel.continued else ""
+    return f"{how} ({kernel.stopped}{more})"
 
 
 def summary_table(result: ProgramResult) -> str:
@@ -242,7 +271,7 @@ def summary_table(result: ProgramResult) -> str:
         default_total += default * kernel.launches
         tuned_total += record.best_us * kernel.launches
         speedup = f"{kernel.speedup:.2f}x" if kernel.speedup else "-"
-        source = "cache" if kernel.cached else f"searched ({kernel.stopped})"
+        source = _source(kernel)
         lines.append(
             f"  {kernel.name:<{width}} {kernel.launches:>3} {default:>11.2f} "
             f"{record.best_us:>10.2f} {speedup:>8} {record.trials:>8}  {source}"
@@ -316,14 +345,31 @@ class TuneDisplay:
         kind = _kind(record)
         speedup = f" ({result.speedup:.2f}x)" if result.speedup else ""
         default = f"{record.default_us:.2f} -> " if record.default_us else ""
-        how = "from the cache" if result.cached else (
-            f"{record.trials} variant(s) in {record.seconds:.1f} s, stopped: {result.stopped}"
-        )  # fmt: skip
+        how = _how(result)
         line = f"tune: {result.name}: {default}{record.best_us:.2f} us {kind}{speedup}, {how}"
         if self.live is not None:
             self.live.console.print(line)
         else:
             print(line, file=sys.stderr)
+
+
+def _how(result: KernelResult) -> str:
+    """How a kernel's result came: from the cache (saying whether that search was cut
+    short), or searched (continued, or only the default evaluated)."""
+    record = result.record
+    if result.cached:
+        if record.cut_short:
+            return (
+                f"from the cache ({record.trials} variant(s), cut short: {record.stopped}; "
+                "a larger budget or --retune searches on)"
+            )
+        return "from the cache"
+    how = f"{record.trials} variant(s) in {record.seconds:.1f} s, stopped: {result.stopped}"
+    if result.continued:
+        how += f" (continued from {result.continued})"
+    if result.default_only:
+        how += "; only the default schedule was evaluated"
+    return how
 
 
 # --- cache ---------------------------------------------------------------------------------
