@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from deplodock.cli.errors import OneLineArgumentParser, run_command
-from deplodock.cli.progress import block_progress_bar, phase_progress_bar
+from deplodock.cli.progress import block_progress_bar, heartbeat, phase_progress_bar
 from deplodock.cli.source import add_source_arguments, check_writable, is_model, load_source
 from deplodock.cli.tune import (
     add_cache_parser,
@@ -375,7 +375,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     source = "-c" if args.code is not None else args.source
     raised: list[Exception] = []
     command = partial(_keeping_error, args, raised)
-    status = run_command(command, "deplodock", args.traceback, source)
+    what = f"{args.command} {source}" if source else args.command
+    with heartbeat(what, quiet=getattr(args, "quiet", False)):  # stderr a pipe or a log
+        status = run_command(command, "deplodock", args.traceback, source)
     if args.verbose:
         _print_details(raised)
         print(f"  total   {(time.perf_counter() - start) * 1000:8.1f} ms", file=sys.stderr)

@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from deplodock.cli.progress import tell
 from deplodock.cli.source import add_source_arguments, check_writable, load_source
 from deplodock.dialects.queries import name_width
 from deplodock.perf.devices import DEFAULT_DEVICE, known_devices
@@ -194,8 +195,8 @@ def run_tune(args: argparse.Namespace) -> int:
     options = tune_options(args)
     evaluator = make_evaluator(args)
     cache = None if args.no_cache else TuneCache(args.cache_db)
-    program = load_source(args, seed=args.seed, cached=True)
-    lower_program(program, "loop")
+    program = load_source(args, seed=args.seed, cached=True, progress=tell)
+    lower_program(program, "loop", progress=tell)
     display = TuneDisplay(verbose=args.verbose > 0, quiet=args.quiet)
     try:
         with display:
@@ -291,8 +292,10 @@ def _kind(record: TuneRecord) -> str:
 
 class TuneDisplay:
     """Live progress on stderr (rich): the kernel, variants tried, the latest and the best
-    time and the best knobs. `-v` draws it; otherwise one line per kernel when it is done
-    (nothing with `-q`)."""
+    time and the best knobs. `-v` on a terminal draws it; otherwise one line per kernel when
+    it is done (nothing with `-q`), printed whole: rich would wrap it at 80 columns in a
+    file. Where stderr is no terminal the heartbeat (`progress.heartbeat`) says which
+    kernel is being searched."""
 
     def __init__(self, verbose: bool, quiet: bool):
         self.verbose, self.quiet = verbose, quiet
@@ -302,7 +305,7 @@ class TuneDisplay:
         self.started = 0.0
 
     def __enter__(self) -> TuneDisplay:
-        if self.verbose:
+        if self.verbose and sys.stderr.isatty():
             from rich.console import Console
             from rich.live import Live
 
@@ -317,10 +320,12 @@ class TuneDisplay:
     def kernel_started(self, name: str, index: int, total: int, budget_s: float) -> None:
         self.kernel, self.started = name, time.monotonic()
         self.header = f"[{index + 1}/{total}] {name} (budget {budget_s:.0f} s)"
+        tell(f"searching {self.header}")
         if self.live is not None:
             self.live.update(self.header)
 
     def variant(self, name: str, trial: Any, best: Any) -> None:
+        tell(f"searching {self.header}, {trial.index} variant(s)")
         if self.live is None:
             return
         from rich.table import Table
