@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from deplodock.cli.errors import OneLineArgumentParser, run_command
-from deplodock.cli.progress import block_progress_bar, heartbeat, phase_progress_bar
+from deplodock.cli.progress import block_progress_bar, heartbeat, phase_progress_bar, tell
 from deplodock.cli.source import add_source_arguments, check_writable, is_model, load_source
 from deplodock.cli.tune import (
     add_cache_parser,
@@ -311,18 +311,39 @@ def _cuda_usable() -> bool:
     return cuda_unavailable_reason() is None
 
 
+#: `run --profile` where no GPU is usable: a note on stderr (stdout is the verdict and table).
+NO_GPU_PROFILE = (
+    "deplodock: note: no CUDA device here: --profile shows the performance model, and the "
+    "program is checked on the CPU"
+)
+
+
 def run_profile_model(args: argparse.Namespace) -> int:
-    """`run --profile` on the performance model (`--model`, or no GPU here)."""
+    """`run --profile` on the performance model (`--model`, or no GPU here). Without a GPU
+    the program is still checked, on the CPU, so the run gives the verdict a GPU run gives
+    (OK or MISMATCH) above the table; `--model DEVICE` asks only for the model."""
+    from deplodock.driver import long_run_warning, run_and_compare
     from deplodock.driver.model import profile_on_model
 
-    why = "" if args.model else "no CUDA device here: --profile shows the performance model"
-    program = load_source(args, seed=args.seed)
+    if not args.model:
+        print(NO_GPU_PROFILE, file=sys.stderr)
+    program = load_source(args, seed=args.seed, progress=tell)
     replay = replay_for(args)
-    print(profile_on_model(program, args.model or DEFAULT_DEVICE, why, replay))
+    table = profile_on_model(program, args.model or DEFAULT_DEVICE, replay=replay)
     note_replayed(replay)
+    status = 0
+    if not args.model:
+        if warning := long_run_warning(program):
+            print(f"deplodock: warning: {warning}", file=sys.stderr, flush=True)
+        tell("checking on the CPU")
+        with block_progress_bar(quiet=args.quiet) as progress:
+            report = run_and_compare(program, seed=args.seed, progress=progress)
+        print(report.summary())
+        status = 0 if report.ok else 1
+    print(table)
     if args.verbose:
         _report_timings(program.timings)
-    return 0
+    return status
 
 
 def run_run_cuda(args: argparse.Namespace) -> int:
