@@ -141,6 +141,7 @@ def test_readme_suite_size_is_the_suites() -> None:
     assert {int(a or b) for a, b in quoted} == {len(all_cases())}
 
 
+@pytest.mark.slow
 def test_readme_whole_model_counts_are_the_compiles() -> None:
     """`N launches of M unique kernels` is what `compile` says of the whole Qwen2.5-7B (the
     README said 369 and 16 long after they were 510 and 20), and the time quoted is not
