@@ -397,13 +397,14 @@ def run_cache(args: argparse.Namespace) -> int:
     if records:
         print(
             f"  {'kernel':<{width}} {'hash':<12} {'target':<14} {'best us':>9} {'speedup':>8} "
-            f"{'trials':>6}  {'cost':<22} created"
+            f"{'trials':>6}  {'cost':<22} {'created':<19}  stopped"
         )
     for record in records:
         speedup = f"{record.default_us / record.best_us:.2f}x" if record.default_us else "-"
         print(
             f"  {record.kernel_name:<{width}} {record.key.kernel[:12]:<12} "
             f"{record.key.target[:14]:<14} {record.best_us:>9.2f} {speedup:>8} "
-            f"{record.trials:>6}  {record.key.cost[:22]:<22} {record.created[:19]}"
+            f"{record.trials:>6}  {record.key.cost[:22]:<22} {record.created[:19]}  "
+            f"{record.stopped or '-'}"
         )
     return 0

@@ -171,3 +171,5 @@ def test_a_starved_tune_says_so_and_a_larger_budget_continues_it(db):
     assert "only the default" not in larger.stderr
     retune = invoke("deplodock", [*tune, "--trials", "2", "--retune"])
     assert "2 variant(s)" in retune.stderr and "continued" not in retune.stderr
+    listing = invoke("deplodock", ["cache", "ls", "--cache-db", str(db)]).stdout.splitlines()
+    assert listing[1].endswith("  stopped") and listing[2].endswith("  trials")
