@@ -23,7 +23,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from xdsl.context import Context
 from xdsl.dialects.builtin import (
@@ -46,6 +46,7 @@ from deplodock.dialects.queries import (
     unique_name,
 )
 from deplodock.passes.dedupe_kernels import DedupeKernelsPass
+from deplodock.passes.pipelines import is_below
 
 
 @dataclass
@@ -134,7 +135,8 @@ def _arg_attrs(func: FuncOp, value: SSAValue) -> DictionaryAttr:
 def _rename_kernels(module: ModuleOp, taken: set[str]) -> None:
     """Gives the module's kernels names not in `taken` (`rms_norm_1`); updates launches.
 
-    Done at the loop level: from the cuda level on, a kernel's name is also in its source.
+    Done at the loop level, so that the kernels scheduling adds (`<name>_combine`) are
+    named apart as well.
     """
     renames: dict[str, str] = {}
     for op in kernel_symbols(module):
@@ -211,11 +213,15 @@ def lower_stamped(
     stages: Sequence[str],
     lower_one: Callable[[ModuleOp, str], None],
     progress: Callable[[str], None] | None = None,
+    reached: Callable[[str, ModuleOp], None] | None = None,
 ) -> tuple[ModuleOp, StampReport]:
-    """Lowers a torch-level `module` through `stages`, each distinct segment once.
+    """Lowers a torch-level `module` through `stages`, each distinct segment once (down to
+    the kernel level: `segment_stages`), then stitched, the rest whole.
 
     `lower_one(module, stage)` lowers a module by one stage (the driver's stage step);
-    `progress`, if given, hears each phase start (`segment`, the stages, `stitch`).
+    `progress`, if given, hears each phase start (`segment`, the stages, `stitch`, `cuda`);
+    `reached`, if given, hears each stage from the loop level on with the whole program
+    there, stitched as a lowering to that stage would stitch it (copies, before the last).
     """
     tell = progress or (lambda phase: None)
     func = forward_function(module)
@@ -228,21 +234,57 @@ def lower_stamped(
         key = structural_key(module, ignore=("arg_attrs",))  # parameter names differ
         seg.module = unique.setdefault(key, module)
     timings = {"segment": time.perf_counter() - start}
-    for stage in stages:
+    apart = segment_stages(stages)
+    for stage in apart:
         tell(stage)
         start = time.perf_counter()
         for segment_module_ in unique.values():
             lower_one(segment_module_, stage)
-        if stage == "loop":  # names apart before later stages print them into CUDA source
+        if stage == "loop":  # names apart, so that stitching never merges two by name
             taken: set[str] = {"forward"}
             for segment_module_ in unique.values():
                 _rename_kernels(segment_module_, taken)
         timings[stage] = time.perf_counter() - start
+        if reached is not None and stage != apart[-1] and is_below(stage, "tensor"):
+            reached(stage, _stitched(func, _copies(segments), "loop" in stages))
     tell("stitch")
     start = time.perf_counter()
+    stitched = _stitched(func, segments, "loop" in stages)
+    timings["stitch"] = time.perf_counter() - start
+    if reached is not None:
+        reached(apart[-1], stitched)
+    for stage in stages[len(apart) :]:
+        tell(stage)
+        start = time.perf_counter()
+        lower_one(stitched, stage)
+        timings[stage] = time.perf_counter() - start
+        if reached is not None:
+            reached(stage, stitched)
+    return stitched, StampReport(len(segments), len(unique), timings)
+
+
+def _stitched(func: FuncOp, segments: Sequence[Segment], dedupe: bool) -> ModuleOp:
+    """`stitch`, and from the loop level on kernels equal across segments made one."""
     stitched = stitch(func, segments)
-    if "loop" in stages:  # kernels equal across different segments become one too
+    if dedupe:
         DedupeKernelsPass().apply(Context(), stitched)
     stitched.verify()
-    timings["stitch"] = time.perf_counter() - start
-    return stitched, StampReport(len(segments), len(unique), timings)
+    return stitched
+
+
+def _copies(segments: Sequence[Segment]) -> list[Segment]:
+    """The segments with copies of their modules (a segment module shared stays shared):
+    stitching takes the kernels out of the modules it stitches."""
+    copies: dict[int, ModuleOp] = {}
+    for seg in segments:
+        assert seg.module is not None
+        copies.setdefault(id(seg.module), seg.module.clone())
+    return [replace(seg, module=copies[id(seg.module)]) for seg in segments]
+
+
+def segment_stages(stages: Sequence[str]) -> tuple[str, ...]:
+    """The stages each distinct segment is lowered through, before stitching: all but the
+    cuda stage, which prints each kernel's name into its C source, so that two kernels equal
+    but for their names (an RMSNorm of the epilogue and of a layer) still become one when
+    the segments meet; the stitched program is lowered to cuda whole."""
+    return tuple(stage for stage in stages if stage != "cuda")

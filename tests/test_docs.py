@@ -86,3 +86,76 @@ def test_the_architecture_page_names_only_files_that_exist() -> None:
     """A path in backticks is one of the repository, or of the package (`perf/devices.py`)."""
     for name in NAMED_PATH.findall(ARCHITECTURE.read_text()):
         assert (ROOT / name).exists() or (ROOT / "deplodock" / name).exists(), name
+
+
+# --- the numbers the README quotes (issue #39 item 10) ---------------------------------------
+#
+# The README's prose quotes numbers no console example prints whole: each is checked here
+# against what it counts, so a change that moves one fails until the README says it anew.
+# (The measured and modeled speeds of the GPU and performance-model sections come from
+# `bench/results/`, which `bench/` regenerates.)
+
+README = ROOT / "README.md"
+WORDS = {"four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8}
+
+
+def _readme(pattern: str) -> re.Match[str]:
+    """The README's one match of `pattern` (prose wraps: whitespace matches any run)."""
+    text = " ".join(README.read_text().split())
+    found = list(re.finditer(pattern, text))
+    assert len(found) == 1, f"README: {len(found)} matches of {pattern!r}"
+    return found[0]
+
+
+def test_readme_counts_the_dialects_it_names() -> None:
+    from deplodock.passes.pipelines import STAGES
+
+    quoted = _readme(r"through (\w+) MLIR-style dialects built on .*? \((torch(?: → \w+)+)\)")
+    assert WORDS[quoted[1]] == len(STAGES)
+    assert tuple(quoted[2].split(" → ")) == STAGES
+
+
+def test_readme_python_and_torch_ranges_are_pyprojects() -> None:
+    import tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    python = _readme(r"Python ≥ (\d+\.\d+)")[1]
+    assert project["requires-python"] == f">={python}"
+    low, high = _readme(r"torch range admits (\d+\.\d+)\u2013(\d+\.\d+)").groups()
+    major, minor = high.split(".")
+    assert f"torch>={low},<{major}.{int(minor) + 1}" in project["dependencies"]
+
+
+def test_readme_sequence_lengths_are_the_slow_tests() -> None:
+    from tests.models.test_long_sequences import LENGTHS
+
+    assert int(_readme(r"every sequence length up to (\d+) tokens")[1]) == max(LENGTHS)
+
+
+def test_readme_suite_size_is_the_suites() -> None:
+    from bench.cases import all_cases
+
+    text = " ".join(README.read_text().split())
+    quoted = re.findall(r"\b(\d+)(?: cases per dtype|-case suite)|the (\d+) cases,", text)
+    assert len(quoted) >= 3
+    assert {int(a or b) for a, b in quoted} == {len(all_cases())}
+
+
+@pytest.mark.slow
+def test_readme_whole_model_counts_are_the_compiles() -> None:
+    """`N launches of M unique kernels` is what `compile` says of the whole Qwen2.5-7B (the
+    README said 369 and 16 long after they were 510 and 20), and the time quoted is not
+    off by more than a factor of three."""
+    from deplodock.driver import lower_program, program_from_model
+    from deplodock.driver.lowering import kernel_counts
+
+    quoted = _readme(
+        r"the whole (\S+) \((\d+) layers\) compiles to CUDA in about (\d+) seconds on two "
+        r"cores \((\d+) launches of (\d+) unique kernels\)"
+    )
+    model, layers, seconds, launches, unique = quoted.groups()
+    program = program_from_model(f"Qwen/{model}")
+    assert f", {layers} layers," in program.name
+    lower_program(program, "cuda")
+    assert kernel_counts(program.module) == (int(launches), int(unique))
+    assert sum(program.timings.values()) < 3 * int(seconds)

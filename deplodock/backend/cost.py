@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from xdsl.dialects import arith, func, math
+from xdsl.dialects import arith, math
 from xdsl.dialects.builtin import (
     AnyFloat,
     IntegerAttr,
@@ -45,6 +45,7 @@ from xdsl.ir import Block, BlockArgument, Operation, SSAValue
 from deplodock.dialects import kernel
 from deplodock.dialects.element_types import buffer_bytes, byte_size
 from deplodock.dialects.hardware import WARP_SIZE, is_shared
+from deplodock.dialects.queries import launch_counts as launch_counts  # perf/ reads it here
 from deplodock.dialects.scalar_ops import NOT_FLOPS
 from deplodock.interpreters.arith import BINARY_OPS, CMPI_PREDICATES
 
@@ -292,14 +293,3 @@ def kernel_cost(fn: kernel.FuncOp) -> KernelCost:
 def program_costs(module: ModuleOp) -> dict[str, KernelCost]:
     """The cost of every `kernel.func` of a kernel-level module, by kernel name."""
     return {op.sym_name.data: kernel_cost(op) for op in module.ops if isinstance(op, kernel.FuncOp)}
-
-
-def launch_counts(module: ModuleOp) -> dict[str, int]:
-    """How many times `@forward` launches each kernel (a kernel may run more than once)."""
-    counts: dict[str, int] = defaultdict(int)
-    for op in module.ops:
-        if isinstance(op, func.FuncOp) and op.sym_name.data == "forward":
-            for inner in op.walk():
-                if isinstance(inner, kernel.LaunchOp):
-                    counts[inner.callee.string_value()] += 1
-    return dict(counts)

@@ -20,6 +20,7 @@ from typing import Any
 from deplodock.backend.cost import KernelCost
 from deplodock.backend.device import Ceilings
 from deplodock.backend.nvcc import KernelResources
+from deplodock.dialects.queries import name_width
 
 
 @dataclass
@@ -104,8 +105,9 @@ def format_profile_table(
     flops_ceiling = ceilings.flops_for(dtype)
     total = sum(r.time_ms for r in rows)
     modeled = any(r.modeled_us is not None for r in rows)
+    width = name_width(r.name for r in rows)
     head = (
-        f"  {'kernel':<28} {'time us':>9} {'model us' if modeled else '':>8} {'share':>6} "
+        f"  {'kernel':<{width}} {'time us':>9} {'model us' if modeled else '':>8} {'share':>6} "
         f"{'GB/s':>8} {'%BW':>5} "
         f"{'GFLOP/s':>9} {'%FLOP':>6} {'regs':>5} {'smem B':>7} {'spill B':>8} "
         f"{'grid':>8} {'block':>5}"
@@ -119,12 +121,12 @@ def format_profile_table(
         exact = "" if r.cost is None or r.cost.exact else "~"
         model = f"{r.modeled_us:.1f}" if r.modeled_us is not None else ""
         lines.append(
-            f"  {r.name[:28]:<28} {r.time_ms * 1e3:>9.1f} {model:>8} {_pct(r.time_ms, total):>6} "
+            f"  {r.name:<{width}} {r.time_ms * 1e3:>9.1f} {model:>8} {_pct(r.time_ms, total):>6} "
             f"{_num(r.gbps, exact):>8} {_pct(r.gbps, ceilings.copy_gbps):>5} "
             f"{_num(r.gflops, exact):>9} {_pct(r.gflops, flops_ceiling):>6} "
             f"{regs:>5} {smem:>7} {spill:>8} {r.grid:>8} {r.block:>5}"
         )
-    lines.append(f"  {'total':<28} {total * 1e3:>9.1f}")
+    lines.append(f"  {'total':<{width}} {total * 1e3:>9.1f}")
     lines.append(
         f"  ceilings (measured {ceilings.measured or 'once'}): copy {ceilings.copy_gbps:.0f} "
         f"GB/s, {dtype} matmul {flops_ceiling:.0f} GFLOP/s; GB/s counts each buffer once, "

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from deplodock.cli.errors import OneLineArgumentParser, run_command
-from deplodock.cli.progress import block_progress_bar, phase_progress_bar
+from deplodock.cli.progress import block_progress_bar, heartbeat, phase_progress_bar, tell
 from deplodock.cli.source import add_source_arguments, check_writable, is_model, load_source
 from deplodock.cli.tune import (
     add_cache_parser,
@@ -39,6 +39,7 @@ from deplodock.perf.devices import DEFAULT_DEVICE, known_devices
 if TYPE_CHECKING:
     from deplodock.driver import Program
     from deplodock.explorer import Exploration
+    from deplodock.tune.replay import Replay
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -175,7 +176,7 @@ def run_compile(args: argparse.Namespace) -> int:
     with phase_progress_bar(phases, quiet=args.quiet or not phases) as progress:
         program = load_source(args, cached=True, progress=progress)
         if args.html:
-            exploration = write_explorer(args, program, diffs, progress)
+            exploration = write_explorer(args, program, diffs, progress, replay)
             timings = program.timings
         else:
             timings = lower_program(
@@ -212,16 +213,18 @@ def write_explorer(
     program: Program,
     diffs: PassDiffs | None,
     progress: Callable[[str], None] | None = None,
+    replay: Replay | None = None,
 ) -> Exploration:
-    """`compile --html FILE`: lowers `program` to cuda gathering the explorer's data, writes
-    the page, and returns the exploration (its stages give what `--ir` prints)."""
+    """`compile --html FILE`: lowers `program` to cuda as `compile` does (stamped, `replay`
+    replayed), gathering the explorer's data, writes the page, and returns the exploration
+    (its stages give what `--ir` prints, and `-o` writes)."""
     from deplodock.driver import check_lowerable
     from deplodock.explorer import explore, render_page
 
     check_lowerable(program, args.ir)  # explore lowers to cuda: --ir must still be reachable
     source = args.code if args.code is not None else _source_text(args)
     title = f"-c {args.code}" if args.code is not None else (program.name or args.source)
-    exploration = explore(program, title, source, callback=diffs, progress=progress)
+    exploration = explore(program, title, source, callback=diffs, progress=progress, replay=replay)
     write_atomic(args.html, render_page(exploration))
     return exploration
 
@@ -238,12 +241,15 @@ def _source_text(args: argparse.Namespace) -> str:
 
 def compile_phases(stage: str) -> list[str]:
     """The phases of a model compile to `stage`, in order (what its progress bar counts):
-    from the loop level on, the layers are segmented, lowered once each and stitched."""
-    stages = list(stages_between(STAGES[0], stage))
-    stamped = "loop" in stages
-    return ["model", "torch", *(["segment"] if stamped else []), *stages] + (
-        ["stitch"] if stamped else []
-    )
+    from the loop level on, the layers are segmented, lowered once each down to the kernel
+    level and stitched (`stamp.segment_stages`), and the cuda stage lowers the whole."""
+    from deplodock.stamp import segment_stages
+
+    stages = stages_between(STAGES[0], stage)
+    if "loop" not in stages:
+        return ["model", "torch", *stages]
+    apart = segment_stages(stages)
+    return ["model", "torch", "segment", *apart, "stitch", *stages[len(apart) :]]
 
 
 def pass_diffs(only: str | None, every_pass: bool = False) -> PassDiffs:
@@ -305,18 +311,39 @@ def _cuda_usable() -> bool:
     return cuda_unavailable_reason() is None
 
 
+#: `run --profile` where no GPU is usable: a note on stderr (stdout is the verdict and table).
+NO_GPU_PROFILE = (
+    "deplodock: note: no CUDA device here: --profile shows the performance model, and the "
+    "program is checked on the CPU"
+)
+
+
 def run_profile_model(args: argparse.Namespace) -> int:
-    """`run --profile` on the performance model (`--model`, or no GPU here)."""
+    """`run --profile` on the performance model (`--model`, or no GPU here). Without a GPU
+    the program is still checked, on the CPU, so the run gives the verdict a GPU run gives
+    (OK or MISMATCH) above the table; `--model DEVICE` asks only for the model."""
+    from deplodock.driver import long_run_warning, run_and_compare
     from deplodock.driver.model import profile_on_model
 
-    why = "" if args.model else "no CUDA device here: --profile shows the performance model"
-    program = load_source(args, seed=args.seed)
+    if not args.model:
+        print(NO_GPU_PROFILE, file=sys.stderr)
+    program = load_source(args, seed=args.seed, progress=tell)
     replay = replay_for(args)
-    print(profile_on_model(program, args.model or DEFAULT_DEVICE, why, replay))
+    table = profile_on_model(program, args.model or DEFAULT_DEVICE, replay=replay)
     note_replayed(replay)
+    status = 0
+    if not args.model:
+        if warning := long_run_warning(program):
+            print(f"deplodock: warning: {warning}", file=sys.stderr, flush=True)
+        tell("checking on the CPU")
+        with block_progress_bar(quiet=args.quiet) as progress:
+            report = run_and_compare(program, seed=args.seed, progress=progress)
+        print(report.summary())
+        status = 0 if report.ok else 1
+    print(table)
     if args.verbose:
         _report_timings(program.timings)
-    return 0
+    return status
 
 
 def run_run_cuda(args: argparse.Namespace) -> int:
@@ -369,7 +396,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     source = "-c" if args.code is not None else args.source
     raised: list[Exception] = []
     command = partial(_keeping_error, args, raised)
-    status = run_command(command, "deplodock", args.traceback, source)
+    what = f"{args.command} {source}" if source else args.command
+    with heartbeat(what, quiet=getattr(args, "quiet", False)):  # stderr a pipe or a log
+        status = run_command(command, "deplodock", args.traceback, source)
     if args.verbose:
         _print_details(raised)
         print(f"  total   {(time.perf_counter() - start) * 1000:8.1f} ms", file=sys.stderr)

@@ -8,13 +8,17 @@
 - a bench suite (`python -m bench.kernels`): one bar over its cases, labelled with the case
   running, its per-case lines printed above it.
 
-When stderr is not a terminal (a pipe, a log, CI), or with `--quiet`, nothing is shown, so
-output stays clean.
+When stderr is not a terminal (a pipe, a log, CI) no bar is drawn, so output stays clean;
+a command still running after `HEARTBEAT_S` prints instead one plain line that often
+(`heartbeat`: the command, what it is doing, the seconds so far), so a 2-minute model
+compile or tune piped to a log is not silent. `--quiet` shows neither.
 """
 
 from __future__ import annotations
 
 import sys
+import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
@@ -121,7 +125,7 @@ def phase_progress_bar(
     not `quiet`, else None; the bar is removed when the compile ends, however it ends."""
     stream = sys.stderr if stream is None else stream
     if not draws(stream, quiet):
-        yield None
+        yield tell if _beating is not None else None  # the heartbeat names the phase
         return
     bar = PhaseBar(phases, stream)
     try:
@@ -192,3 +196,73 @@ def count_progress_bar(
 def draws(stream: Any, quiet: bool) -> bool:
     """Whether a bar is drawn on `stream`: a terminal, and no `--quiet`."""
     return not quiet and hasattr(stream, "isatty") and stream.isatty()
+
+
+#: Seconds between the plain progress lines of a command whose stderr is not a terminal.
+HEARTBEAT_S = 10.0
+
+
+class Heartbeat:
+    """Prints `deplodock: WHAT: STATUS (N s)` on `stream` every `interval` seconds from a
+    daemon thread until stopped; `status` is what the command last said it was doing."""
+
+    def __init__(self, what: str, stream: Any, interval: float) -> None:
+        self.what, self.stream, self.interval = what, stream, interval
+        self.status = "working"
+        self.start = time.monotonic()
+        self.stopped = threading.Event()
+        self.thread = threading.Thread(target=self._beat, name="deplodock-heartbeat", daemon=True)
+
+    def _beat(self) -> None:
+        while not self.stopped.wait(self.interval):
+            seconds = time.monotonic() - self.start
+            line = f"deplodock: {self.what}: {self.status} ({seconds:.0f} s)"
+            try:
+                print(line, file=self.stream, flush=True)
+            except (OSError, ValueError):  # the reader went away: the command hears it itself
+                return
+
+    def stop(self) -> None:
+        self.stopped.set()
+        self.thread.join()
+
+
+_beating: Heartbeat | None = None
+
+
+def tell(status: str) -> None:
+    """What the command is doing now (a compile phase, the kernel being tuned): the next
+    heartbeat line says it. Nothing without a heartbeat."""
+    if _beating is not None:
+        _beating.status = status
+
+
+@contextmanager
+def heartbeat(
+    what: str, quiet: bool = False, stream: Any = None, interval: float | None = None
+) -> Iterator[None]:
+    """A `Heartbeat` around a command whose `stream` (stderr) is a pipe or a file, not a
+    terminal (which gets bars) and not an in-process capture (no file descriptor: the
+    tests' `invoke`, whose output is compared whole)."""
+    global _beating
+    stream = sys.stderr if stream is None else stream
+    if quiet or _beating is not None or not _is_pipe_or_file(stream):
+        yield
+        return
+    _beating = Heartbeat(what, stream, HEARTBEAT_S if interval is None else interval)
+    _beating.thread.start()
+    try:
+        yield
+    finally:
+        _beating.stop()
+        _beating = None
+
+
+def _is_pipe_or_file(stream: Any) -> bool:
+    if hasattr(stream, "isatty") and stream.isatty():
+        return False
+    try:
+        stream.fileno()
+    except (AttributeError, OSError, ValueError):  # io.UnsupportedOperation is an OSError
+        return False
+    return True

@@ -20,7 +20,9 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from deplodock.cli.progress import tell
 from deplodock.cli.source import add_source_arguments, check_writable, load_source
+from deplodock.dialects.queries import name_width
 from deplodock.perf.devices import DEFAULT_DEVICE, known_devices
 
 if TYPE_CHECKING:
@@ -83,6 +85,12 @@ def add_tune_parser(commands: Any) -> None:
     _add_cache_arguments(parser)
     parser.add_argument(
         "--no-cache", action="store_true", help="neither read nor write the tune cache"
+    )
+    parser.add_argument(
+        "--retune",
+        action="store_true",
+        help="search every kernel afresh, replacing what the cache holds (a search the "
+        "cache holds cut short is continued anyway by a run that may spend more)",
     )
     parser.set_defaults(handler=run_tune)
 
@@ -171,7 +179,7 @@ def tune_options(args: argparse.Namespace) -> Any:
     chosen = {name: value for name, (_, value) in given.items() if value is not None}
     if args.exploration is not None:
         chosen["exploration"] = args.exploration
-    return TuneOptions(seed=args.seed, check=not args.no_check, **chosen)
+    return TuneOptions(seed=args.seed, check=not args.no_check, retune=args.retune, **chosen)
 
 
 def run_tune(args: argparse.Namespace) -> int:
@@ -187,8 +195,8 @@ def run_tune(args: argparse.Namespace) -> int:
     options = tune_options(args)
     evaluator = make_evaluator(args)
     cache = None if args.no_cache else TuneCache(args.cache_db)
-    program = load_source(args, seed=args.seed, cached=True)
-    lower_program(program, "loop")
+    program = load_source(args, seed=args.seed, cached=True, progress=tell)
+    lower_program(program, "loop", progress=tell)
     display = TuneDisplay(verbose=args.verbose > 0, quiet=args.quiet)
     try:
         with display:
@@ -214,6 +222,9 @@ def run_tune(args: argparse.Namespace) -> int:
         print(summary_table(result))
     if cache is not None and not args.quiet:
         print(f"tune: {result.seconds:.1f} s; results in {cache.path}", file=sys.stderr)
+    starved = [k.name for k in result.kernels if k.default_only]
+    if starved and not args.quiet:
+        print(_starved_note(starved), file=sys.stderr)
     if result.interrupted:
         from deplodock.cli.errors import INTERRUPTED
 
@@ -222,14 +233,36 @@ def run_tune(args: argparse.Namespace) -> int:
     return 0
 
 
+def _starved_note(names: list[str]) -> str:
+    """The note of a run that left kernels with only their heuristic schedule evaluated."""
+    listed = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+    return (
+        f"deplodock: note: only the default schedule was evaluated for {len(names)} "
+        f"kernel(s) ({listed}): nothing was tuned; a run that may spend more (a larger "
+        "--budget-s, --kernel-budget-s or --trials) continues their search"
+    )
+
+
+def _source(kernel: KernelResult) -> str:
+    """The summary's `source` column: where the row comes from, and how far it searched."""
+    record = kernel.record
+    if kernel.cached:
+        return f"cache ({record.stopped})" if record.cut_short else "cache"
+    how = "default only" if kernel.default_only else "searched"
+    more = f", continued from {kernel.continued}" if kernel.continued else ""
+    return f"{how} ({kernel.stopped}{more})"
+
+
 def summary_table(result: ProgramResult) -> str:
     """One row per distinct kernel, and the program's total (launches counted)."""
     kinds = {_kind(k.record) for k in result.kernels}
     kind = kinds.pop() if len(kinds) == 1 else "modeled/measured"
     target = result.kernels[0].record.key.target if result.kernels else ""
+    width = name_width(k.name for k in result.kernels)
+    launches = sum(k.launches for k in result.kernels)
     lines = [
-        f"tune: {len(result.kernels)} kernel(s), times {kind} ({target})",
-        f"  {'kernel':<32} {'n':>3} {'default us':>11} {'tuned us':>10} {'speedup':>8} "
+        f"tune: {len(result.kernels)} kernel(s), {launches} launch(es), times {kind} ({target})",
+        f"  {'kernel':<{width}} {'n':>3} {'default us':>11} {'tuned us':>10} {'speedup':>8} "
         f"{'variants':>8}  source",
     ]
     default_total = tuned_total = 0.0
@@ -239,15 +272,16 @@ def summary_table(result: ProgramResult) -> str:
         default_total += default * kernel.launches
         tuned_total += record.best_us * kernel.launches
         speedup = f"{kernel.speedup:.2f}x" if kernel.speedup else "-"
-        source = "cache" if kernel.cached else f"searched ({kernel.stopped})"
+        source = _source(kernel)
         lines.append(
-            f"  {kernel.name[:32]:<32} {kernel.launches:>3} {default:>11.2f} "
+            f"  {kernel.name:<{width}} {kernel.launches:>3} {default:>11.2f} "
             f"{record.best_us:>10.2f} {speedup:>8} {record.trials:>8}  {source}"
         )
     if result.kernels:
         gain = default_total / tuned_total if tuned_total else float("nan")
         lines.append(
-            f"  {'total':<32} {'':>3} {default_total:>11.2f} {tuned_total:>10.2f} {gain:>7.2f}x"
+            f"  {'total':<{width}} {'':>3} {default_total:>11.2f} {tuned_total:>10.2f} "
+            f"{gain:>7.2f}x"
         )
     return "\n".join(lines)
 
@@ -258,8 +292,10 @@ def _kind(record: TuneRecord) -> str:
 
 class TuneDisplay:
     """Live progress on stderr (rich): the kernel, variants tried, the latest and the best
-    time and the best knobs. `-v` draws it; otherwise one line per kernel when it is done
-    (nothing with `-q`)."""
+    time and the best knobs. `-v` on a terminal draws it; otherwise one line per kernel when
+    it is done (nothing with `-q`), printed whole: rich would wrap it at 80 columns in a
+    file. Where stderr is no terminal the heartbeat (`progress.heartbeat`) says which
+    kernel is being searched."""
 
     def __init__(self, verbose: bool, quiet: bool):
         self.verbose, self.quiet = verbose, quiet
@@ -269,7 +305,7 @@ class TuneDisplay:
         self.started = 0.0
 
     def __enter__(self) -> TuneDisplay:
-        if self.verbose:
+        if self.verbose and sys.stderr.isatty():
             from rich.console import Console
             from rich.live import Live
 
@@ -284,10 +320,12 @@ class TuneDisplay:
     def kernel_started(self, name: str, index: int, total: int, budget_s: float) -> None:
         self.kernel, self.started = name, time.monotonic()
         self.header = f"[{index + 1}/{total}] {name} (budget {budget_s:.0f} s)"
+        tell(f"searching {self.header}")
         if self.live is not None:
             self.live.update(self.header)
 
     def variant(self, name: str, trial: Any, best: Any) -> None:
+        tell(f"searching {self.header}, {trial.index} variant(s)")
         if self.live is None:
             return
         from rich.table import Table
@@ -312,14 +350,31 @@ class TuneDisplay:
         kind = _kind(record)
         speedup = f" ({result.speedup:.2f}x)" if result.speedup else ""
         default = f"{record.default_us:.2f} -> " if record.default_us else ""
-        how = "from the cache" if result.cached else (
-            f"{record.trials} variant(s) in {record.seconds:.1f} s, stopped: {result.stopped}"
-        )  # fmt: skip
+        how = _how(result)
         line = f"tune: {result.name}: {default}{record.best_us:.2f} us {kind}{speedup}, {how}"
         if self.live is not None:
             self.live.console.print(line)
         else:
             print(line, file=sys.stderr)
+
+
+def _how(result: KernelResult) -> str:
+    """How a kernel's result came: from the cache (saying whether that search was cut
+    short), or searched (continued, or only the default evaluated)."""
+    record = result.record
+    if result.cached:
+        if record.cut_short:
+            return (
+                f"from the cache ({record.trials} variant(s), cut short: {record.stopped}; "
+                "a larger budget or --retune searches on)"
+            )
+        return "from the cache"
+    how = f"{record.trials} variant(s) in {record.seconds:.1f} s, stopped: {result.stopped}"
+    if result.continued:
+        how += f" (continued from {result.continued})"
+    if result.default_only:
+        how += "; only the default schedule was evaluated"
+    return how
 
 
 # --- cache ---------------------------------------------------------------------------------
@@ -338,16 +393,18 @@ def run_cache(args: argparse.Namespace) -> int:
         return 0
     records = TuneCache(path).records() if path.exists() else []
     print(f"cache: {path}: {len(records)} record(s)")
+    width = name_width(record.kernel_name for record in records)
     if records:
         print(
-            f"  {'kernel':<28} {'hash':<12} {'target':<14} {'best us':>9} {'speedup':>8} "
-            f"{'trials':>6}  {'cost':<22} created"
+            f"  {'kernel':<{width}} {'hash':<12} {'target':<14} {'best us':>9} {'speedup':>8} "
+            f"{'trials':>6}  {'cost':<22} {'created':<19}  stopped"
         )
     for record in records:
         speedup = f"{record.default_us / record.best_us:.2f}x" if record.default_us else "-"
         print(
-            f"  {record.kernel_name[:28]:<28} {record.key.kernel[:12]:<12} "
+            f"  {record.kernel_name:<{width}} {record.key.kernel[:12]:<12} "
             f"{record.key.target[:14]:<14} {record.best_us:>9.2f} {speedup:>8} "
-            f"{record.trials:>6}  {record.key.cost[:22]:<22} {record.created[:19]}"
+            f"{record.trials:>6}  {record.key.cost[:22]:<22} {record.created[:19]}  "
+            f"{record.stopped or '-'}"
         )
     return 0

@@ -234,8 +234,9 @@ def kernel_name(base: str, taken: set[str]) -> str:
     return unique_name(f"{base}_kernel", taken, first_suffix=2)
 
 
-def rename_kernels(module: ModuleOp) -> None:
-    """Names every launched kernel `<op>_kernel` (then `_2`, `_3`...) in launch order."""
+def rename_kernels(module: ModuleOp, base_of: Callable[[str], str] = kernel_base_name) -> None:
+    """Names every launched kernel `<base>_kernel` (then `_2`, `_3`...) in launch order,
+    `base_of(old name)` giving its base (by default the op it is named after already)."""
     launches = [op for op in module.walk() if isinstance(op, LaunchOpBase)]
     launched = [launch.callee.root_reference.data for launch in launches]
     existing = {symbol_name(op) for op in kernel_symbols(module)}
@@ -243,8 +244,28 @@ def rename_kernels(module: ModuleOp) -> None:
     taken: set[str] = set()
     for old in launched:
         if old not in renames and old in existing:
-            renames[old] = kernel_name(kernel_base_name(old), taken)
+            renames[old] = kernel_name(base_of(old), taken)
     rename_symbols(module, renames)
+
+
+def name_width(names: Iterable[str], header: str = "kernel") -> int:
+    """The width of a table column that shows `names` whole under `header`: reports never
+    cut a kernel's name (two attention kernels cut to 28 characters read the same)."""
+    return max([len(header), *(len(name) for name in names)])
+
+
+def launch_counts(module: ModuleOp) -> dict[str, int]:
+    """How many times `@forward` launches each kernel, at any level from loop to cuda (a
+    kernel may run more than once: a model's layers share theirs); {} without `@forward`.
+    Every report that counts launches (tune, profile, the explorer) counts them here."""
+    counts: dict[str, int] = {}
+    forward = find_function(module)
+    for op in forward.walk() if forward is not None else ():
+        callee = op.properties.get("callee")
+        if op.name.endswith(".launch") and isinstance(callee, SymbolRefAttr):
+            name = callee.root_reference.data
+            counts[name] = counts.get(name, 0) + 1
+    return counts
 
 
 def redirect_launches(module: ModuleOp, renames: dict[str, str]) -> None:

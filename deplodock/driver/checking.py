@@ -128,6 +128,8 @@ class RunReport:
     #: `outputs` counts what it computed): the verdict is UNCHECKED, never OK.
     no_reference: str = field(default="", kw_only=True)
     outputs: int = field(default=0, kw_only=True)
+    #: Which weights a model ran with (`Program.weights`), said after the verdict.
+    weights: str = field(default="", kw_only=True)
 
     @property
     def ok(self) -> bool:
@@ -155,6 +157,8 @@ class RunReport:
         where = f"; {self.mismatch}" if self.mismatch and not self.ok else ""
         if unchecked:
             where += " (NaN against NaN checks nothing)"
+        if self.weights:
+            where += f"; {self.weights}"
         return (
             f"{verdict}: {self.subject}, {len(self.errors)} output(s), "
             f"max relative error {worst:.3e} ({self.tolerance_text()}){where}"
@@ -284,5 +288,11 @@ def run_and_compare(
     errors = [max_relative_error(a, e) for a, e in zip(actual, expected, strict=True)]
     mismatch = describe_mismatch(actual, expected, tolerance)
     return RunReport(
-        program.stage, errors, tolerance, seconds, mismatch=mismatch, pytorch_error=own
+        program.stage,
+        errors,
+        tolerance,
+        seconds,
+        mismatch=mismatch,
+        pytorch_error=own,
+        weights=program.weights,
     )

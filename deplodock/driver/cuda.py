@@ -215,8 +215,9 @@ def check_on_cuda(prepared: PreparedProgram, device: Any) -> CheckReport:
     )
     arch, kernels = prepared.compiled.build.arch, len(prepared.compiled.kernels)
     return CheckReport(
-        "cuda", errors, tolerance, seconds, device.name, arch, kernels, pytorch_error=own
-    )
+        "cuda", errors, tolerance, seconds, device.name, arch, kernels, pytorch_error=own,
+        weights=prepared.program.weights,
+    )  # fmt: skip
 
 
 def bench_on_cuda(

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from xdsl.context import Context
@@ -47,12 +48,19 @@ def check_lowerable(program: Program, stage: str) -> None:
         raise ValueError(f"the program is already at stage '{program.stage}', below '{stage}'")
 
 
+#: Told each stage and the whole program at it, as soon as the lowering reaches it
+#: (`compile --html`): what `compile --ir <stage>` prints of it. The module may be lowered
+#: further in place afterwards, so a listener that keeps it keeps a copy.
+StageListener = Callable[[str, ModuleOp], None]
+
+
 def lower_program(
     program: Program,
     stage: str,
     callback: PassPipelineCallbackType | None = None,
     progress: StageProgress | None = None,
     replay: Replay | None = None,
+    reached: StageListener | None = None,
 ) -> dict[str, float]:
     """Lowers `program` in place to `stage`, one stage at a time; returns seconds per stage.
 
@@ -60,19 +68,22 @@ def lower_program(
     loop level or below goes through `deplodock.stamp`: each distinct layer lowered once.
     `callback` sees the module between passes (`compile -v`: a diff per pass); `progress`
     hears each phase start; `replay` (`deplodock.tune.replay`) gives tuned kernels their
-    cached schedules.
+    cached schedules; `reached` hears each stage the program reaches, with the program there
+    (one lowering gives every stage of `compile --html`).
     """
     ctx = make_context()
     check_lowerable(program, stage)
     stages = stages_between(program.stage, stage)
     stamped = program.layer_prefix is not None and program.op_paths is not None
     if stamped and program.stage == "torch" and "loop" in stages:
-        return _lower_stamped(program, stages, ctx, callback, progress, replay)
+        return _lower_stamped(program, stages, ctx, callback, progress, replay, reached)
     for current in stages:
         announce_phase(progress, current)
         start = time.perf_counter()
         lower_stage(program.module, current, ctx, callback, replay)
         program.timings[current] = time.perf_counter() - start
+        if reached is not None:
+            reached(current, program.module)
     program.stage = stage
     return program.timings
 
@@ -84,10 +95,13 @@ def _lower_stamped(
     callback: PassPipelineCallbackType | None = None,
     progress: StageProgress | None = None,
     replay: Replay | None = None,
+    reached: StageListener | None = None,
 ) -> dict[str, float]:
     from deplodock.stamp import lower_stamped
 
     assert program.layer_prefix is not None and program.op_paths is not None
+    if reached is not None and "tensor" in stages:
+        reached("tensor", _whole_at_tensor(program.module, ctx))
     module, report = lower_stamped(
         program.module,
         program.op_paths,
@@ -95,11 +109,20 @@ def _lower_stamped(
         stages,
         lambda module, stage: lower_stage(module, stage, ctx, callback, replay),
         progress,
+        reached,
     )
     program.module, program.stage, program.op_paths = module, stages[-1], None
     program.segments = (report.segments, report.unique)
     program.timings.update(report.timings)
     return program.timings
+
+
+def _whole_at_tensor(module: ModuleOp, ctx: Context) -> ModuleOp:
+    """A copy of a torch-level model lowered whole to the tensor level: what `compile --ir
+    tensor` prints of it (a model is stamped only on its way to the loop level or below)."""
+    whole = module.clone()
+    lower_stage(whole, "tensor", ctx)
+    return whole
 
 
 def render(module: ModuleOp, stage: str) -> str:

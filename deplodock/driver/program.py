@@ -40,6 +40,9 @@ class Program:
     #: (`deplodock.stamp`). `op_paths` maps each torch-level op to its module path.
     layer_prefix: str | None = None
     op_paths: dict[Operation, str] | None = None
+    #: Which weights a model's `reference` bound (`run`): the checkpoint's, or random ones,
+    #: for the verdict to say (a random model matching says less than a real one); "" else.
+    weights: str = ""
     #: After a stamped lowering: (segments, distinct segments lowered).
     segments: tuple[int, int] | None = None
 

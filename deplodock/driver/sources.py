@@ -152,11 +152,24 @@ def _model_reference(
         )
     reference = models.reference_model(source, config, seed)
     weights = models.checkpoint_weights(source, reference)
+    program.weights = _weights_used(source, seed)
     input_ids = models.example_input_ids(config.vocab_size, seq_len, seed)  # type: ignore[attr-defined]
     buffers = {name: b.detach() for name, b in reference.named_buffers()}
     arguments = bind_arguments(program.module, [input_ids], weights, buffers)
     logits = models.reference_logits(reference, input_ids)
     return arguments, [logits.numpy()]
+
+
+def _weights_used(source: object, seed: int) -> str:
+    """What `run`'s verdict says of the weights (`checkpoint_weights` binds a directory's
+    safetensors, else the reference's seeded random parameters: a model id downloads none)."""
+    from deplodock.frontend.weights import safetensors_files
+
+    directory = getattr(source, "directory", None)
+    if directory is not None and safetensors_files(directory):
+        return f"the checkpoint's weights ({directory})"
+    where = "no safetensors in the directory" if directory is not None else "none downloaded"
+    return f"random weights, seed {seed} ({where})"
 
 
 def program_from_file(path: Path) -> Program:

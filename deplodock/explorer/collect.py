@@ -1,6 +1,7 @@
 """What the pipeline explorer shows, gathered in one lowering: stages, pass diffs, kernels.
 
-`explore` lowers a program one stage at a time down to CUDA C and keeps, on the way,
+`explore` lowers a program down to CUDA C as `compile` does (a model's layers stamped, tuned
+schedules replayed) and keeps, on the way,
 
 - each stage's whole text (what `compile --ir <stage>` prints),
 - each pass that changed the module, with its stage and unified diff (`passes.diffs`),
@@ -19,20 +20,22 @@ Everything here is plain data (`Exploration.as_json`): the page (`page.py`) only
 from __future__ import annotations
 
 import io
-import time
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Operation
 from xdsl.passes import PassPipelineCallbackType
 from xdsl.printer import Printer
 
-from deplodock.dialects.queries import kernel_symbols, symbol_name
+from deplodock.dialects.queries import kernel_symbols, launch_counts, symbol_name
 from deplodock.driver import Program, StageProgress, lower_program, render
 from deplodock.passes.diffs import PassDiffs
 from deplodock.passes.pipelines import STAGES, stages_between
 from deplodock.perf.devices import DEFAULT_DEVICE
+
+if TYPE_CHECKING:
+    from deplodock.tune.replay import Replay
 
 #: The levels at which a kernel is its own symbol, above its CUDA source.
 KERNEL_LEVELS = ("loop", "tile", "kernel")
@@ -104,34 +107,50 @@ def explore(
     device_key: str = DEFAULT_DEVICE,
     callback: PassPipelineCallbackType | None = None,
     progress: StageProgress | None = None,
+    replay: Replay | None = None,
 ) -> Exploration:
     """Lowers `program` (in place) to the cuda stage and gathers the explorer's data.
 
+    The lowering is the one `compile` does (`driver.lower_program`): a model's layers
+    stamped, `replay`'s tuned schedules written on their kernels, so every stage on the
+    page is what `compile --ir <stage>` prints and its cuda stage what `-o` writes.
     `callback` also sees the module between passes (`compile -v` next to `--html`);
-    `progress` hears each stage start (a model compile's progress bar).
+    `progress` hears each phase start (a model compile's progress bar).
     """
     exploration = Exploration(title, source, versions=_versions())
-    exploration.stages.append(StageView(program.stage, render(program.module, program.stage), 0.0))
+    start = program.stage
+    exploration.stages.append(StageView(start, render(program.module, start), 0.0))
     recorder = PassDiffs()
+    texts: dict[str, str] = {}
+    modules: dict[str, ModuleOp] = {}
 
     def between_passes(*args: Any) -> None:
         recorder(*args)
         if callback is not None:
             callback(*args)
 
-    modules: dict[str, ModuleOp] = {}
-    for stage in stages_between(program.stage, STAGES[-1]):
-        recorder.stage = stage
-        start = time.perf_counter()
-        lower_program(program, stage, callback=between_passes, progress=progress)
-        seconds = time.perf_counter() - start
-        exploration.stages.append(StageView(stage, render(program.module, stage), seconds))
+    def phase(name: str) -> None:
+        if name in STAGES:  # a model's other phases (`segment`, `stitch`) run no pass
+            recorder.stage = name
+        if progress is not None:
+            progress(name)
+
+    def reached(stage: str, module: ModuleOp) -> None:
+        texts[stage] = render(module, stage)
         if stage in KERNEL_LEVELS:
-            modules[stage] = program.module.clone()
+            modules[stage] = module.clone()  # the program goes on being lowered in place
+
+    lower_program(program, STAGES[-1], between_passes, phase, replay, reached)
+    for stage in stages_between(start, STAGES[-1]):
+        seconds = program.timings.get(stage, 0.0)
+        exploration.stages.append(StageView(stage, texts[stage], seconds))
     exploration.passes = [
         PassView(change.spec, change.stage or "", change.diff) for change in recorder.changes
     ]
     exploration.kernels = _kernels(program.module, modules)
+    if replay is not None and replay.replayed:
+        names = ", ".join(sorted(set(replay.replayed)))
+        exploration.notes.append(f"tuned schedules replayed from {replay.path}: {names}")
     _add_performance(exploration, modules.get("kernel"), program.module, device_key)
     return exploration
 
@@ -157,9 +176,8 @@ def _op_text(op: Operation) -> str:
 def _kernels(cuda_module: ModuleOp, modules: dict[str, ModuleOp]) -> list[KernelView]:
     """One view per CUDA kernel, with its ops at the levels above (found by symbol name)."""
     from deplodock.backend.build import kernel_ops
-    from deplodock.backend.cost import launch_counts
 
-    launches = launch_counts(modules["kernel"]) if "kernel" in modules else {}
+    launches = launch_counts(cuda_module)
     by_level = {
         level: {symbol_name(op): op for op in kernel_symbols(module)}
         for level, module in modules.items()

@@ -5,8 +5,10 @@ names (`rms_norm`, `rms_norm_3`, ...). Each kernel is keyed by its structure wit
 name and value names (`queries.structural_key`); every kernel whose key was seen before is
 erased and its launches call the first one. The later stages then schedule, lower and print
 each distinct kernel once. Works on the kernel symbols of the loop, tile and kernel levels;
-it runs at the end of the `loop` stage. (A `cuda.kernel` spells its own name inside its C
-source, so two of them never compare equal.)
+it runs at the end of the `loop` stage, and again at the end of the `kernel` stage, where
+the helper kernels scheduling added meet (`tile-split-k`'s `<name>_combine` is the same for
+two products of one shape). (A `cuda.kernel` spells its own name inside its C source, so
+two of them never compare equal: a program is deduplicated before its cuda stage.)
 
 Example: `@relu` and `@relu_2` below differ only in names, so `@relu_2` goes and its
 launch calls `@relu`:

@@ -39,6 +39,8 @@ Nor, past `MAX_RECOMPUTING_COLUMNS` output columns, is a producer with per-eleme
 tile passes would redo that math for every block of columns, and the earlier kernel takes
 it as its epilogue instead (the MLP's silu goes with the gate projection; `* up` still
 fuses into the down projection).
+A fused kernel is named after its main work and its output (`fused_names.py`):
+`linear_silu_kernel`, `linear_add_kernel`, not after the op whose kernel it grew from.
 """
 
 from __future__ import annotations
@@ -74,6 +76,7 @@ from deplodock.dialects.queries import (
     rename_kernels,
     written_arguments,
 )
+from deplodock.passes.fused_names import FusedNames
 from deplodock.passes.loop_utils import reduction_iterations, work
 from deplodock.passes.tile.contraction import MIN_TILED_EXTENT
 
@@ -582,6 +585,8 @@ class FuseProducers(RewritePattern):
         default_factory=set[tuple[Operation, Operation]]
     )
     """(consumer kernel, producer launch) pairs over budget, not to be cloned again."""
+    names: FusedNames = field(default_factory=FusedNames)
+    """The parts each fused kernel is made of, for its name (`fused_names`)."""
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: loop.LaunchOp, rewriter: PatternRewriter) -> None:
@@ -611,6 +616,7 @@ class FuseProducers(RewritePattern):
                 and _takes_over(module, op, consumer, position, producer.launch)
             ):
                 continue  # not rejected: retried once the other readers are fused away
+            parts = self.names.of(consumer) + self.names.of(producer.kernel)
             fused, args = fuse(consumer, op.args, position, producer, keep)
             budget = self.max_recompute * (work(consumer) + work(producer.kernel))
             reductions += reduction_iterations(consumer)
@@ -618,6 +624,7 @@ class FuseProducers(RewritePattern):
                 fused.erase()
                 self.rejected.add((consumer, producer.launch))
                 continue
+            self.names.fused(consumer.sym_name.data, parts)
             rewriter.replace(consumer, fused)
             rewriter.replace(op, loop.LaunchOp(op.callee, args))
             if keep:  # the consumer writes B now
@@ -723,13 +730,14 @@ class LoopFusionPass(ModulePass):
     row_statistics: bool = True
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
+        names = FusedNames()
         patterns: list[RewritePattern] = [
             EraseDeadLaunch(),
-            FuseProducers(self.max_recompute, self.row_statistics),
+            FuseProducers(self.max_recompute, self.row_statistics, names=names),
         ]
         PatternRewriteWalker(
             GreedyRewritePatternApplier(patterns, dce_enabled=False),
             apply_recursively=True,
             walk_reverse=True,
         ).rewrite_module(op)
-        rename_kernels(op)
+        rename_kernels(op, names.base)

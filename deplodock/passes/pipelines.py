@@ -54,7 +54,7 @@ STAGE_PASSES: dict[str, tuple[str, ...]] = {
         "tile-cse",
         "tile-clamp-masked-loads",
     ),
-    "kernel": ("convert-tile-to-kernel", "kernel-drop-barriers"),
+    "kernel": ("convert-tile-to-kernel", "kernel-drop-barriers", "dedupe-kernels"),
     "cuda": ("convert-kernel-to-cuda",),
 }
 

@@ -16,6 +16,7 @@ from xdsl.dialects.builtin import ModuleOp
 
 from deplodock.backend.cost import kernel_cost, launch_counts
 from deplodock.dialects import kernel
+from deplodock.dialects.queries import name_width
 from deplodock.perf.devices import Device
 from deplodock.perf.model import TERMS, Calibration, KernelEstimate, load_calibration, model_kernel
 from deplodock.perf.sol import (
@@ -167,11 +168,12 @@ def format_model_table(estimate: ProgramEstimate) -> str:
     """The table `run --profile --model` prints: one row per kernel, slowest first."""
     device, calibration = estimate.device, estimate.calibration
     total = estimate.total_us
+    width = name_width((row.name for row, _ in estimate.kernels), "total (modeled)")
     lines = [
         f"profile: MODELED on {device.name}, not measured (performance model v"
         f"{calibration.model_version}, constants fitted {calibration.fit_date}; "
         f"registers: {estimate.registers_source}; {estimate.band_label})",
-        f"  {'kernel':<28} {'n':>3} {'model us':>9} {'share':>6} {'limiter':>7} {'%SOL':>5} "
+        f"  {'kernel':<{width}} {'n':>3} {'model us':>9} {'share':>6} {'limiter':>7} {'%SOL':>5} "
         f"{'occ':>5} {'waves':>7} {'sect/req':>8} {'bank':>5} {'DRAM MB':>8} {'regs':>4} "
         f"{'grid':>8} {'block':>5}",
     ]
@@ -179,7 +181,7 @@ def format_model_table(estimate: ProgramEstimate) -> str:
         c = row.counters
         share = 100 * row.time_us * launches / total if total else 0.0
         lines.append(
-            f"  {row.name[:28]:<28} {launches:>3} {row.time_us:>9.1f} {share:>5.0f}% "
+            f"  {row.name:<{width}} {launches:>3} {row.time_us:>9.1f} {share:>5.0f}% "
             f"{row.limiter:>7} {100 * row.sol_fraction:>4.0f}% "
             f"{100 * row.occupancy.fraction:>4.0f}% {row.waves.waves:>7.2f} "
             f"{c.sectors_per_load_request:>8.1f} {c.bank_conflict_factor:>5.1f} "
@@ -187,7 +189,7 @@ def format_model_table(estimate: ProgramEstimate) -> str:
             f"{c.grid:>8} {c.block:>5}"
         )
     lines.append(
-        f"  {'total (modeled)':<28} {'':>3} {total:>9.1f} {'':>6} {'':>7} "
+        f"  {'total (modeled)':<{width}} {'':>3} {total:>9.1f} {'':>6} {'':>7} "
         f"{100 * estimate.sol_fraction:>4.0f}%"
     )
     lines.append("  " + sol_line(device, estimate.work, total * 1e-6, estimate.band_label))

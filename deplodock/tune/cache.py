@@ -35,14 +35,16 @@ from typing import Any, TypeVar
 
 from deplodock.dialects.common.schedule import Schedule
 from deplodock.files import cache_root
+from deplodock.tune.mcts import CUT_SHORT
 
 try:  # POSIX; elsewhere concurrent recoveries of one corrupt file are not serialized.
     import fcntl
 except ImportError:  # pragma: no cover
     fcntl = None  # type: ignore[assignment]
 
-#: The layout of the tables below; a file with another version is set aside, not migrated.
-SCHEMA_VERSION = 1
+#: The layout of the tables below; a file with another version is set aside, not migrated,
+#: but for version 1, which lacks only `stopped` and gains it in place (`_upgrade`).
+SCHEMA_VERSION = 2
 
 #: How long an operation waits for another process's lock before it gives up (seconds).
 BUSY_TIMEOUT_S = 30.0
@@ -62,6 +64,7 @@ COLUMNS = (
     "seed",
     "variants",
     "created",
+    "stopped",
 )
 
 _SCHEMA = (
@@ -70,7 +73,7 @@ _SCHEMA = (
     " kernel TEXT NOT NULL, target TEXT NOT NULL, toolchain TEXT NOT NULL, cost TEXT NOT NULL,"
     " kernel_name TEXT NOT NULL, knobs TEXT NOT NULL, best_us REAL NOT NULL, default_us REAL,"
     " trials INTEGER NOT NULL, seconds REAL NOT NULL, seed INTEGER NOT NULL,"
-    " variants TEXT NOT NULL, created TEXT NOT NULL,"
+    " variants TEXT NOT NULL, created TEXT NOT NULL, stopped TEXT NOT NULL DEFAULT '',"
     " PRIMARY KEY (kernel, target, toolchain, cost))",
 )
 
@@ -143,6 +146,10 @@ class TuneRecord:
     seed: int
     variants: tuple[Variant, ...] = ()  # everything explored, in the order tried
     created: str = field(default_factory=utc_now)  # ISO-8601 UTC
+    #: How the search ended (`mcts`: budget, trials, interrupted, patience, exhausted): the
+    #: first three cut it short, so a later tune with more to spend searches on; "" for a
+    #: record of schema version 1, which did not say.
+    stopped: str = ""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "knobs", _as_schedule(self.knobs))
@@ -157,7 +164,15 @@ class TuneRecord:
             raise ValueError(f"trials must be >= 0, got {self.trials}")
         if not isinstance(self.variants, tuple):
             raise ValueError("variants must be a tuple of Variant")
+        if not isinstance(self.stopped, str):
+            raise ValueError(f"stopped must be a string, got {self.stopped!r}")
         _check_created(self.created)
+
+    @property
+    def cut_short(self) -> bool:
+        """Whether the search stopped with more to search (`mcts.CUT_SHORT`): its budget, a
+        trial limit or Ctrl-C; a later tune that may spend more continues it."""
+        return self.stopped in CUT_SHORT
 
     @property
     def created_time(self) -> datetime:
@@ -194,17 +209,18 @@ class TuneCache:
 
         return self._run(select)
 
-    def store(self, record: TuneRecord) -> bool:
+    def store(self, record: TuneRecord, replace: bool = False) -> bool:
         """Keeps `record` unless its key already has a faster one; says whether it was kept.
 
         The rule: the lower `best_us` wins, and on a tie the record being stored (the newer).
+        `replace` (`tune --retune`: a search started afresh) keeps `record` whatever it is.
         """
         columns = ", ".join(COLUMNS)
         updates = ", ".join(f"{name} = excluded.{name}" for name in COLUMNS[4:])
+        condition = "" if replace else " WHERE excluded.best_us <= tunings.best_us"
         statement = (
             f"INSERT INTO tunings ({columns}) VALUES ({', '.join('?' * len(COLUMNS))}) "
-            f"ON CONFLICT (kernel, target, toolchain, cost) DO UPDATE SET {updates} "
-            "WHERE excluded.best_us <= tunings.best_us"
+            f"ON CONFLICT (kernel, target, toolchain, cost) DO UPDATE SET {updates}{condition}"
         )
         values = _row_from_record(record)
 
@@ -303,6 +319,7 @@ def _row_from_record(record: TuneRecord) -> tuple[Any, ...]:
         record.seed,
         json.dumps(variants),
         record.created,
+        record.stopped,
     )
 
 
@@ -402,11 +419,11 @@ def _diagnose_database(db: sqlite3.Connection) -> tuple[str, str] | None:
     version = db.execute("SELECT value FROM meta WHERE name = 'schema_version'").fetchone()
     if version is None or not str(version[0]).isdigit():
         return _corrupt("has no schema version")
-    if int(version[0]) != SCHEMA_VERSION:
-        found = int(version[0])
+    found = int(version[0])
+    upgradable = found == 1 and _columns(db) == COLUMNS[:-1]  # `_upgrade` adds `stopped`
+    if found != SCHEMA_VERSION and not upgradable:
         return f".v{found}", f"has schema version {found} (this deplodock uses {SCHEMA_VERSION})"
-    columns = tuple(row[1] for row in db.execute("PRAGMA table_info(tunings)"))
-    if columns != COLUMNS:
+    if not upgradable and _columns(db) != COLUMNS:
         return _corrupt("has a tunings table of another layout")
     check = [row[0] for row in db.execute("PRAGMA quick_check(1)")]
     if check != ["ok"]:
@@ -424,6 +441,10 @@ _UNREADABLE_ROWS = (
 )
 
 
+def _columns(db: sqlite3.Connection) -> tuple[str, ...]:
+    return tuple(row[1] for row in db.execute("PRAGMA table_info(tunings)"))
+
+
 def _corrupt(what: str) -> tuple[str, str]:
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     return f".corrupt-{stamp}", what
@@ -439,6 +460,18 @@ def _create_schema(path: Path) -> None:
                 "INSERT OR IGNORE INTO meta (name, value) VALUES ('schema_version', ?)",
                 (str(SCHEMA_VERSION),),
             )
+            _upgrade(db)
+
+
+def _upgrade(db: sqlite3.Connection) -> None:
+    """A version 1 cache (`_diagnose` let through only one whose table lacks just `stopped`)
+    made version 2 in place: its results stay, their `stopped` unknown ("")."""
+    (version,) = db.execute("SELECT value FROM meta WHERE name = 'schema_version'").fetchone()
+    if version == "1":
+        db.execute("ALTER TABLE tunings ADD COLUMN stopped TEXT NOT NULL DEFAULT ''")
+        db.execute(
+            "UPDATE meta SET value = ? WHERE name = 'schema_version'", (str(SCHEMA_VERSION),)
+        )
 
 
 def _is_corruption(error: sqlite3.DatabaseError) -> bool:

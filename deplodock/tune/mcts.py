@@ -19,6 +19,11 @@ It stops at the time budget, after `patience` new leaves without a better one, a
 `max_trials` leaves, when the whole tree has been explored, or on Ctrl-C (keeping what was
 found). Ties are broken by a generator seeded with `seed`, so a run with a trial limit is
 reproducible.
+
+A search cut short (by its budget, a trial limit or Ctrl-C) is continued by handing the
+next one what it scored (`known`): those leaves are not scored again, they take no time
+and count as the trials they were, so the same seed walks the same tree on from where the
+first search stopped.
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ from __future__ import annotations
 import math
 import random
 import time
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, Protocol, TypeVar
 
@@ -48,6 +53,9 @@ BUDGET, PATIENCE, TRIALS, EXHAUSTED, INTERRUPTED = (
     "exhausted",
     "interrupted",
 )
+#: The stop rules that cut a search short of its end (more time or trials would have searched
+#: on); patience and exhaustion end it. `tuner` continues a search cut short.
+CUT_SHORT = (BUDGET, TRIALS, INTERRUPTED)
 
 
 class Space(Protocol[State, Leaf]):
@@ -77,6 +85,7 @@ class Trial(Generic[Leaf]):
     score: Score
     seconds: float
     improved: bool
+    known: bool = False  # scored by an earlier search (`known`), not by this one
 
 
 @dataclass
@@ -118,6 +127,7 @@ class _Search(Generic[State, Leaf]):
     max_trials: int | None
     on_trial: Callable[[Trial[Leaf]], None] | None
     clock: Callable[[], float]
+    known: Mapping[Hashable, Score] = field(default_factory=dict)
     trials: list[Trial[Leaf]] = field(default_factory=list)
     scores: dict[Hashable, float] = field(default_factory=dict)
     global_best: float = 0.0
@@ -161,13 +171,16 @@ class _Search(Generic[State, Leaf]):
         key, leaf = self.space.rollout(state)
         if key in self.scores:
             return self.scores[key]
-        self.check_time()
-        start = self.clock()
-        score = self.space.score(leaf)
+        score, seconds = self.known.get(key), 0.0
+        if score is None:
+            self.check_time()
+            start = self.clock()
+            score = self.space.score(leaf)
+            seconds = self.clock() - start
         reward = score.reward
         self.scores[key] = reward
         improved = reward > self.global_best
-        trial = Trial(len(self.trials) + 1, leaf, score, self.clock() - start, improved)
+        trial = Trial(len(self.trials) + 1, leaf, score, seconds, improved, key in self.known)
         self.trials.append(trial)
         if improved:
             self.global_best, self.since_best = reward, 0
@@ -216,13 +229,15 @@ def search(
     exploration: float = DEFAULT_EXPLORATION,
     on_trial: Callable[[Trial[Leaf]], None] | None = None,
     clock: Callable[[], float] = time.monotonic,
+    known: Mapping[Hashable, Score] | None = None,
 ) -> SearchResult[Leaf]:
     """Searches `space` until a stop rule holds (module doc); the first leaf (the defaults
-    all the way down) is always evaluated, whatever the budget."""
+    all the way down) is always evaluated, whatever the budget. `known`: the scores of an
+    earlier search of the same space, by leaf key, continued here."""
     start = clock()
     deadline = start + budget_s if budget_s is not None else None
     run = _Search(space, exploration, random.Random(seed), deadline, patience, max_trials,
-                  on_trial, clock)  # fmt: skip
+                  on_trial, clock, known=known or {})  # fmt: skip
     root: _Node[State] = _Node(space.root(), None)
     stopped = EXHAUSTED
     try:

@@ -11,6 +11,12 @@ and `run` find it again (`replay.py`).
 
 The program's budget is shared: each kernel still to tune gets an equal part of what is
 left, capped at `kernel_budget_s`, so time a small kernel does not need goes to the next.
+
+A record says how its search ended (`TuneRecord.stopped`). One cut short (its budget, a
+trial limit or Ctrl-C: `TuneRecord.cut_short`) is not the last word: a later run that may
+spend more (a larger budget than the search took, or more trials) continues it from the
+variants it scored (`mcts`' `known`); `retune` searches every kernel afresh whatever the
+cache holds.
 """
 
 from __future__ import annotations
@@ -24,16 +30,27 @@ from xdsl.dialects.builtin import ModuleOp
 
 from deplodock.backend.benchmark import first_line
 from deplodock.dialects import loop
+from deplodock.dialects.queries import launch_counts
 from deplodock.tune.cache import CacheKey, TuneCache, TuneRecord, Variant
 from deplodock.tune.evaluate import FAILED, Evaluator, Score
 from deplodock.tune.kernels import kernel_hash, loop_kernels
-from deplodock.tune.mcts import DEFAULT_EXPLORATION, INTERRUPTED, SearchResult, Trial, search
+from deplodock.tune.mcts import (
+    DEFAULT_EXPLORATION,
+    INTERRUPTED,
+    TRIALS,
+    SearchResult,
+    Trial,
+    search,
+)
 from deplodock.tune.space import Candidate, KernelSpace, lower_candidate
 
 #: The most time one kernel's search may take unless told otherwise (issue #11: 60 s).
 DEFAULT_KERNEL_BUDGET_S = 60.0
 #: New variants without a better one before a search gives up.
 DEFAULT_PATIENCE = 40
+#: The least extra time worth continuing a search cut short by its budget (seconds): a run
+#: with the same budget finds the record spent it and answers from the cache.
+MIN_MORE_S = 1.0
 
 
 @dataclass(frozen=True)
@@ -45,6 +62,7 @@ class TuneOptions:
     seed: int = 0
     exploration: float = DEFAULT_EXPLORATION
     check: bool = True  # each candidate against the loop level in the interpreter
+    retune: bool = False  # search every kernel afresh, whatever the cache holds
 
 
 @dataclass
@@ -55,13 +73,20 @@ class KernelResult:
     record: TuneRecord
     cached: bool
     stopped: str = ""  # the stop rule (`mcts`), empty when cached
-    launches: int = 1
+    launches: int = 1  # how many times the program launches it
+    continued: int = 0  # the variants an earlier, cut-short search had scored (0: fresh)
 
     @property
     def speedup(self) -> float | None:
         """The heuristic schedule's time over the winner's."""
         default = self.record.default_us
         return default / self.record.best_us if default else None
+
+    @property
+    def default_only(self) -> bool:
+        """Whether only the heuristic schedule was evaluated though there was more to search
+        (the budget ran out at the first variant, or Ctrl-C came): nothing was tuned."""
+        return self.record.trials <= 1 and self.record.cut_short
 
 
 @dataclass
@@ -86,16 +111,20 @@ class TuneProgress(Protocol):
 
 
 def candidate_scorer(
-    kernel: loop.KernelOp, evaluator: Evaluator, check: bool, seed: int
+    kernel: loop.KernelOp,
+    evaluator: Evaluator,
+    check: bool,
+    seed: int,
+    needs_reference: bool = True,
 ) -> Callable[[Candidate], Score]:
-    """Lower, check, evaluate: any failure is a zero score with its reason, not a crash."""
+    """Lower, check, evaluate: any failure is a zero score with its reason, not a crash.
+    `needs_reference`: the first candidate scored is the evaluator's reference (False when
+    the caller set it: a continued search does not score the heuristic's schedule again)."""
     checker = None
     if check:
         from deplodock.tune.check import KernelCheck
 
         checker = KernelCheck(kernel, seed)
-
-    needs_reference = True
 
     def score(candidate: Candidate) -> Score:
         nonlocal needs_reference
@@ -124,9 +153,15 @@ def tune_kernel(
     options: TuneOptions,
     budget_s: float,
     on_trial: Callable[[Trial[Candidate]], None] | None = None,
+    earlier: TuneRecord | None = None,
 ) -> SearchResult[Candidate]:
-    """Searches one kernel's schedules (module doc); the result lists every variant."""
-    space = KernelSpace(kernel, candidate_scorer(kernel, evaluator, options.check, options.seed))
+    """Searches one kernel's schedules (module doc); the result lists every variant.
+    `earlier`: a record cut short, whose variants the search continues from."""
+    known = _known_scores(earlier) if earlier is not None else {}
+    scorer = candidate_scorer(kernel, evaluator, options.check, options.seed, not known)
+    space = KernelSpace(kernel, scorer)
+    if known and evaluator.measured:  # the heuristic's schedule, scored before, is the reference
+        evaluator.set_reference(lower_candidate(space.rollout(space.root())[1]))
     result = search(
         space,
         budget_s=budget_s,
@@ -135,6 +170,7 @@ def tune_kernel(
         seed=options.seed,
         exploration=options.exploration,
         on_trial=on_trial,
+        known=known,
     )
     if evaluator.measured:
         result = retimed(result, evaluator)
@@ -159,10 +195,21 @@ def retimed(result: SearchResult[Candidate], evaluator: Evaluator) -> SearchResu
     return result
 
 
+def _known_scores(record: TuneRecord) -> dict[tuple[tuple[str, int], ...], Score]:
+    """An earlier search's variants as `mcts` knows leaves: by knobs (`space.rollout`'s key)."""
+    return {tuple(v.knobs.items()): Score(v.time_us, v.status, v.detail) for v in record.variants}
+
+
 def record_of(
-    key: CacheKey, name: str, result: SearchResult[Candidate], seed: int
+    key: CacheKey,
+    name: str,
+    result: SearchResult[Candidate],
+    seed: int,
+    earlier: TuneRecord | None = None,
 ) -> TuneRecord | None:
-    """The cache record of a search: None when no variant succeeded."""
+    """The cache record of a search: None when no variant succeeded. A search continuing
+    `earlier` keeps its variants this one did not reach again, its time, and its winner
+    where this search found none faster (so the record replaces it in the cache)."""
     best = result.best
     if best is None:
         return None
@@ -171,25 +218,48 @@ def record_of(
         Variant(t.leaf.knobs, t.score.time_us, t.score.status, t.score.detail)
         for t in result.trials
     )
+    knobs, best_us = best.leaf.knobs, float(best.score.time_us or 0.0)
+    seconds = result.seconds
+    if earlier is not None:
+        reached = {v.knobs for v in variants}
+        variants += tuple(v for v in earlier.variants if v.knobs not in reached)
+        seconds += earlier.seconds
+        if earlier.best_us < best_us:
+            knobs, best_us = earlier.knobs, earlier.best_us
     return TuneRecord(
         key=key,
         kernel_name=name,
-        knobs=best.leaf.knobs,
-        best_us=float(best.score.time_us or 0.0),
+        knobs=knobs,
+        best_us=best_us,
         default_us=first.score.time_us if first.score.reward > 0 else None,
-        trials=len(result.trials),
-        seconds=result.seconds,
+        trials=len(variants),
+        seconds=seconds,
         seed=seed,
         variants=variants,
+        stopped=result.stopped,
     )
 
 
+def searches_on(record: TuneRecord, options: TuneOptions, budget_s: float) -> bool:
+    """Whether a run with `options` and `budget_s` for this kernel continues the search
+    `record` holds: it was cut short, and this run may spend more (module doc)."""
+    if not record.cut_short:
+        return False
+    if options.max_trials is not None and options.max_trials <= record.trials:
+        return False
+    if record.stopped == TRIALS:
+        return True  # this run's trial limit (or none) is above the one that stopped it
+    return budget_s >= record.seconds + MIN_MORE_S
+
+
 def distinct_kernels(module: ModuleOp) -> list[tuple[loop.KernelOp, str, int]]:
-    """The program's kernels, one per structural hash: (kernel, hash, how many share it)."""
+    """The program's kernels, one per structural hash: (kernel, hash, how many times
+    `@forward` launches it or a kernel of the same hash: the `n` the tables print)."""
+    launches = launch_counts(module)
     seen: dict[str, list] = {}
     for kernel in loop_kernels(module):
         digest = kernel_hash(kernel)
-        seen.setdefault(digest, [kernel, digest, 0])[2] += 1
+        seen.setdefault(digest, [kernel, digest, 0])[2] += launches.get(kernel.sym_name.data, 0)
     return [(kernel, digest, count) for kernel, digest, count in seen.values()]
 
 
@@ -212,27 +282,29 @@ def tune_program(
     for index, (kernel, digest, count) in enumerate(kernels):
         name = kernel.sym_name.data
         key = CacheKey(digest, evaluator.target, evaluator.toolchain, evaluator.cost)
-        cached = cache.lookup(key) if cache is not None else None
-        if cached is not None:
+        cached = cache.lookup(key) if cache is not None and not options.retune else None
+        budget = _kernel_budget(options, clock() - start, len(kernels) - index)
+        if cached is not None and not searches_on(cached, options, budget):
             result = KernelResult(name, cached, cached=True, launches=count)
         else:
-            budget = _kernel_budget(options, clock() - start, len(kernels) - index)
             if progress is not None:
                 progress.kernel_started(name, index, len(kernels), budget)
-
+            if cached is not None:  # the time it already took counts against the budget
+                budget = max(budget - cached.seconds, 0.0)
             reporter = _Reporter(name, progress) if progress is not None else None
             on_trial = reporter.trial if reporter is not None else None
-            searched = tune_kernel(kernel, evaluator, options, budget, on_trial)
-            record = record_of(key, name, searched, options.seed)
+            searched = tune_kernel(kernel, evaluator, options, budget, on_trial, cached)
+            record = record_of(key, name, searched, options.seed, cached)
             if record is None:
                 reasons = {t.score.detail for t in searched.trials}
                 raise NoVariantError(
                     f"kernel @{name}: every variant failed ({'; '.join(sorted(reasons))[:300]})"
                 )
             if cache is not None:
-                cache.store(record)
+                cache.store(record, replace=options.retune)
+            continued = cached.trials if cached is not None else 0
             result = KernelResult(name, record, cached=False, stopped=searched.stopped,
-                                  launches=count)  # fmt: skip
+                                  launches=count, continued=continued)  # fmt: skip
             outcome.interrupted |= searched.stopped == INTERRUPTED
         outcome.kernels.append(result)
         if progress is not None:

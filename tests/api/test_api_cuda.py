@@ -136,6 +136,7 @@ def test_wrong_inputs_and_stages_are_refused(loads: list[ModuleOp]) -> None:
         deplodock.compile(nn.ReLU(), (random(4),), device="cuda", stage="kernel")
 
 
+@pytest.mark.slow
 def test_a_hugging_face_causal_lm(loads: list[ModuleOp]) -> None:
     """Decoder layers lowered once (stamped) down to the cuda level, logits as a tensor."""
     model, input_ids = tiny_llama()

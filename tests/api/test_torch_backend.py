@@ -68,6 +68,7 @@ def test_attention_block():
     compiled_matches_eager(Attention(), torch.randn(2, 8, 32), tolerance=1e-4)
 
 
+@pytest.mark.slow
 def test_two_layer_tiny_llama():
     model, input_ids = tiny_llama()
     with torch.no_grad(), warnings.catch_warnings():

@@ -31,7 +31,11 @@ from deplodock.passes.pipelines import lower
 from deplodock.passes.tile.thread import TileThreadPass
 from tests.backend.test_async_vector_cuda import sass_of
 
-pytestmark = pytest.mark.skipif(not nvcc_available(), reason="nvcc is not on PATH")
+#: Each test builds GEMMs with nvcc and reads their SASS (seconds each): slow (issue #39).
+pytestmark = [
+    pytest.mark.skipif(not nvcc_available(), reason="nvcc is not on PATH"),
+    pytest.mark.slow,
+]
 
 #: Kernel-suite projections at 512 tokens (`bench/cases.py`): TinyLlama's q_proj and Qwen's
 #: k/v projection with its bias, in both dtypes.

@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import io
 import json
+import re
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -112,3 +115,74 @@ def test_the_phase_bar_labels_the_current_phase_on_a_terminal_only() -> None:
         assert progress is None
     with phase_progress_bar(["model"], stream=io.StringIO()) as progress:
         assert progress is None
+
+
+# --- a long command whose stderr is no terminal (issue #39 item 7) ----------------------
+
+
+def test_a_heartbeat_on_a_file_says_what_and_how_long(tmp_path: Path) -> None:
+    from deplodock.cli import progress
+
+    log = tmp_path / "stderr.log"
+    with log.open("w") as stream:
+        with progress.heartbeat("compile m", stream=stream, interval=0.05):
+            progress.tell("loop")
+            time.sleep(0.3)
+        time.sleep(0.15)  # stopped: no more lines
+    lines = log.read_text().splitlines()
+    assert len(lines) >= 3
+    assert all(re.fullmatch(r"deplodock: compile m: loop \(\d+ s\)", line) for line in lines)
+
+
+def test_no_heartbeat_on_a_terminal_a_capture_or_with_quiet(tmp_path: Path) -> None:
+    from deplodock.cli import progress
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+        def fileno(self) -> int:
+            return 2
+
+    for stream, quiet in ((Terminal(), False), (io.StringIO(), False)):
+        with progress.heartbeat("x", quiet=quiet, stream=stream, interval=0.01):
+            time.sleep(0.1)
+        assert stream.getvalue() == ""
+    with (tmp_path / "log").open("w") as stream:
+        with progress.heartbeat("x", quiet=True, stream=stream, interval=0.01):
+            time.sleep(0.1)
+    assert (tmp_path / "log").read_text() == ""
+
+
+def test_a_model_compile_piped_to_a_log_prints_its_phases(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A model compile used to print nothing on a pipe until it ended (a minute or two)."""
+    from deplodock.cli import progress
+
+    config = {"model_type": "llama", "hidden_size": 32, "num_attention_heads": 4}
+    config |= {"num_hidden_layers": 2, "intermediate_size": 64, "vocab_size": 64}
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    monkeypatch.setattr(progress, "HEARTBEAT_S", 0.2)
+    log = tmp_path / "stderr.log"
+    with log.open("w") as stream:
+        monkeypatch.setattr(sys, "stderr", stream)
+        status = main(["compile", str(tmp_path), "--seq-len", "4", "-o", str(tmp_path / "m.cu")])
+    assert status == 0
+    beat = re.compile(rf"deplodock: compile {re.escape(str(tmp_path))}: (\w+) \(\d+ s\)")
+    phases = {m[1] for line in log.read_text().splitlines() if (m := beat.fullmatch(line))}
+    assert phases and phases <= set(compile_phases("cuda")) | {"working"}, log.read_text()
+
+
+def test_tune_verbose_in_a_file_does_not_wrap_its_lines() -> None:
+    """`tune -v 2> log` wrapped its per-kernel line at 80 columns (rich's width off a
+    terminal), mid-number."""
+    from tests.cli.invoke import invoke
+
+    expr = "F.silu(torch.randn(1, 16, 512)) * torch.randn(1, 16, 512)"
+    result = invoke(
+        "deplodock", ["tune", "-c", expr, "--trials", "3", "--no-check", "--no-cache", "-v"]
+    )
+    assert result.status == 0, result.output
+    (line,) = [line for line in result.stderr.splitlines() if line.startswith("tune: mul_kernel")]
+    assert line.endswith("stopped: trials"), line

@@ -150,3 +150,26 @@ def test_report_of_another_kind_is_refused(tmp_path):
         "deplodock", ["tune", "-c", EXPR, "--no-cache", "--report", str(tmp_path / "r.txt")]
     )
     assert result.status == 1 and "give a .html or .png file" in result.stderr
+
+
+def test_a_starved_tune_says_so_and_a_larger_budget_continues_it(db):
+    """Issue #39 item 3: a tune that evaluated only the default schedule was cached as
+    searched and blocked every later search."""
+    tune = ["tune", "-c", EXPR, "--cache-db", str(db), "--no-check"]
+    starved = invoke("deplodock", [*tune, "--trials", "1"])
+    assert starved.status == 0, starved.stderr
+    assert "only the default schedule was evaluated for 1 kernel(s) (mul_kernel)" in (
+        starved.stderr
+    )
+    assert "default only (trials)" in starved.stdout
+    again = invoke("deplodock", [*tune, "--trials", "1"])
+    assert "from the cache (1 variant(s), cut short: trials;" in again.stderr
+    assert "cache (trials)" in again.stdout
+    larger = invoke("deplodock", [*tune, "--trials", "6"])
+    assert "6 variant(s)" in larger.stderr and "(continued from 1)" in larger.stderr
+    assert "searched (trials, continued from 1)" in larger.stdout
+    assert "only the default" not in larger.stderr
+    retune = invoke("deplodock", [*tune, "--trials", "2", "--retune"])
+    assert "2 variant(s)" in retune.stderr and "continued" not in retune.stderr
+    listing = invoke("deplodock", ["cache", "ls", "--cache-db", str(db)]).stdout.splitlines()
+    assert listing[1].endswith("  stopped") and listing[2].endswith("  trials")

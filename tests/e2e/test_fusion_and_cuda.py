@@ -51,6 +51,7 @@ def test_matmul_broadcast_product_is_never_a_buffer() -> None:
 @pytest.mark.nvcc
 @pytest.mark.skipif(not nvcc_available(), reason="nvcc is not on PATH: cannot compile for sm_90")
 @pytest.mark.parametrize("name", list(OPS))
+@pytest.mark.slow
 def test_emitted_cuda_compiles_for_sm90_without_spills(name: str) -> None:
     module = lowered(name, "cuda")
     for kernel_op in (op for op in module.ops if isinstance(op, cuda.KernelOp)):

@@ -15,9 +15,13 @@ from tests.explorer.conftest import Page
 #: which the browser delivers after the click returns).
 WAIT_MS = 10_000
 
-pytestmark = pytest.mark.skipif(
-    chromium_unavailable_reason() is not None, reason=str(chromium_unavailable_reason())
-)
+#: A real Chromium takes seconds to start and render each tab: slow (issue #39).
+pytestmark = [
+    pytest.mark.skipif(
+        chromium_unavailable_reason() is not None, reason=str(chromium_unavailable_reason())
+    ),
+    pytest.mark.slow,
+]
 
 
 def expect(locator: Any) -> Any:

@@ -96,6 +96,7 @@ def test_cuda_level_every_nth_program():
     assert "cuda" not in levels_for(0, 0)
 
 
+@pytest.mark.slow
 def test_fixed_seed_fuzz_run_finds_no_miscompile():
     """Every level of 150 random programs (the cuda level for one in ten) matches PyTorch."""
     lines: list[str] = []

@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import torch
 
 from deplodock.frontend.models import randomize_weights, shipped_models
@@ -61,6 +62,7 @@ def test_shipped_configs() -> None:
     )
 
 
+@pytest.mark.slow
 def test_whole_qwen25_7b_compiles_to_loop_on_meta_tensors() -> None:
     """28 layers, no weights, no download: the loop-level IR on stdout, counts on stderr."""
     result = deplodock("compile", "Qwen/Qwen2.5-7B", "--ir", "loop")
@@ -75,6 +77,7 @@ def test_whole_qwen25_7b_compiles_to_loop_on_meta_tensors() -> None:
     assert launches == result.stdout.count("loop.launch @")
 
 
+@pytest.mark.slow
 def test_tinyllama_one_layer_with_options() -> None:
     result = deplodock(
         "compile", "TinyLlama/TinyLlama-1.1B-Chat-v1.0", "--layers", "1", "--seq-len", "64",
@@ -86,6 +89,7 @@ def test_tinyllama_one_layer_with_options() -> None:
     assert re.search(r"^\s+loop\s+[\d.]+ ms$", result.stderr, re.MULTILINE)
 
 
+@pytest.mark.slow
 def test_local_directory_compile_to_cuda_and_run(tmp_path: Path) -> None:
     from transformers import AutoConfig, AutoModelForCausalLM
 
@@ -131,6 +135,7 @@ def test_too_many_layers(tmp_path: Path) -> None:
     assert_one_line_error(deplodock("compile", str(tmp_path), "--layers", "3"), "has 2 layers")
 
 
+@pytest.mark.slow
 def test_stamped_model_cuda_kernel_names_are_unique(tmp_path: Path) -> None:
     """Kernels are renamed apart at the loop level, before their names enter CUDA source;
     with nvcc, the whole translation unit (kernels + host launches) compiles."""
@@ -148,3 +153,17 @@ def test_stamped_model_cuda_kernel_names_are_unique(tmp_path: Path) -> None:
     assert launched == set(names)
     if nvcc_available():
         assert compile_cubin(source).cubin
+
+
+@pytest.mark.slow
+def test_the_cuda_program_has_the_kernels_of_the_kernel_level(tmp_path: Path) -> None:
+    """Issue #39 item 6: kernels equal but for their names (the epilogue's RMSNorm and a
+    layer's, two split-K combines of one shape) are one kernel at the kernel level, and were
+    two again in the CUDA (22 unique kernels against the profile's 20 rows for TinyLlama):
+    the cuda stage printed each name into its source before the segments were stitched."""
+    model = ("TinyLlama/TinyLlama-1.1B-Chat-v1.0", "--layers", "1")
+    kernel = deplodock("compile", *model, "--ir", "kernel", "-o", str(tmp_path / "k.mlir"))
+    cuda = deplodock("compile", *model, "-o", str(tmp_path / "k.cu"))
+    assert kernel.returncode == cuda.returncode == 0, kernel.stderr + cuda.stderr
+    assert summary_counts(cuda.stderr) == summary_counts(kernel.stderr)
+    assert summary_counts(cuda.stderr)[1] == (tmp_path / "k.cu").read_text().count("__global__")

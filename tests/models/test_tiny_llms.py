@@ -27,6 +27,9 @@ from deplodock.driver import (
 )
 from deplodock.frontend.models import randomize_weights
 
+#: Whole tiny models interpreted against transformers (seconds each): slow (issue #39).
+pytestmark = pytest.mark.slow
+
 TINY = {
     "hidden_size": 64,
     "intermediate_size": 128,

@@ -31,6 +31,7 @@ def sweeps(module) -> list[tile.ForOp]:
 @pytest.mark.parametrize("on_chip", [0, 1, 2])
 @pytest.mark.parametrize("rows", ROWS)
 @pytest.mark.parametrize("length", LENGTHS)
+@pytest.mark.slow
 def test_online_softmax_matches_pytorch(length: int, rows: int, on_chip: int) -> None:
     expr = expression("softmax", rows, length)
     module = schedule_tile(expr, {"online_softmax": 1, "row_on_chip": on_chip}, ROWS_OPTIONS)

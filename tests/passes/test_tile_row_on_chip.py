@@ -55,6 +55,7 @@ def strided_loops(module: ModuleOp) -> list[tile.ForOp]:
 @pytest.mark.parametrize("rows", ROWS)
 @pytest.mark.parametrize("length", LENGTHS)
 @pytest.mark.parametrize("op", list(OPS))
+@pytest.mark.slow
 def test_row_on_chip_matches_pytorch_at_every_level(
     op: str, length: int, rows: int, mode: int
 ) -> None:

@@ -36,6 +36,7 @@ def knobs_for(rows: int, length: int) -> dict[str, int]:
 @pytest.mark.parametrize("rows", ROWS)
 @pytest.mark.parametrize("length", LENGTHS)
 @pytest.mark.parametrize("op", list(OPS))
+@pytest.mark.slow
 def test_rows_match_pytorch_at_every_level(op: str, length: int, rows: int) -> None:
     expr = expression(op, rows, length)
     knobs = knobs_for(rows, length)

@@ -219,6 +219,7 @@ def test_atomic_slices_match_numpy_at_every_level(splits: int) -> None:
     assert rel_err(cuda_level, expected) < 1e-5
 
 
+@pytest.mark.slow
 def test_atomic_slices_before_scheduling_add_once_per_block() -> None:
     """Unscheduled, every thread runs the whole nest: the uniform atomic adds once."""
     module = parse(PLAIN)

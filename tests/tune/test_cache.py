@@ -312,6 +312,35 @@ def test_another_schema_version_is_set_aside_by_its_number(tmp_path: Path) -> No
     old.close()
 
 
+def test_a_version_1_cache_gains_stopped_in_place(tmp_path: Path) -> None:
+    """Issue #39: version 2 records how each search ended (`stopped`); a version 1 file
+    keeps its results (their end unknown, "") rather than being set aside."""
+    path = tmp_path / "tune.db"
+    TuneCache(path).store(record())
+    with sqlite3.connect(path) as old:
+        old.execute("ALTER TABLE tunings DROP COLUMN stopped")
+        old.execute("UPDATE meta SET value = '1' WHERE name = 'schema_version'")
+    old.close()
+    warnings: list[str] = []
+    cache = TuneCache(path, warn=warnings.append)
+    assert warnings == [] and cache.lookup(KEY) == record()
+    assert not cache.lookup(KEY).cut_short
+    cut = replace(record(best_us=1.0), stopped="budget")
+    assert cache.store(cut) and cache.lookup(KEY).stopped == "budget"
+    assert cache.lookup(KEY).cut_short
+    with sqlite3.connect(path) as new:
+        version = new.execute("SELECT value FROM meta WHERE name = 'schema_version'").fetchone()
+    new.close()
+    assert version == (str(SCHEMA_VERSION),)
+
+
+def test_replace_keeps_a_slower_record(db: TuneCache) -> None:
+    db.store(record(best_us=1.0))
+    assert not db.store(record(best_us=5.0))
+    assert db.store(record(best_us=5.0), replace=True)  # `tune --retune`
+    assert db.lookup(KEY).best_us == 5.0
+
+
 def test_set_aside_files_are_never_replaced(tmp_path: Path) -> None:
     path = tmp_path / "tune.db"
     warnings: list[str] = []

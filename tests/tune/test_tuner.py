@@ -141,3 +141,58 @@ def test_a_wrong_candidate_is_caught_by_the_check_and_recorded(silu_mul_loop, mo
     assert statuses[0] == "ok" and statuses[1:] == ["wrong"] * 3
     assert all("max relative error" in v.detail for v in record.variants[1:])
     assert record.knobs == record.variants[0].knobs
+
+
+# --- a search cut short is continued (issue #39 item 3) ------------------------------------
+
+
+def test_a_starved_search_is_continued_by_a_larger_budget(silu_mul_loop, model, tmp_path):
+    """A budget that leaves only the heuristic's schedule evaluated used to be cached as
+    searched, and every later tune answered from the cache; now a run that may spend more
+    continues from what was scored, and ends where one search of that size would have."""
+    cache = TuneCache(tmp_path / "tune.db")
+    starved = TuneOptions(max_trials=1, patience=None, kernel_budget_s=600)
+    first = tune_program(silu_mul_loop, model, starved, cache).kernels[0]
+    assert first.default_only and first.record.stopped == "trials"
+    assert cache.records()[0].stopped == "trials"
+    again = tune_program(silu_mul_loop, model, starved, cache).kernels[0]
+    assert again.cached  # no more to spend: the cache answers
+    larger = TuneOptions(max_trials=6, patience=None, kernel_budget_s=600)
+    continued = tune_program(silu_mul_loop, model, larger, cache).kernels[0]
+    assert not continued.cached and continued.continued == 1 and not continued.default_only
+    record = continued.record
+    assert record.trials == 6 and record.variants[0] == first.record.variants[0]
+    fresh = tune_program(silu_mul_loop, model, larger).kernels[0].record
+    assert [v.knobs for v in record.variants] == [v.knobs for v in fresh.variants]
+    assert record.knobs == fresh.knobs and record.best_us == fresh.best_us
+    (stored,) = cache.records()
+    assert stored.trials == 6 and stored.knobs == record.knobs
+    assert tune_program(silu_mul_loop, model, larger, cache).kernels[0].cached
+
+
+def test_a_search_out_of_time_is_continued_by_a_longer_one(silu_mul_loop, model, tmp_path):
+    cache = TuneCache(tmp_path / "tune.db")
+    tiny = TuneOptions(kernel_budget_s=1e-6, patience=None)
+    first = tune_program(silu_mul_loop, model, tiny, cache).kernels[0]
+    assert first.record.stopped == "budget" and first.default_only
+    assert tune_program(silu_mul_loop, model, tiny, cache).kernels[0].cached
+    longer = TuneOptions(kernel_budget_s=600, max_trials=4, patience=None)
+    continued = tune_program(silu_mul_loop, model, longer, cache).kernels[0]
+    assert not continued.cached and continued.record.trials == 4
+    assert continued.record.seconds >= first.record.seconds
+
+
+def test_a_finished_search_is_not_continued_but_retune_searches_afresh(
+    silu_mul_loop, model, tmp_path
+):
+    cache = TuneCache(tmp_path / "tune.db")
+    small = TuneOptions(max_trials=60, patience=2, kernel_budget_s=600)
+    first = tune_program(silu_mul_loop, model, small, cache).kernels[0]
+    assert first.record.stopped in ("patience", "exhausted")
+    larger = TuneOptions(max_trials=80, patience=2, kernel_budget_s=600)
+    assert tune_program(silu_mul_loop, model, larger, cache).kernels[0].cached
+    retune = TuneOptions(max_trials=1, patience=None, kernel_budget_s=600, retune=True)
+    fresh = tune_program(silu_mul_loop, model, retune, cache).kernels[0]
+    assert not fresh.cached and fresh.continued == 0 and fresh.record.trials == 1
+    (stored,) = cache.records()
+    assert stored.trials == 1 and stored.stopped == "trials"  # replaced, though not faster

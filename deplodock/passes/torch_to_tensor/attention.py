@@ -14,6 +14,10 @@ inputs are computed in f32 (their casts fuse into the loads) and rounded once at
 except the probabilities, which are rounded to the inputs' type before `@ v`, as PyTorch's
 fused kernels round them (its CPU flash kernel and FlashAttention both multiply P in the
 16-bit type): both products are then 16-bit, so both run on tensor cores.
+
+The scores (with the scale and mask) are named `attention_scores` and the softmax
+`attention_softmax`, so the kernels lifted from them say which part of attention they
+compute; the product with `v` keeps the torch op's name.
 """
 
 from __future__ import annotations
@@ -66,6 +70,7 @@ class ScaledDotProductAttentionLowering(TorchLowering):
             if x not in casts:
                 casts[x] = b.cast(x, compute)
         q, k, v = (casts[x] for x in (op.query, op.key, op.value))
+        scores_start = len(b.ops)
         qs, ks, vs = shape_of(q), shape_of(k), shape_of(v)
         lead, (length, source, width) = qs[:-2], (qs[-2], ks[-2], vs[-1])
         n = len(lead)
@@ -96,9 +101,12 @@ class ScaledDotProductAttentionLowering(TorchLowering):
 
         inputs = [scores] if mask is None else [scores, mask]
         logits = b.elementwise(inputs, (*lead, length, source), compute, logits_body)
+        b.name_results(scores_start, "attention_scores")
+        softmax_start = len(b.ops)
         probs = safe_softmax(b, logits, n + 1)
         if compute != elt:  # rounded once to the inputs' type for P.V (module doc)
             probs = b.cast(b.cast(probs, elt), compute)
+        b.name_results(softmax_start, "attention_softmax")
 
         # out over (lead, l, s, ev), summed over s
         space = (*lead, length, source, width)

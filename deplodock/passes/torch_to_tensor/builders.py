@@ -296,6 +296,14 @@ class TensorBuilder:
         self.ops.append(op)
         return op.results[0]
 
+    def name_results(self, since: int, hint: str) -> None:
+        """Names the results of the ops collected from index `since` on `hint`: the kernels
+        lifted from them are named after it (`<hint>_kernel`), so the parts of one torch
+        op say what each computes. Unnamed results take the torch op's name."""
+        for op in self.ops[since:]:
+            for result in op.results:
+                result.name_hint = hint
+
     # -- the primitives -------------------------------------------------------------------
 
     def elementwise(

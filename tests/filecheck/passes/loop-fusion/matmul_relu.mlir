@@ -28,7 +28,7 @@ func.func @forward(%x: tensor<16x64xf32> {deplodock.input = "x"}, %b: tensor<64x
 // relu((x + b) @ w), the matmul decomposed as broadcast-multiply-reduce-squeeze, is one
 // kernel: the 16x64x16 product is never materialised.
 // CHECK:      builtin.module {
-// CHECK-NEXT: loop.kernel @r_kernel(%x: memref<16x64xf32>, %b: memref<64xf32>, %w: memref<64x16xf32>, %r: memref<16x16xf32>) {
+// CHECK-NEXT: loop.kernel @s_r_kernel(%x: memref<16x64xf32>, %b: memref<64xf32>, %w: memref<64x16xf32>, %r: memref<16x16xf32>) {
 // CHECK-NEXT:   %[[ZERO:.*]] = arith.constant 0.000000e+00 : f32
 // CHECK-NEXT:   loop.for %i0 = 0 to 16 {
 // CHECK-NEXT:     loop.for %i1 = 0 to 16 {
@@ -49,6 +49,6 @@ func.func @forward(%x: tensor<16x64xf32> {deplodock.input = "x"}, %b: tensor<64x
 // CHECK-NEXT: }
 // CHECK-NOT:  16x64x16
 // CHECK:        %r = loop.alloc : memref<16x16xf32>
-// CHECK-NEXT:   loop.launch @r_kernel(%x, %b, %w, %r)
+// CHECK-NEXT:   loop.launch @s_r_kernel(%x, %b, %w, %r)
 // CHECK-NEXT:   func.return %r : memref<16x16xf32>
 // CHECK-NOT:  16x64x16

@@ -43,7 +43,7 @@ func.func @forward(%x: tensor<1x8x32xf32> {deplodock.input = "x"}, %w: tensor<32
 // kernel: per row, the sum of squares and the rsqrt are computed once, outside the write
 // sweep over the row.
 // CHECK:      builtin.module {
-// CHECK-NEXT: loop.kernel @y_kernel(%x: memref<1x8x32xf32>, %w: memref<32xf32>, %y: memref<1x8x32xf32>) {
+// CHECK-NEXT: loop.kernel @s_y_kernel(%x: memref<1x8x32xf32>, %w: memref<32xf32>, %y: memref<1x8x32xf32>) {
 // CHECK-NEXT:   %c0 = arith.constant 0 : index
 // CHECK-DAG:    %[[EPS:.*]] = arith.constant 1.000000e-06 : f32
 // CHECK-DAG:    %[[N:.*]] = arith.constant 3.125000e-02 : f32
@@ -70,6 +70,6 @@ func.func @forward(%x: tensor<1x8x32xf32> {deplodock.input = "x"}, %w: tensor<32
 // CHECK-NEXT: }
 // CHECK-NEXT: func.func @forward(%x: memref<1x8x32xf32> {deplodock.input = "x"}, %w: memref<32xf32> {deplodock.param = "weight"}) -> memref<1x8x32xf32> {
 // CHECK-NEXT:   %y = loop.alloc : memref<1x8x32xf32>
-// CHECK-NEXT:   loop.launch @y_kernel(%x, %w, %y) : (memref<1x8x32xf32>, memref<32xf32>, memref<1x8x32xf32>) -> ()
+// CHECK-NEXT:   loop.launch @s_y_kernel(%x, %w, %y) : (memref<1x8x32xf32>, memref<32xf32>, memref<1x8x32xf32>) -> ()
 // CHECK-NEXT:   func.return %y : memref<1x8x32xf32>
 // CHECK-NEXT: }

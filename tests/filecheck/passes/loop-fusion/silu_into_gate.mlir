@@ -7,7 +7,7 @@
 // Qwen2.5-7B's 3584), so silu stays with the gate projection it reads, as its epilogue,
 // computed once per element; only the cheap `* up` becomes the down projection's prologue.
 
-// CHECK-LABEL: loop.kernel @silu_kernel
+// CHECK-LABEL: loop.kernel @linear_silu_kernel
 // CHECK:         %add = loop.for %r2 = 0 to 320 iter_args
 // CHECK:         %[[NEG:.*]] = arith.negf %add : f32
 // CHECK-NEXT:    %[[EXP:.*]] = math.exp %[[NEG]] : f32

@@ -26,7 +26,7 @@ func.func @forward(%x: tensor<4x16xf32> {deplodock.input = "x"}) -> tensor<4x16x
 // Softmax is one kernel with three sweeps per row: max, sum of exp, write. The two copies
 // of the max loop (one inlined through the sum, one through the write) are merged.
 // CHECK:      builtin.module {
-// CHECK-NEXT: loop.kernel @y_kernel(%x: memref<4x16xf32>, %y: memref<4x16xf32>) {
+// CHECK-NEXT: loop.kernel @s_y_kernel(%x: memref<4x16xf32>, %y: memref<4x16xf32>) {
 // CHECK-DAG:    %[[NINF:.*]] = arith.constant 0xff800000 : f32
 // CHECK-DAG:    %[[ZERO:.*]] = arith.constant 0.000000e+00 : f32
 // CHECK:        loop.for %i0 = 0 to 4 {
@@ -50,5 +50,5 @@ func.func @forward(%x: tensor<4x16xf32> {deplodock.input = "x"}) -> tensor<4x16x
 // CHECK-NEXT: }
 // CHECK-NEXT: func.func @forward
 // CHECK-NEXT:   %y = loop.alloc : memref<4x16xf32>
-// CHECK-NEXT:   loop.launch @y_kernel(%x, %y)
+// CHECK-NEXT:   loop.launch @s_y_kernel(%x, %y)
 // CHECK-NEXT:   func.return %y

@@ -37,7 +37,7 @@ func.func @forward(%x: tensor<4x64xf32> {deplodock.input = "x"}, %w1: tensor<64x
 // CHECK-NEXT:   loop.kernel @s1_kernel(%x: memref<4x64xf32>, %w1: memref<64x16xf32>, %s1: memref<4x1x16xf32>) {
 // CHECK:          %[[D:.*]] = loop.for %r1 = 0 to 64 iter_args
 // CHECK:          loop.store %[[D]], %s1[%i0, %c0, %i2] : memref<4x1x16xf32>
-// CHECK:        loop.kernel @y_kernel(%s1: memref<4x1x16xf32>, %w2: memref<16x64xf32>, %y: memref<4x64xf32>) {
+// CHECK:        loop.kernel @s2_y_kernel(%s1: memref<4x1x16xf32>, %w2: memref<16x64xf32>, %y: memref<4x64xf32>) {
 // CHECK:            %{{.*}} = loop.for %r1 = 0 to 16 iter_args
 // CHECK-NEXT:         %[[H:.*]] = loop.load %s1[%i0, %c0, %r1] : memref<4x1x16xf32>
 // CHECK-NEXT:         %[[R:.*]] = arith.maximumf %[[H]], %{{.*}} : f32
@@ -45,5 +45,5 @@ func.func @forward(%x: tensor<4x64xf32> {deplodock.input = "x"}, %w1: tensor<64x
 // CHECK-NEXT:     %s1 = loop.alloc : memref<4x1x16xf32>
 // CHECK-NEXT:     loop.launch @s1_kernel(%x, %w1, %s1)
 // CHECK-NEXT:     %y = loop.alloc : memref<4x64xf32>
-// CHECK-NEXT:     loop.launch @y_kernel(%s1, %w2, %y)
+// CHECK-NEXT:     loop.launch @s2_y_kernel(%s1, %w2, %y)
 // CHECK-NEXT:     func.return %y : memref<4x64xf32>

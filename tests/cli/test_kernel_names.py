@@ -1,0 +1,79 @@
+"""One kernel, one name, in every report (issue #39, item 6).
+
+A kernel is named after its main work and then its output (`passes/fused_names.py`): the
+MLP's gate projection with its SiLU epilogue is `linear_silu_kernel`, the down projection
+with the residual add `linear_add_kernel` (they read `silu_kernel` and `add_kernel`, after
+the op the fusion kept), and attention's two kernels are told apart. `compile`, `tune`,
+`run --profile` and the tune cache print the same names, whole, and count launches alike.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from tests.cli.invoke import invoke
+
+#: x + down(silu(gate(x)) * up(x)), with 512 output columns: SiLU is the gate's epilogue.
+MLP = (
+    "nn.Linear(256, 512, bias=False)(F.silu(nn.Linear(512, 256, bias=False)(torch.randn(8, "
+    "512))) * nn.Linear(512, 256, bias=False)(torch.randn(8, 512))) + torch.randn(8, 512)"
+)
+ATTENTION = (
+    "F.scaled_dot_product_attention(torch.randn(1, 4, 64, 32), torch.randn(1, 4, 64, 32), "
+    "torch.randn(1, 4, 64, 32), is_causal=True)"
+)
+GLOBAL = re.compile(r"__global__ void (?:__launch_bounds__\(\d+\) )?(\w+)\(")
+#: Two norms of one shape before products of 512 columns: one statistic kernel, launched twice.
+TWICE = (
+    "nn.Linear(512, 512)(nn.RMSNorm(512)(torch.randn(8, 512))) + "
+    "nn.Linear(512, 512)(nn.RMSNorm(512)(torch.randn(8, 512)))"
+)
+
+
+def loop_kernels(expression: str) -> list[str]:
+    result = invoke("deplodock", ["compile", "-c", expression, "--ir", "loop"])
+    assert result.status == 0, result.stderr
+    return re.findall(r"loop\.kernel @(\w+)", result.stdout)
+
+
+def table_names(text: str) -> list[str]:
+    """The first column of a report's rows: the names ending in `_kernel...`."""
+    return re.findall(r"^  (\w+_kernel\w*) ", text, re.MULTILINE)
+
+
+def test_kernels_are_named_after_their_main_work() -> None:
+    assert loop_kernels(MLP) == ["linear_silu_kernel", "linear_kernel", "linear_add_kernel"]
+
+
+def test_the_two_attention_kernels_are_told_apart() -> None:
+    assert loop_kernels(ATTENTION) == [
+        "attention_scores_kernel",
+        "scaled_dot_product_attention_kernel",
+    ]
+
+
+def test_every_report_prints_the_same_names_whole(tmp_path: Path) -> None:
+    db = tmp_path / "tune.db"
+    compiled = invoke("deplodock", ["compile", "-c", ATTENTION, "--no-tuned"])
+    cuda = set(GLOBAL.findall(compiled.stdout))
+    tuned = invoke("deplodock", ["tune", "-c", ATTENTION, "--cache-db", str(db), "--trials", "1"])
+    assert tuned.status == 0, tuned.stderr
+    profile = invoke("deplodock", ["run", "--profile", "--model", "h100", "-c", ATTENTION])
+    assert profile.status == 0, profile.stderr
+    listed = invoke("deplodock", ["cache", "ls", "--cache-db", str(db)])
+    names = set(loop_kernels(ATTENTION))
+    assert set(table_names(tuned.stdout)) == names == set(table_names(listed.stdout))
+    assert set(table_names(profile.stdout)) == cuda
+    # what the cuda level adds to the loop kernels is named after one of them
+    assert all(any(name.startswith(f"{k}_") for k in names) for name in cuda - names), cuda
+
+
+def test_tune_counts_launches(tmp_path: Path) -> None:
+    """`n` is the launches of the kernel, as the guide says (it was always 1)."""
+    db = tmp_path / "tune.db"
+    result = invoke("deplodock", ["tune", "-c", TWICE, "--cache-db", str(db), "--trials", "1"])
+    assert result.status == 0, result.stderr
+    (row,) = [line for line in result.stdout.splitlines() if line.startswith("  rms_norm_kernel ")]
+    assert row.split()[1] == "2"
+    assert "tune: 2 kernel(s), 3 launch(es)" in result.stdout
