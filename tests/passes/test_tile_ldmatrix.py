@@ -128,3 +128,26 @@ def test_the_tuner_may_choose_either() -> None:
     kernel = contraction(program)
     choices = TileLdmatrixPass().legal_choices(kernel)
     assert [dict(choice) for choice in choices] == [{"ldmatrix": 0}, {"ldmatrix": 1}]
+
+
+def test_swizzled_slabs_are_loaded_through_the_xor() -> None:
+    """A swizzle moves whole 16-byte chunks, so each lane's row stays one chunk: its address
+    goes through the same XOR as the copy's (`convert-tile-to-kernel`), conflict-free."""
+    pipeline = tile_pipeline(1).replace(
+        "tile-pad-shared", "tile-pad-shared{pad_a=0 pad_b=0 swizzle_a=2 swizzle_b=2}"
+    )
+    program = program_from_expression(GEMMS["linear-bf16"], seed=1)
+    lower_program(program, "loop")
+    apply_tile_pipeline(program, pipeline)
+    kernel = contraction(program)
+    assert schedule.read_knob(kernel, "swizzle_a", 0) == 2
+    for op in ldmatrices(program):
+        memref = op.memref.type
+        layout = tile.Swizzle.of(memref, 2)  # type: ignore[arg-type]
+        row_length = memref.get_shape()[-1]  # type: ignore[attr-defined]
+        assert banks.wavefronts(op, row_length, swizzle=layout) == op.count
+    for stage in ("tile", "kernel", "cuda"):
+        if stage != "tile":
+            lower_program(program, stage)
+        report = run_and_compare(program, seed=2, memcheck=stage == "cuda")
+        assert report.ok, f"{stage}: {report.summary()}"
