@@ -151,3 +151,28 @@ def test_swizzled_slabs_are_loaded_through_the_xor() -> None:
             lower_program(program, stage)
         report = run_and_compare(program, seed=2, memcheck=stage == "cuda")
         assert report.ok, f"{stage}: {report.summary()}"
+
+
+@pytest.mark.parametrize("name", ["linear-bf16", "matmul-k-major-b"])
+def test_two_b_tiles_share_one_x4(name: str) -> None:
+    """A warp 32 columns wide (`fn=8`: four 8-column B tiles) loads its B fragments in two
+    x4, each two neighbouring tiles' (the second tile's matrices as registers 4..7), along K
+    or transposed; the result is bit for bit the scalar loads'."""
+    knobs = 'tile-schedule{knobs="bm=16 bn=32 fm=2 fn=8 mma=1 threads=32"},'
+    programs = {}
+    for ldmatrix in (1, 0):
+        program = program_from_expression(GEMMS[name], seed=1)
+        lower_program(program, "loop")
+        apply_tile_pipeline(program, knobs + tile_pipeline(ldmatrix))
+        programs[ldmatrix] = program
+    trans = name.startswith("matmul")
+    loads = sorted((op.count, op.is_trans) for op in ldmatrices(programs[1]))
+    assert loads == sorted([(4, False), (4, trans), (4, trans)])
+    for stage in ("tile", "cuda"):
+        if stage != "tile":
+            for program in programs.values():
+                lower_program(program, stage)
+        report = run_and_compare(programs[1], seed=2, memcheck=stage == "cuda")
+        assert report.ok, f"{stage}: {report.summary()}"
+        (got,), (scalar,) = outputs(programs[1]), outputs(programs[0])
+        np.testing.assert_array_equal(got, scalar, err_msg=stage)

@@ -10,7 +10,8 @@ index arithmetic itself, evaluated lane by lane for every warp of the block
 
 Rewrite: each such fragment becomes one `tile.ldmatrix` (`common/ldmatrix.py`): an A
 fragment (16 x 16) an x4 of its four 8x8 quarters, a B fragment (16 x 8, k x n) an x2 of
-its halves; untransposed when K is the slab's contiguous axis (rows `[m][k]`, `[n][k]`),
+its halves, or, with the next B tile of the warp 8 columns on, an x4 of both (lane `t` at
+column tile `t / 16`); untransposed when K is the slab's contiguous axis (rows `[m][k]`, `[n][k]`),
 `.trans` when M or N is (`[k][m]`, `[k][n]`). Lane `t` points at the row its matrix `t / 8`
 needs: for A along K, row `origin + t % 16`, column `origin_k + 8 (t / 16)`; for B along K,
 row `origin_n + t % 8`, column `origin_k + 8 ((t / 8) % 2)`; transposed, the same with the
@@ -50,7 +51,7 @@ from xdsl.ir import Operation, SSAValue
 from xdsl.rewriter import InsertPoint, Rewriter
 
 from deplodock.dialects import tile
-from deplodock.dialects.common.ldmatrix import ROW_ELEMENTS
+from deplodock.dialects.common.ldmatrix import MATRIX_ROWS, ROW_ELEMENTS
 from deplodock.dialects.common.mma import MMA_M16N8K16
 from deplodock.dialects.common.schedule import Schedule
 from deplodock.dialects.hardware import WARP_SIZE, is_shared
@@ -78,6 +79,9 @@ ADDRESSES: dict[tuple[str, bool], LaneOffsets] = {
     ("a", True): (("l8", "hi16"), ("mid8",)),
     ("b", False): (("mid8",), ("l8",)),
     ("b", True): (("l16",), ()),
+    # two B fragments 8 columns apart as one x4: matrices 2 and 3 are the second's
+    ("b2", False): (("mid8",), ("l8", "hi16")),
+    ("b2", True): (("l16",), ("hi16",)),
 }
 
 
@@ -247,7 +251,57 @@ def fragments_of(kernel: tile.KernelOp) -> list[Fragment]:
             fragment = match_fragment(side, values, lanes)
             if fragment is not None:
                 found[values] = fragment
-    return list(found.values())
+    fragments = list(found.values())
+    return [f for f in fragments if f.side == "a"] + _paired(
+        [f for f in fragments if f.side == "b"], lanes
+    )
+
+
+def _paired(fragments: list[Fragment], lanes: np.ndarray) -> list[Fragment]:
+    """B fragments with x2 each, except that a fragment whose tile is the previous one's
+    moved 8 columns (same slab, same K rows, same other indices) joins it in one x4."""
+    out: list[Fragment] = []
+    for fragment in fragments:
+        last = out[-1] if out else None
+        if last is not None and last.side == "b" and _next_tile(last, fragment, lanes):
+            out[-1] = Fragment(
+                "b2",
+                last.memref,
+                last.values + fragment.values,
+                last.template,
+                last.k_axis,
+                last.mn_axis,
+            )
+        else:
+            out.append(fragment)
+    return out
+
+
+def _next_tile(first: Fragment, second: Fragment, lanes: np.ndarray) -> bool:
+    """Whether `second`'s register 0 reads `first`'s 8 columns (N) further, K alike."""
+    if second.memref is not first.memref or (second.k_axis, second.mn_axis) != (
+        first.k_axis,
+        first.mn_axis,
+    ):
+        return False
+    a, b = first.template.indices, second.template.indices
+    others = [k for k in range(len(a)) if k not in (first.k_axis, first.mn_axis)]
+    if any(a[k] is not b[k] for k in others):
+        return False
+    memo: dict[SSAValue, np.ndarray] = {}
+    try:
+        k_gap = lane_values(b[first.k_axis], lanes, memo) - lane_values(
+            a[first.k_axis], lanes, memo
+        )
+        n_gap = lane_values(b[first.mn_axis], lanes, memo) - lane_values(
+            a[first.mn_axis], lanes, memo
+        )
+    except Unknown:
+        return False
+    offsets = (_element_indices(first.values[0]), _element_indices(second.values[0]))
+    if any(found is None or found[1] for found in offsets):
+        return False
+    return bool((k_gap == 0).all() and (n_gap == MATRIX_ROWS).all())
 
 
 @dataclass
