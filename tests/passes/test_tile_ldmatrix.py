@@ -176,3 +176,16 @@ def test_two_b_tiles_share_one_x4(name: str) -> None:
         assert report.ok, f"{stage}: {report.summary()}"
         (got,), (scalar,) = outputs(programs[1]), outputs(programs[0])
         np.testing.assert_array_equal(got, scalar, err_msg=stage)
+
+
+def test_a_wrong_address_table_is_refused_by_the_pass(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The pass plays its row addresses through the PTX ISA's rule before it rewrites
+    (`delivers`): with the A table's lane terms swapped (lane t at row 8 (t / 16), column
+    t % 16) no A fragment is taken, and the scalar loads stay."""
+    from deplodock.passes.tile import ldmatrix
+
+    wrong = {**ldmatrix.ADDRESSES, ("a", False): (("l16",), ("hi16",))}
+    monkeypatch.setattr(ldmatrix, "ADDRESSES", wrong)
+    program = at_tile(GEMMS["linear-bf16"])
+    assert [(op.count, op.is_trans) for op in ldmatrices(program)] == [(2, False)]
+    assert run_and_compare(program, seed=2).ok

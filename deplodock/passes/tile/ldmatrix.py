@@ -51,7 +51,7 @@ from xdsl.ir import Operation, SSAValue
 from xdsl.rewriter import InsertPoint, Rewriter
 
 from deplodock.dialects import tile
-from deplodock.dialects.common.ldmatrix import MATRIX_ROWS, ROW_ELEMENTS
+from deplodock.dialects.common.ldmatrix import MATRIX_ROWS, ROW_ELEMENTS, fragment_position
 from deplodock.dialects.common.mma import MMA_M16N8K16
 from deplodock.dialects.common.schedule import Schedule
 from deplodock.dialects.hardware import WARP_SIZE, is_shared
@@ -86,12 +86,15 @@ ADDRESSES: dict[tuple[str, bool], LaneOffsets] = {
 
 
 def _lane_terms(lanes: np.ndarray) -> dict[str, np.ndarray]:
+    """The terms of `ADDRESSES`, per lane, and register 0's offsets (`group`, `quad2`)."""
     lane = lanes % WARP_SIZE
     return {
         "l16": lane % 16,
         "l8": lane % 8,
         "hi16": 8 * (lane // 16),
         "mid8": 8 * ((lane // 8) % 2),
+        "group": lane // 4,
+        "quad2": 2 * (lane % 4),
     }
 
 
@@ -234,6 +237,40 @@ def _fits(
     return True
 
 
+def delivers(fragment: Fragment, lanes: np.ndarray) -> bool:
+    """Whether the `ldmatrix` that `rewrite` would emit gives every lane, in every result,
+    the element its load read: the row addresses of `ADDRESSES` played through the PTX
+    ISA's rule (`common/ldmatrix.fragment_position`) against the loads' own indices. The
+    last guard between the address table and a wrong answer."""
+    evaluated = _evaluate(fragment.values, lanes)
+    if evaluated is None:
+        return False
+    terms = _lane_terms(lanes)
+    k_offsets, mn_offsets = ADDRESSES[(fragment.side, fragment.trans)]
+    first = evaluated[0][1]
+    address = {}  # per axis: each lane's row address
+    for axis, origin_term, offsets in (
+        (fragment.k_axis, "quad2", k_offsets),
+        (fragment.mn_axis, "group", mn_offsets),
+    ):
+        address[axis] = first[axis] - terms[origin_term] + sum(terms[t] for t in offsets)
+    rows, columns = (
+        (fragment.k_axis, fragment.mn_axis)
+        if fragment.trans
+        else (fragment.mn_axis, fragment.k_axis)
+    )
+    base = (lanes // WARP_SIZE) * WARP_SIZE
+    for register, (_, coords) in enumerate(evaluated):
+        for lane in range(len(lanes)):
+            matrix, row, column = fragment_position(lane % WARP_SIZE, register, fragment.trans)
+            source = base[lane] + MATRIX_ROWS * matrix + row
+            if coords[rows][lane] != address[rows][source]:
+                return False
+            if coords[columns][lane] != address[columns][source] + column:
+                return False
+    return True
+
+
 def fragments_of(kernel: tile.KernelOp) -> list[Fragment]:
     """Every distinct A and B fragment of the kernel's 16-bit MMAs that `ldmatrix` can load
     (a B fragment shared by several MMAs counts once)."""
@@ -249,7 +286,7 @@ def fragments_of(kernel: tile.KernelOp) -> list[Fragment]:
             if values in found:
                 continue
             fragment = match_fragment(side, values, lanes)
-            if fragment is not None:
+            if fragment is not None and delivers(fragment, lanes):
                 found[values] = fragment
     fragments = list(found.values())
     return [f for f in fragments if f.side == "a"] + _paired(
@@ -264,7 +301,7 @@ def _paired(fragments: list[Fragment], lanes: np.ndarray) -> list[Fragment]:
     for fragment in fragments:
         last = out[-1] if out else None
         if last is not None and last.side == "b" and _next_tile(last, fragment, lanes):
-            out[-1] = Fragment(
+            pair = Fragment(
                 "b2",
                 last.memref,
                 last.values + fragment.values,
@@ -272,8 +309,10 @@ def _paired(fragments: list[Fragment], lanes: np.ndarray) -> list[Fragment]:
                 last.k_axis,
                 last.mn_axis,
             )
-        else:
-            out.append(fragment)
+            if delivers(pair, lanes):
+                out[-1] = pair
+                continue
+        out.append(fragment)
     return out
 
 
