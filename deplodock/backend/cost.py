@@ -215,6 +215,10 @@ class _Counter:
                     counts.loaded[op.memref] += n
                 else:
                     counts.stored[op.memref] += n
+            case kernel.LdmatrixOp():  # a lane's share of the warp's rows: its 2 N elements
+                t = op.memref.type
+                assert isinstance(t, MemRefType)
+                counts.shared += self.total(weight) * byte_size(t.element_type) * len(op.res)
             case kernel.CpAsyncOp():
                 n = self.total(weight) * op.num_bytes  # a zero-filling copy reads nothing
                 counts.loaded[op.src] += n

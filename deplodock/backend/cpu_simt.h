@@ -287,7 +287,8 @@ struct Fiber {
   };
   std::vector<AsyncCopy> async_copies;
   int async_commits = 0;
-  int mma_count = 0;  // the mma.sync calls of this thread in this block
+  int mma_count = 0;       // the mma.sync calls of this thread in this block
+  int ldmatrix_count = 0;  // ... and its ldmatrix calls
 };
 
 // The A and B fragments each lane of a warp posted for one mma.sync (see mma_m16n8k16),
@@ -298,9 +299,17 @@ struct MmaExchange {
   int serial[32];  // the poster's mma_count after posting (0: nothing posted in this block)
 };
 
+// The matrix rows each lane of a warp posted for one ldmatrix (see `ldmatrix`): 8 16-bit
+// elements, and which of the lane's ldmatrix calls posted them.
+struct LdmatrixExchange {
+  uint16_t rows[32][8];
+  int serial[32];
+};
+
 struct Warp {
   alignas(64) uint64_t slots[2][32];  // double-buffered: one sync per shuffle
   MmaExchange mma[2];                 // double-buffered on the same phase as `slots`
+  LdmatrixExchange ldmatrix[2];       // ... and so are these
 };
 
 struct Worker {
@@ -360,9 +369,13 @@ inline void run_block(Worker& w) {
     f.async_copies.clear();
     f.async_commits = 0;
     f.mma_count = 0;
+    f.ldmatrix_count = 0;
   }
-  for (Warp& warp : w.warps)  // the previous block's postings must not pass for this one's
+  for (Warp& warp : w.warps) {  // the previous block's postings must not pass for this one's
     for (MmaExchange& x : warp.mma) std::fill(std::begin(x.serial), std::end(x.serial), 0);
+    for (LdmatrixExchange& x : warp.ldmatrix)
+      std::fill(std::begin(x.serial), std::end(x.serial), 0);
+  }
   for (;;) {
     for (Fiber& f : w.fibers) {
       if (f.state != State::Run) continue;
@@ -439,30 +452,36 @@ inline float mma_element(unsigned reg, int upper, bool bf16) {
   return bf16 ? bf16_bits_to_float(bits) : half_bits_to_float(bits);
 }
 
-// Undefined on a GPU unless every lane of the warp runs the same mma.sync: a warp with fewer
-// than 32 threads, or a lane that exited or took another branch, aborts the emulation.
-inline void check_mma_warp(const Fiber& f, const MmaExchange* posted) {
+// Undefined on a GPU unless every lane of the warp runs the same warp-collective instruction
+// (mma.sync, ldmatrix: `.sync.aligned`): a warp with fewer than 32 threads, or a lane that
+// exited or took another branch (its `serial`, the count of its calls, differs from this
+// lane's `count`), aborts the emulation. `serial` null: only the warp's size is checked.
+inline void check_whole_warp(const Fiber& f, const int* serial, int count, const char* what) {
   const Worker& w = *f.worker;
   const int warp = f.tid >> 5;
   const int size = std::min(32, (int)w.fibers.size() - 32 * warp);
   if (size < 32) {
     std::fprintf(stderr,
-                 "cpu_simt: thread %d of block %u runs mma.sync in a warp of %d threads (a "
-                 "block of %zu): mma.sync needs all 32 lanes of the warp\n",
-                 f.tid, blockIdx.x, size, w.fibers.size());
+                 "cpu_simt: thread %d of block %u runs %s in a warp of %d threads (a "
+                 "block of %zu): %s needs all 32 lanes of the warp\n",
+                 f.tid, blockIdx.x, what, size, w.fibers.size(), what);
     std::abort();
   }
-  if (posted == nullptr) return;
+  if (serial == nullptr) return;
   for (int l = 0; l < 32; ++l) {
-    if (posted->serial[l] != f.mma_count) {
+    if (serial[l] != count) {
       std::fprintf(stderr,
-                   "cpu_simt: thread %d of block %u runs mma.sync without lane %d of its warp "
-                   "(divergent control flow or an early exit): mma.sync needs every lane of "
+                   "cpu_simt: thread %d of block %u runs %s without lane %d of its warp "
+                   "(divergent control flow or an early exit): %s needs every lane of "
                    "the warp\n",
-                   f.tid, blockIdx.x, l);
+                   f.tid, blockIdx.x, what, l, what);
       std::abort();
     }
   }
+}
+
+inline void check_mma_warp(const Fiber& f, const MmaExchange* posted) {
+  check_whole_warp(f, posted == nullptr ? nullptr : posted->serial, f.mma_count, "mma.sync");
 }
 
 inline void check_tf32(const Fiber& f, float v) {
@@ -540,6 +559,33 @@ inline void mma_m16n8k8_tf32(const float (&a)[4], const float (&b)[2], const flo
   for (float v : a) check_tf32(*f, v);
   for (float v : b) check_tf32(*f, v);
   warp_mma<8>(f, a, b, c, d);
+}
+
+// ldmatrix.sync.aligned.m8n8.x{1,2,4}[.trans].shared.b16 (PTX ISA, "Warp-level matrix load
+// instruction: ldmatrix"): the warp loads N 8x8 matrices of 16-bit elements. Lane t gives the
+// address of row t % 8 of matrix t / 8 (16 bytes; lanes from 8 N on give none that is used);
+// lane l (g = l >> 2, q = l % 4) receives in register j the elements at row g, columns 2q
+// and 2q + 1 of matrix j, or with .trans those at rows 2q and 2q + 1, column g, the
+// lower-numbered in the lower 16 bits. Every lane posts its row, waits for the warp, then
+// gathers its own elements (dialects/common/ldmatrix.py has the same rule for the
+// interpreters).
+template <int N, bool Trans>
+inline void ldmatrix(const uint16_t* row, unsigned (&r)[N]) {
+  Fiber* f = current;
+  check_whole_warp(*f, nullptr, 0, "ldmatrix");
+  const int lane = f->tid & 31;
+  LdmatrixExchange& x = f->worker->warps[f->tid >> 5].ldmatrix[f->shfl_phase];
+  f->shfl_phase ^= 1;
+  if (lane < 8 * N) std::memcpy(x.rows[lane], row, sizeof x.rows[lane]);
+  x.serial[lane] = ++f->ldmatrix_count;
+  yield(State::AtWarpSync);
+  check_whole_warp(*f, x.serial, f->ldmatrix_count, "ldmatrix");
+  const int g = lane >> 2, q = lane & 3;
+  for (int j = 0; j < N; ++j) {
+    const uint16_t lo = Trans ? x.rows[8 * j + 2 * q][g] : x.rows[8 * j + g][2 * q];
+    const uint16_t hi = Trans ? x.rows[8 * j + 2 * q + 1][g] : x.rows[8 * j + g][2 * q + 1];
+    r[j] = (unsigned)lo | ((unsigned)hi << 16);
+  }
 }
 
 }  // namespace deplodock_simt
@@ -1247,6 +1293,74 @@ DD_DEVICE void dd_mma_m16n8k8_tf32(float& d0, float& d1, float& d2, float& d3, f
   d0 = d[0], d1 = d[1], d2 = d[2], d3 = d[3];
 #endif
 }
+
+// ---- ldmatrix: a warp's MMA fragments from shared memory -------------------------------
+//
+// `dd_ldmatrix<N, Trans>(&s[...], r0, ..., r(2N-1))`: PTX `ldmatrix.sync.aligned.m8n8.xN
+// [.trans].shared.b16`, N = 1, 2 or 4 8x8 matrices of bf16 or f16 (layout: `ldmatrix` in the
+// emulation above, and dialects/common/ldmatrix.py). The pointer is this lane's row: 8
+// elements, 16-byte aligned, in shared memory. Register j comes back as the pair
+// (r(2j), r(2j+1)), the lower 16 bits first, as the MMA helpers pack them. Every lane of the
+// warp must call it: the emulation aborts on a partial or divergent warp.
+template <int N, bool Trans>
+DD_DEVICE void dd_ldmatrix_packed(unsigned (&r)[N], const void* row) {
+  static_assert(N == 1 || N == 2 || N == 4, "ldmatrix loads 1, 2 or 4 matrices");
+#if defined(__CUDA_ARCH__)
+  const unsigned a = (unsigned)__cvta_generic_to_shared(row);
+  // volatile and "memory": a warp-collective read of shared memory that must stay between
+  // the barriers around it
+  if constexpr (N == 1 && !Trans)
+    asm volatile("ldmatrix.sync.aligned.m8n8.x1.shared.b16 {%0}, [%1];\n"
+                 : "=r"(r[0]) : "r"(a) : "memory");
+  else if constexpr (N == 1)
+    asm volatile("ldmatrix.sync.aligned.m8n8.x1.trans.shared.b16 {%0}, [%1];\n"
+                 : "=r"(r[0]) : "r"(a) : "memory");
+  else if constexpr (N == 2 && !Trans)
+    asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2];\n"
+                 : "=r"(r[0]), "=r"(r[1]) : "r"(a) : "memory");
+  else if constexpr (N == 2)
+    asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, [%2];\n"
+                 : "=r"(r[0]), "=r"(r[1]) : "r"(a) : "memory");
+  else if constexpr (!Trans)
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(a) : "memory");
+  else
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(a) : "memory");
+#elif !defined(__CUDACC__)
+  if (deplodock_simt::lane_id() < 8 * N) deplodock_simt::check_vector_alignment(row, 16);
+  deplodock_simt::ldmatrix<N, Trans>(static_cast<const uint16_t*>(row), r);
+#endif
+}
+
+DD_DEVICE void dd_unpack_pair(unsigned reg, __nv_bfloat16& lo, __nv_bfloat16& hi) {
+#if defined(__CUDACC__)
+  lo = __ushort_as_bfloat16((unsigned short)(reg & 0xffffu));
+  hi = __ushort_as_bfloat16((unsigned short)(reg >> 16));
+#else
+  lo.bits = (uint16_t)(reg & 0xffffu);
+  hi.bits = (uint16_t)(reg >> 16);
+#endif
+}
+
+DD_DEVICE void dd_unpack_pair(unsigned reg, __half& lo, __half& hi) {
+#if defined(__CUDACC__)
+  lo = __ushort_as_half((unsigned short)(reg & 0xffffu));
+  hi = __ushort_as_half((unsigned short)(reg >> 16));
+#else
+  lo.bits = (uint16_t)(reg & 0xffffu);
+  hi.bits = (uint16_t)(reg >> 16);
+#endif
+}
+
+template <int N, bool Trans, class T, class... R>
+DD_DEVICE void dd_ldmatrix(const T* row, R&... out) {
+  static_assert(sizeof(T) == 2 && sizeof...(R) == 2 * N, "ldmatrix gives 2 N 16-bit values");
+  unsigned r[N];
+  dd_ldmatrix_packed<N, Trans>(r, row);
+  T* elements[] = {&out...};
+  for (int j = 0; j < N; ++j) dd_unpack_pair(r[j], *elements[2 * j], *elements[2 * j + 1]);
+}
 #endif  // DEPLODOCK_DEVICE_PRIMITIVES
 
 // ---- memcheck: checked device primitives ----------------------------------------------
@@ -1292,6 +1406,14 @@ template <class T, int N, class P>
   requires deplodock_simt::is_checked_pointer<P>
 DD_CHECK void dd_store_vector(const P& p, const dd_vec<T, N>& value) {
   dd_store_vector<T, N>(deplodock_simt::checked_write(p, N), value);
+}
+
+// ldmatrix: only the lanes whose address the instruction uses (below 8 N) read their row.
+template <int N, bool Trans, class P, class... R>
+  requires deplodock_simt::is_checked_pointer<P>
+DD_CHECK void dd_ldmatrix(const P& row, R&... out) {
+  const bool used = deplodock_simt::lane_id() < 8 * N;
+  dd_ldmatrix<N, Trans>(used ? deplodock_simt::checked_read(row, 8) : row.address(), out...);
 }
 
 template <class P, class V>

@@ -39,6 +39,7 @@ from xdsl.traits import (
     HasAncestor,
     HasParent,
     MemoryAllocEffect,
+    MemoryReadEffect,
     Pure,
     RecursiveMemoryEffect,
     SingleBlockImplicitTerminator,
@@ -46,7 +47,7 @@ from xdsl.traits import (
 from xdsl.utils.exceptions import VerifyException
 
 from deplodock.dialects import common
-from deplodock.dialects.common import async_memory, mma
+from deplodock.dialects.common import async_memory, ldmatrix, mma
 from deplodock.dialects.effects import Collective
 from deplodock.dialects.element_types import UnsupportedElementType, buffer_bytes
 from deplodock.dialects.hardware import (
@@ -260,6 +261,16 @@ class MmaSyncOp(mma.MmaSyncOpBase):
 
 
 @irdl_op_definition
+class LdmatrixOp(ldmatrix.LdmatrixOpBase):
+    """`%r:8 = kernel.ldmatrix %buf[...] x4 [trans] : memref<..., 3>`: PTX `ldmatrix.sync
+    .aligned.m8n8.x4[.trans].shared.b16`, one warp's load of MMA fragments from shared memory
+    (`common/ldmatrix.py`)."""
+
+    name = "kernel.ldmatrix"
+    traits = traits_def(HasAncestor(FuncOp), Collective(), MemoryReadEffect())
+
+
+@irdl_op_definition
 class SplitTf32Op(mma.SplitTf32OpBase):
     """`%hi, %lo = kernel.split_tf32 %x`: `x` as two tf32 values (`common/mma.py`)."""
 
@@ -394,6 +405,7 @@ Kernel = Dialect(
         BarrierOp,
         ShflXorOp,
         MmaSyncOp,
+        LdmatrixOp,
         SplitTf32Op,
         ForOp,
         YieldOp,

@@ -18,7 +18,9 @@ from xdsl.interpreter import PythonValues
 from xdsl.ir import Operation
 from xdsl.utils.exceptions import InterpretationError
 
+from deplodock.dialects.common.ldmatrix import ROW_ELEMENTS, warp_ldmatrix
 from deplodock.dialects.element_types import numpy_dtype
+from deplodock.dialects.hardware import WARP_SIZE
 from deplodock.interpreters.async_copy import AsyncCopies, check_vector_alignment, shifted
 from deplodock.interpreters.shared_memory import Epoch, SharedBuffer
 from deplodock.interpreters.simt import LockstepState, buffer_name
@@ -122,11 +124,30 @@ def load_vector(state: BlockState, op: Any, args: PythonValues) -> PythonValues:
     )
 
 
+def load_matrices(state: BlockState, op: Any, args: PythonValues) -> PythonValues:
+    """`ldmatrix` (`common/ldmatrix.py`): each addressing lane (below `8 count` in its warp)
+    reads its row of 8 elements, race-checked as its own read, and the warp's rows are dealt
+    out as fragments by the PTX ISA's layout. Every lane of a running warp must be active."""
+    buf, *indices = args
+    state.lanes.check_whole_warps(op.name, "ldmatrix", "ldmatrix.sync")
+    if not isinstance(buf, SharedBuffer):
+        raise InterpretationError(f"{op.name}: {buffer_name(op.memref)} is not shared memory")
+    lanes = state.lanes
+    addressing = lanes.thread_ids % WARP_SIZE < ROW_ELEMENTS * op.count
+    with lanes.masked(addressing):
+        check_vector_alignment(lanes, indices, ROW_ELEMENTS, buffer_name(op.memref), op)
+        rows = _load_shared_vector(state, op, buf, indices, ROW_ELEMENTS)
+    per_warp = np.stack(rows, axis=-1).reshape(-1, WARP_SIZE, ROW_ELEMENTS)
+    fragments = warp_ldmatrix(per_warp, op.count, op.is_trans).reshape(lanes.num_lanes, -1)
+    return tuple(fragments[:, k] for k in range(fragments.shape[1]))
+
+
 def _load_shared_vector(
-    state: BlockState, op: Any, buf: SharedBuffer, indices: PythonValues
+    state: BlockState, op: Any, buf: SharedBuffer, indices: PythonValues, width: int = 0
 ) -> PythonValues:
-    """All `width` elements of every active lane in one race-checked shared read."""
-    lanes, mask, width = state.lanes, state.lanes.current_mask, op.width
+    """All `width` elements (the op's vector width by default) of every active lane in one
+    race-checked shared read; inactive lanes get zeros."""
+    lanes, mask, width = state.lanes, state.lanes.current_mask, width or op.width
     per_element = [_active_indices(state, shifted(indices, k)) for k in range(width)]
     columns = [np.concatenate(parts) for parts in zip(*per_element, strict=True)]
     epochs = state.active_epochs()
@@ -139,7 +160,7 @@ def _load_shared_vector(
     ).reshape(width, -1)
     results = []
     for k in range(width):
-        value = np.zeros(lanes.num_lanes, dtype=numpy_dtype(op.res[k].type))
+        value = np.zeros(lanes.num_lanes, dtype=numpy_dtype(op.res[0].type))
         value[mask] = got[k]
         results.append(value)
     return tuple(results)

@@ -49,6 +49,7 @@ from deplodock.interpreters.async_copy import (
 from deplodock.interpreters.blocks import (
     BlockState,
     default_blocks_per_batch,
+    load_matrices,
     load_shared,
     load_vector,
     store_shared,
@@ -270,6 +271,11 @@ class KernelFunctions(InterpreterFunctions):
         lanes = state.lanes.lane_ids[state.lanes.current_mask]
         state.copies.wait(lanes, op.groups, state.epoch)
         return ()
+
+    @impl(kernel.LdmatrixOp)
+    def run_ldmatrix(self, interpreter: Interpreter, op: kernel.LdmatrixOp, args: PythonValues):
+        """The warp's rows in, each lane's fragment elements out (`blocks.load_matrices`)."""
+        return load_matrices(_block(interpreter, op), op, args)
 
     @impl(kernel.LoadVectorOp)
     def run_load_vector(

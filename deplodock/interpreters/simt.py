@@ -347,19 +347,7 @@ class LockstepState:
         """A warp-wide `mma.sync`: lanes `[32w, 32w + 32)` of each block are warp `w`, and
         each lane passes its fragment registers (`common/mma.py`). Every lane of a warp that
         takes part must be active: `mma.sync` in a partly active warp is undefined."""
-        if self.num_threads % WARP_SIZE:
-            raise InterpretationError(
-                f"{what}: a block of {self.num_threads} threads is not whole warps"
-            )
-        active = self.current_mask.reshape(-1, WARP_SIZE)
-        partial = active.any(axis=1) & ~active.all(axis=1)
-        if partial.any():
-            warp = int(np.flatnonzero(partial)[0])
-            lane = warp * WARP_SIZE + int(np.flatnonzero(~active[warp])[0])
-            raise InterpretationError(
-                f"{what}: {self.describe_lane(lane)} is inactive while its warp runs the "
-                "MMA (mma.sync needs every lane of the warp)"
-            )
+        self.check_whole_warps(what, "MMA", "mma.sync")
 
         def fragments(values: Sequence[Any]) -> list[np.ndarray]:
             return [self.lanes(v).astype(np.float32) for v in values]
@@ -374,6 +362,24 @@ class LockstepState:
         d = warp_mma(shape, per_warp(a_lanes), per_warp(b_lanes), per_warp(old))
         d = d.reshape(self.num_lanes, -1)
         return tuple(self.select(d[:, i], old[i]) for i in range(d.shape[1]))
+
+    def check_whole_warps(self, what: str, action: str, instruction: str) -> None:
+        """A warp-collective instruction (`.sync.aligned`) needs blocks of whole warps and,
+        in each warp that runs it, every lane active: anything else is undefined on a GPU,
+        so it is reported rather than given some answer."""
+        if self.num_threads % WARP_SIZE:
+            raise InterpretationError(
+                f"{what}: a block of {self.num_threads} threads is not whole warps"
+            )
+        active = self.current_mask.reshape(-1, WARP_SIZE)
+        partial = active.any(axis=1) & ~active.all(axis=1)
+        if partial.any():
+            warp = int(np.flatnonzero(partial)[0])
+            lane = warp * WARP_SIZE + int(np.flatnonzero(~active[warp])[0])
+            raise InterpretationError(
+                f"{what}: {self.describe_lane(lane)} is inactive while its warp runs the "
+                f"{action} ({instruction} needs every lane of the warp)"
+            )
 
     def _check_tf32(self, operands: list[np.ndarray], what: str) -> None:
         """A tf32 MMA's A and B must be tf32 values (`common/mma.py`): reports the first

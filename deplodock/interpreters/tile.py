@@ -43,6 +43,7 @@ from deplodock.interpreters.async_copy import issue_copy
 from deplodock.interpreters.blocks import (
     BlockState,
     default_blocks_per_batch,
+    load_matrices,
     load_shared,
     load_vector,
     store_shared,
@@ -333,6 +334,11 @@ class TileFunctions(InterpreterFunctions):
         lanes = state.lanes.lane_ids[state.lanes.current_mask]
         state.copies.wait(lanes, op.groups, state.epoch)
         return ()
+
+    @impl(tile.LdmatrixOp)
+    def run_ldmatrix(self, interpreter: Interpreter, op: tile.LdmatrixOp, args: PythonValues):
+        """The warp's rows in, each lane's fragment elements out (`blocks.load_matrices`)."""
+        return load_matrices(_require_threads(interpreter, op), op, args)
 
     @impl(tile.LoadVectorOp)
     def run_load_vector(self, interpreter: Interpreter, op: tile.LoadVectorOp, args: PythonValues):

@@ -34,6 +34,7 @@ DEPLODOCK_PASSES: dict[str, tuple[str, str]] = {
     "tile-grid-stride": ("tile.grid_stride", "TileGridStridePass"),
     "tile-vectorize": ("tile.vectorize", "TileVectorizePass"),
     "tile-mma": ("tile.mma", "TileMmaPass"),
+    "tile-ldmatrix": ("tile.ldmatrix", "TileLdmatrixPass"),
     "tile-rows": ("tile.rows", "TileRowsPass"),
     "tile-rows-to-blocks": ("tile.rows_to_blocks", "TileRowsToBlocksPass"),
     "tile-online-softmax": ("tile.online_softmax", "TileOnlineSoftmaxPass"),

@@ -245,6 +245,7 @@ ONE_TO_ONE: dict[type[Operation], Twin] = {
     tile.AsyncCommitOp: Twin(kernel.CpAsyncCommitOp),
     tile.AsyncWaitOp: Twin(kernel.CpAsyncWaitOp),
     tile.LoadVectorOp: Twin(kernel.LoadVectorOp),
+    tile.LdmatrixOp: Twin(kernel.LdmatrixOp, own_names=True),
     tile.StoreVectorOp: Twin(kernel.StoreVectorOp),
     tile.MmaSyncOp: Twin(kernel.MmaSyncOp, keep=(MmaSyncOpBase.CORRECTION,), own_names=True),
     tile.SplitTf32Op: Twin(kernel.SplitTf32Op, own_names=True),
@@ -438,7 +439,7 @@ def _column_operand(access: Operation, use_index: int) -> int | None:
     """Position among `access`'s operands of its last (column) index into the shared array
     it uses as operand `use_index` (None when that operand is not the accessed array)."""
     match access:
-        case tile.LoadOp() | tile.LoadVectorOp() if use_index == 0:
+        case tile.LoadOp() | tile.LoadVectorOp() | tile.LdmatrixOp() if use_index == 0:
             return len(access.indices)
         case tile.StoreOp() if use_index == 1:
             return 1 + len(access.indices)

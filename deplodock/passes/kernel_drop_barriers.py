@@ -72,7 +72,7 @@ class _Node:
 
 def _memory_access(op: Operation) -> tuple[SSAValue | None, bool] | None:
     """What `op` (without regions) does to memory: (buffer, is_write) or None for nothing."""
-    if isinstance(op, LoadOpBase):
+    if isinstance(op, LoadOpBase | kernel.LdmatrixOp):
         return op.memref, False
     if isinstance(op, StoreOpBase):
         return op.memref, True

@@ -36,6 +36,7 @@ STAGE_PASSES: dict[str, tuple[str, ...]] = {
         "tile-chunk-k",
         "tile-stage",
         "tile-mma",
+        "tile-ldmatrix",
         "tile-vectorize",
         "tile-pad-shared",
         "tile-multibuffer",

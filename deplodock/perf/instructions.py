@@ -17,8 +17,10 @@ two masks and a float subtract,
 `shuffle`, `barrier`, `branch`, and the memory instructions `ld_global`, `st_global`,
 `ld_shared`, `st_shared` and `ldgsts` (counted by the tracer, which sees which buffer an
 access goes to). A vector load or store is one instruction of its class per warp (one 8- or
-16-byte request per thread); a `cp.async` is one LDGSTS per warp (global to shared, no
-register round trip); `cp.async` commit and wait are one instruction each (LDGDEPBAR, DEPBAR).
+16-byte request per thread); a `kernel.ldmatrix` is one `ld_shared` (LDSM) per warp, its
+wavefronts those of a 16-byte request of the lanes giving row addresses; a `cp.async` is one
+LDGSTS per warp (global to shared, no register round trip); `cp.async` commit and wait are
+one instruction each (LDGDEPBAR, DEPBAR).
 """
 
 from __future__ import annotations

@@ -40,6 +40,7 @@ from xdsl.interpreter import Interpreter, PythonValues, impl, register_impls
 from xdsl.ir import Operation, SSAValue
 
 from deplodock.dialects import kernel
+from deplodock.dialects.common.ldmatrix import ROW_ELEMENTS
 from deplodock.dialects.element_types import buffer_bytes, byte_size, numpy_dtype
 from deplodock.dialects.hardware import WARP_SIZE, is_shared
 from deplodock.dialects.queries import def_chain_reaches, enclosing_module
@@ -47,6 +48,7 @@ from deplodock.interpreters import make_interpreter
 from deplodock.interpreters.async_copy import issue_copy
 from deplodock.interpreters.blocks import (
     BlockState,
+    load_matrices,
     load_shared,
     load_vector,
     store_shared,
@@ -433,6 +435,19 @@ class TraceFunctions(KernelFunctions):
         flat = _flat(state.lanes, buf, indices, op)
         trace.record_global(op, trace.name_of(op.memref), flat, state.lanes.current_mask, width)
         return ()
+
+    @impl(kernel.LdmatrixOp)
+    def run_ldmatrix(self, interpreter: Interpreter, op: kernel.LdmatrixOp, args: PythonValues):
+        """One `ld_shared` (an LDSM) per warp, its wavefronts those of the 16-byte rows the
+        addressing lanes point at (a quarter warp per 8x8 matrix, as an LDS.128's)."""
+        buf, *indices = args
+        state, trace = _state(interpreter), _trace_of(interpreter)
+        row = ROW_ELEMENTS * byte_size(op.memref.type.element_type)
+        addressing = state.lanes.thread_ids % WARP_SIZE < ROW_ELEMENTS * op.count
+        with state.lanes.masked(addressing) as mask:
+            flat = state.lanes.flat_indices(buf.data[0], indices, buf.name, op) // ROW_ELEMENTS
+            trace.record_shared(op, flat, mask, row)
+        return load_matrices(state, op, args)
 
     @impl(kernel.LoadVectorOp)
     def run_load_vector(

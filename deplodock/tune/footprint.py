@@ -139,6 +139,7 @@ _INERT = (
     kernel.BarrierOp,
     kernel.ShflXorOp,
     kernel.MmaSyncOp,
+    kernel.LdmatrixOp,  # reads shared memory only; its results are data, never addresses
     kernel.SplitTf32Op,
     kernel.CpAsyncCommitOp,
     kernel.CpAsyncWaitOp,
@@ -159,7 +160,13 @@ _MEMORY = (
     kernel.CpAsyncOp,
 )
 #: Ops that let threads of a block see each other's values: their kernels are run per block.
-_CROSS_THREAD = (kernel.SharedAllocOp, kernel.BarrierOp, kernel.ShflXorOp, kernel.MmaSyncOp)
+_CROSS_THREAD = (
+    kernel.SharedAllocOp,
+    kernel.BarrierOp,
+    kernel.ShflXorOp,
+    kernel.MmaSyncOp,
+    kernel.LdmatrixOp,
+)
 _WRITES = (kernel.StoreOp, kernel.AtomicAddOp, kernel.StoreVectorOp)
 
 

@@ -24,10 +24,11 @@ from xdsl.dialects.builtin import ModuleOp
 
 from deplodock.backend.cuda_source import kernels_text
 from deplodock.backend.nvcc import compile_cubin, nvcc_available
+from deplodock.cli.opt import DeplodockOptMain
 from deplodock.dialects import cuda, make_context, tile
 from deplodock.dialects.element_types import byte_size
 from deplodock.driver import lower_program, program_from_expression
-from deplodock.passes.pipelines import lower
+from deplodock.passes.pipelines import STAGE_PASSES, lower
 from deplodock.passes.tile.thread import TileThreadPass
 from tests.backend.test_async_vector_cuda import sass_of
 
@@ -97,9 +98,28 @@ def test_the_schedule_asked_for_is_in_the_sass(case: str, tmp_path: Path) -> Non
     assert "LDGSTS" in sass
     assert ("HMMA.16816.F32.BF16" in sass) == bf16
     assert ("HMMA.1688.F32.TF32" in sass) == (not bf16)
+    # bf16 fragments come from shared memory by ldmatrix (`tile-ldmatrix`); tf32 ones do not
+    assert ("LDSM.16.M88.4" in sass) == bf16
+    assert knob(kernel, "ldmatrix") == 1 if bf16 else "ldmatrix" not in kernel.schedule.data
     if vector_bytes > 4:  # the asked width or wider (ptxas may merge neighbouring reads)
         widths = [int(bits) for bits in re.findall(r"\bLDS(?:\.U)?\.(\d+)", sass)]
         assert widths and max(widths) >= 8 * vector_bytes
+
+
+def test_without_ldmatrix_the_bf16_fragments_are_plain_shared_loads(tmp_path: Path) -> None:
+    """The fallback (`tile-ldmatrix{ldmatrix=0}`, the mma.sync path of sm_80 code without
+    it): still `HMMA`, its fragments read by `LDS`, no `LDSM`."""
+    program = program_from_expression(CASES["q_proj-bf16"])
+    lower_program(program, "loop")
+    passes = ",".join(STAGE_PASSES["tile"])
+    spec = passes.replace("tile-ldmatrix", "tile-ldmatrix{ldmatrix=0}")
+    opt = DeplodockOptMain(args=["-p", spec])
+    opt.setup_pipeline()
+    opt.pipeline.apply(make_context(), program.module)
+    sass = sass_of(cuda_source(program.module), tmp_path)
+    assert "HMMA.16816.F32.BF16" in sass
+    assert "LDSM" not in sass
+    assert re.search(r"\bLDS(?:\.U)?\.\d+|\bLDS\b", sass)
 
 
 def test_without_async_copies_there_is_no_ldgsts(tmp_path: Path) -> None:

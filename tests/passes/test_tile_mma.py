@@ -22,6 +22,7 @@ from deplodock.dialects.common.mma import MMA_M16N8K16
 from deplodock.driver import Program, lower_program, program_from_expression, run_and_compare
 from deplodock.interpreters.shared_memory import RaceError
 from deplodock.passes.convert_tile_to_kernel import ConvertTileToKernelPass
+from deplodock.passes.pipelines import STAGE_PASSES
 from deplodock.passes.tile import schedule
 from deplodock.passes.tile.thread import mma_grid
 from tests.helpers import parse, run
@@ -164,6 +165,22 @@ def test_the_default_bf16_linear_multiplies_on_tensor_cores() -> None:
     ki = mmas(program)[0].parent_op()
     assert isinstance(ki, tile.ForOp) and ki.step_value == 16
     assert not any(isinstance(op, arith.MulfOp) for op in ki.walk())
+    # the fragments come by `ldmatrix` (`tile-ldmatrix`): an x4 per A tile, an x4 per two B
+    # tiles (an x2 for an odd one)
+    loads = sorted((op.count, op.is_trans) for op in ki.walk() if isinstance(op, tile.LdmatrixOp))
+    b_tiles = fn // 2
+    b_loads = [(4, False)] * (b_tiles // 2) + [(2, False)] * (b_tiles % 2)
+    assert loads == sorted([(4, False)] * (fm // 2) + b_loads)
+    assert not any(isinstance(op, tile.LoadVectorOp) for op in ki.walk())
+
+
+def test_without_ldmatrix_the_fragments_are_read_in_pairs() -> None:
+    pipeline = ",".join(STAGE_PASSES["tile"][1:]).replace(
+        "tile-ldmatrix", "tile-ldmatrix{ldmatrix=0}"
+    )
+    program = at_tile(linear(64, 64, 96), pipeline)
+    ki = mmas(program)[0].parent_op()
+    assert isinstance(ki, tile.ForOp)
     pairs = [op for op in ki.walk() if isinstance(op, tile.LoadVectorOp)]
     assert pairs and all(len(op.res) == 2 for op in pairs)
 
@@ -248,8 +265,12 @@ def test_tf32x3_error_is_at_fma_level_and_one_tf32_pass_would_not_be() -> None:
 
 
 def test_a_k_major_b_slab_reads_its_pairs_one_element_at_a_time() -> None:
-    """`x @ w` with w stored K x N: the B slab's rows run along N."""
-    program = at_tile(f"torch.randn(48, 64{BF16}) @ torch.randn(64, 40{BF16})")
+    """`x @ w` with w stored K x N: the B slab's rows run along N (without `ldmatrix`,
+    which loads such a slab transposed: `tests/passes/test_tile_ldmatrix.py`)."""
+    pipeline = ",".join(STAGE_PASSES["tile"][1:]).replace(
+        "tile-ldmatrix", "tile-ldmatrix{ldmatrix=0}"
+    )
+    program = at_tile(f"torch.randn(48, 64{BF16}) @ torch.randn(64, 40{BF16})", pipeline)
     assert mmas(program)
     b_reads = [
         op

@@ -6,9 +6,9 @@ its kernel op one to one.
 from __future__ import annotations
 
 from xdsl.irdl import irdl_op_definition, traits_def
-from xdsl.traits import HasAncestor
+from xdsl.traits import HasAncestor, MemoryReadEffect
 
-from deplodock.dialects.common import async_memory, mma
+from deplodock.dialects.common import async_memory, ldmatrix, mma
 from deplodock.dialects.effects import Collective
 from deplodock.dialects.tile.structure import ThreadsOp
 
@@ -61,6 +61,16 @@ class MmaSyncOp(mma.MmaSyncOpBase):
 
     name = "tile.mma_sync"
     traits = traits_def(HasAncestor(ThreadsOp), Collective())
+
+
+@irdl_op_definition
+class LdmatrixOp(ldmatrix.LdmatrixOpBase):
+    """`%r:8 = tile.ldmatrix %buf[...] x4 [trans] : memref<..., 3>`: one warp's load of 8x8
+    matrices of 16-bit elements from shared memory into MMA fragments (`common/ldmatrix.py`);
+    the threads `[32w, 32w + 32)` of the block form warp `w`."""
+
+    name = "tile.ldmatrix"
+    traits = traits_def(HasAncestor(ThreadsOp), Collective(), MemoryReadEffect())
 
 
 @irdl_op_definition

@@ -20,7 +20,10 @@ starts on a 16-byte boundary), and its launch opts in to that many bytes. A
 `float d0, d1, d2, d3;` then `dd_mma_m16n8k16(d0, d1, d2, d3, a0, ..., a7, b0, ..., b3, c0,
 ..., c3);` (the type of A and B, `__nv_bfloat16` or `__half`, picks the PTX instruction);
 a tf32 one calls `dd_mma_m16n8k8_tf32(d0, ..., a0, ..., a3, b0, b1, c0, ..., c3)`, and
-`kernel.split_tf32` is `float hi, lo; dd_split_tf32(x, hi, lo);`.
+`kernel.split_tf32` is `float hi, lo; dd_split_tf32(x, hi, lo);`. A `kernel.ldmatrix`
+declares its fragment elements the same way: `__nv_bfloat16 r0, ..., r7;` then
+`dd_ldmatrix<4, false>(&a_s[i], r0, ..., r7);` (matrices, `.trans`; the address is this
+lane's row).
 """
 
 from __future__ import annotations
@@ -104,6 +107,8 @@ DEVICE_HEADER = "cpu_simt.h"
 MMA_HELPER = "dd_mma_m16n8k16"
 #: ... and its m16n8k8 MMA on tf32 operands (`kernel.mma_sync ... : tf32`).
 MMA_TF32_HELPER = "dd_mma_m16n8k8_tf32"
+#: The device header's warp-wide load of MMA fragments from shared memory (`kernel.ldmatrix`).
+LDMATRIX_HELPER = "dd_ldmatrix"
 #: The device header's split of an fp32 value into two tf32 ones (`kernel.split_tf32`).
 SPLIT_TF32_HELPER = "dd_split_tf32"
 
@@ -115,6 +120,7 @@ PRIMITIVE_OPS = (
     kernel.LoadVectorOp,
     kernel.StoreVectorOp,
     kernel.MmaSyncOp,
+    kernel.LdmatrixOp,
     kernel.SplitTf32Op,
 )
 
@@ -144,12 +150,13 @@ def unread_ops(func: kernel.FuncOp) -> set[Operation]:
 
 
 def _vector_aligned_buffers(func: kernel.FuncOp) -> set[SSAValue]:
-    """Shared arrays that a cp.async or a vector access touches (they need 16-byte alignment)."""
+    """Shared arrays that a cp.async, a vector access or an ldmatrix touches (they need
+    16-byte alignment)."""
     buffers: set[SSAValue] = set()
     for op in func.walk():
         if isinstance(op, kernel.CpAsyncOp):
             buffers.add(op.dst)
-        elif isinstance(op, kernel.LoadVectorOp | kernel.StoreVectorOp):
+        elif isinstance(op, kernel.LoadVectorOp | kernel.StoreVectorOp | kernel.LdmatrixOp):
             buffers.add(op.memref)
     return buffers
 
@@ -355,6 +362,8 @@ class KernelPrinter:
                 self.declare(op.result, name(f"__shfl_xor_sync({full}, {v}, {mask})"))
             case kernel.MmaSyncOp():
                 self.print_mma_sync(op)
+            case kernel.LdmatrixOp():
+                self.print_ldmatrix(op)
             case kernel.SplitTf32Op():
                 hi, lo = self.fresh(op.hi, "hi"), self.fresh(op.lo, "lo")
                 self.line(f"float {hi}, {lo};")
@@ -399,6 +408,17 @@ class KernelPrinter:
         self.line(f"{helper}({', '.join([*results, *operands])});")
         for d, var in zip(op.d, results, strict=True):
             self.values[d] = name(var)
+
+    def print_ldmatrix(self, op: kernel.LdmatrixOp) -> None:
+        """`__nv_bfloat16 r0, ...;` then `dd_ldmatrix<4, false>(&s[...], r0, ...);`: the
+        helper writes each lane's fragment elements through references."""
+        results = [self.fresh(r, "r") for r in op.res]
+        self.line(f"{self.ctype(op.res[0].type)} {', '.join(results)};")
+        at = self.element(op.memref, op.indices)
+        trans = "true" if op.is_trans else "false"
+        self.line(f"{LDMATRIX_HELPER}<{op.count}, {trans}>(&{at}, {', '.join(results)});")
+        for r, var in zip(op.res, results, strict=True):
+            self.values[r] = name(var)
 
     def print_scalar(self, op: Operation) -> None:
         if len(op.results) != 1:

@@ -21,6 +21,7 @@ from xdsl.dialects import arith
 from xdsl.ir import BlockArgument, SSAValue
 
 from deplodock.dialects import tile
+from deplodock.dialects.common.ldmatrix import ROW_ELEMENTS
 from deplodock.dialects.element_types import byte_size
 from deplodock.dialects.hardware import WARP_SIZE, shared_wavefronts
 from deplodock.dialects.queries import constant_index
@@ -75,7 +76,7 @@ def _evaluate(value: SSAValue, lanes: np.ndarray, memo: dict[SSAValue, np.ndarra
 
 
 def wavefronts(
-    access: tile.LoadOp | tile.StoreOp | tile.LoadVectorOp | tile.StoreVectorOp,
+    access: tile.LoadOp | tile.StoreOp | tile.LoadVectorOp | tile.StoreVectorOp | tile.LdmatrixOp,
     row_length: int,
     warp: int = 0,
     swizzle: tile.Swizzle | None = None,
@@ -100,8 +101,19 @@ def wavefronts(
         extent = row_length if k == len(indices) - 1 else shape[k]
         flat = flat * extent + index
     element = byte_size(access.memref.type.element_type)  # type: ignore[attr-defined]
+    if isinstance(access, tile.LdmatrixOp):
+        return _matrix_wavefronts(access, flat * element, lanes)
     count = _vector_count(access)
     return shared_wavefronts(flat * element, element * count, lanes)
+
+
+def _matrix_wavefronts(access: tile.LdmatrixOp, addresses: np.ndarray, lanes: np.ndarray) -> int:
+    """An `ldmatrix` reads its matrices one at a time, each the 16-byte rows the 8 lanes
+    `8j .. 8j + 7` point at: a quarter warp of 16-byte accesses, never paired (the rows
+    differ), and only the lanes whose addresses it uses."""
+    used = lanes % WARP_SIZE < ROW_ELEMENTS * access.count
+    row_bytes = ROW_ELEMENTS * byte_size(access.memref.type.element_type)  # type: ignore[attr-defined]
+    return shared_wavefronts(addresses[used], row_bytes, lanes[used], packed=False)
 
 
 def _vector_count(access: object) -> int:

@@ -138,6 +138,12 @@ def multibuffer(staged: StagedLoop, depth: int) -> None:
                 new = tile.LoadVectorOp(slotted.result, [slot, *access.indices], access.width)
                 for old_value, new_value in zip(access.res, new.res, strict=True):
                     new_value.name_hint = old_value.name_hint
+            elif isinstance(access, tile.LdmatrixOp):
+                new = tile.LdmatrixOp(
+                    slotted.result, [slot, *access.indices], access.count, access.is_trans
+                )
+                for old_value, new_value in zip(access.res, new.res, strict=True):
+                    new_value.name_hint = old_value.name_hint
             elif isinstance(access, tile.StoreOp):
                 new = tile.StoreOp(access.value, slotted.result, [slot, *access.indices])
             elif isinstance(access, tile.StoreVectorOp):

@@ -46,6 +46,7 @@ from xdsl.rewriter import Rewriter
 from xdsl.utils.exceptions import PassFailedException
 
 from deplodock.dialects import tile
+from deplodock.dialects.common.ldmatrix import ROW_ELEMENTS
 from deplodock.dialects.common.schedule import Schedule
 from deplodock.dialects.element_types import byte_size
 from deplodock.dialects.hardware import (
@@ -87,7 +88,9 @@ def slab_cost(
     total = 0
     for use in alloc.result.uses:
         access = use.operation
-        accesses = tile.LoadOp | tile.StoreOp | tile.LoadVectorOp | tile.StoreVectorOp
+        accesses = (
+            tile.LoadOp | tile.StoreOp | tile.LoadVectorOp | tile.StoreVectorOp | tile.LdmatrixOp
+        )
         if not isinstance(access, accesses) or access.memref is not alloc.result:
             continue
         count = wavefronts(access, row_length, swizzle=swizzle)
@@ -98,11 +101,11 @@ def slab_cost(
 
 def vector_width(alloc: tile.SharedAllocOp) -> int:
     """The widest vector access of the slab (rows must stay a multiple of it long, so every
-    vector stays aligned); 1 without vector accesses."""
+    vector stays aligned; an `ldmatrix` row is 8 elements); 1 without vector accesses."""
     widths = [
-        use.operation.width
+        ROW_ELEMENTS if isinstance(op, tile.LdmatrixOp) else op.width
         for use in alloc.result.uses
-        if isinstance(use.operation, tile.LoadVectorOp | tile.StoreVectorOp)
+        if isinstance(op := use.operation, tile.LoadVectorOp | tile.StoreVectorOp | tile.LdmatrixOp)
     ]
     return max(widths, default=1)
 
