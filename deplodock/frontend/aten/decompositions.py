@@ -80,7 +80,64 @@ def decomposition_table() -> dict[Any, Callable[..., Any]]:
     for op in core_aten_ops():
         if not handled(op) and op not in table and _into_aten(extra.get(op)):
             table[op] = extra[op]
+    for op, decomposition in OWN_DECOMPOSITIONS.items():
+        if not handled(op):
+            table[op] = decomposition
     return table
+
+
+def _windows(out: int, size: int, step: int) -> torch.Tensor:
+    """`(out, size)` start-plus-offset indices of sliding windows along one dimension."""
+    return torch.arange(out)[:, None] * step + torch.arange(size)[None, :]
+
+
+def _unfold(x: torch.Tensor, dimension: int, size: int, step: int) -> torch.Tensor:
+    """`Tensor.unfold` (sliding windows, the patches of a ViT or an STFT) as an
+    `index_select` of every window's elements and a view: PyTorch decomposes it only into
+    prims, which the table does not take."""
+    d = dimension % max(x.dim(), 1)
+    out = (x.shape[d] - size) // step + 1
+    y = x.index_select(d, _windows(out, size, step).flatten())
+    y = y.view(*x.shape[:d], out, size, *x.shape[d + 1 :])
+    return y.movedim(d + 1, -1)
+
+
+def _adaptive_indices(length: int, out: int) -> tuple[torch.Tensor, int]:
+    """Adaptive pooling's windows along one dimension, `[floor(i*L/out), ceil((i+1)*L/out))`,
+    as `(out, k)` indices with k the widest window; narrower windows repeat their last
+    element, which leaves a maximum (and its first index) unchanged."""
+    k = max(-((-(i + 1) * length) // out) - (i * length) // out for i in range(out))
+    i = torch.arange(out)[:, None]
+    starts = torch.div(i * length, out, rounding_mode="floor")
+    last = torch.div((i + 1) * length + out - 1, out, rounding_mode="floor") - 1
+    return torch.minimum(starts + torch.arange(k)[None, :], last), k
+
+
+def _adaptive_max_pool2d(
+    x: torch.Tensor, output_size: list[int]
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """`adaptive_max_pool2d` (values and flat `h*W+w` indices, as PyTorch returns them) by
+    gathering every window (`_adaptive_indices`) and reducing it with `max`: not a Core
+    ATen op and PyTorch has no decomposition of it (`adaptive_max_pool1d` calls it too)."""
+    h, w = x.shape[-2], x.shape[-1]
+    oh, ow = output_size
+    rows, kh = _adaptive_indices(h, oh)
+    cols, kw = _adaptive_indices(w, ow)
+    y = x.index_select(-2, rows.flatten()).index_select(-1, cols.flatten())
+    y = y.view(*x.shape[:-2], oh, kh, ow, kw).transpose(-3, -2)  # (..., oh, ow, kh, kw)
+    y = y.reshape(*x.shape[:-2], oh, ow, kh * kw)
+    values, where = y.max(-1)
+    flat = (rows[:, None, :, None] * w + cols[None, :, None, :]).reshape(oh, ow, kh * kw)
+    flat = flat.expand(*x.shape[:-2], oh, ow, kh * kw)
+    return values, flat.gather(-1, where.unsqueeze(-1)).squeeze(-1)
+
+
+#: deplodock's own decompositions (written in torch ops, traced into aten ones) of ops
+#: neither the table nor PyTorch's aten-level decompositions take.
+OWN_DECOMPOSITIONS: dict[Any, Callable[..., Any]] = {
+    aten.unfold.default: _unfold,
+    aten.adaptive_max_pool2d.default: _adaptive_max_pool2d,
+}
 
 
 def _into_aten(decomposition: Callable[..., Any] | None) -> bool:

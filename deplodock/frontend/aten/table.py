@@ -23,11 +23,13 @@ Generated from the frontend's aten table (`deplodock/frontend/aten/`) by
 python -m deplodock.frontend.aten.table > docs/supported-ops.md
 ```
 
-An op no handler takes is first decomposed by PyTorch (`aten/decompositions.py`); an op
-still left is refused at capture with one line naming every unsupported op (and, for a Core
-ATen op refused by design, its reason). The
-torch ops are described in [ir.md](ir.md); the ones a handler may add on the side
-(`torch.constant` for Python scalars, `torch.cast` for dtype promotion) are not listed.
+An op no handler takes is first decomposed by PyTorch (`aten/decompositions.py`), or by
+deplodock's own decompositions where PyTorch has none into aten ops (`aten.unfold`,
+`aten.adaptive_max_pool2d`, which `adaptive_max_pool1d` calls); an op still left is
+refused at capture with one line naming every unsupported op (and, for a Core ATen op
+refused by design, its reason). The torch ops are described in [ir.md](ir.md); the ones a
+handler may add on the side (`torch.constant` for Python scalars, `torch.cast` for dtype
+promotion) are not listed.
 """
 
 #: the module (or package) of a handler -> the section it is listed under
