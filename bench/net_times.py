@@ -61,9 +61,9 @@ def measure(name: str, stage: str, timeout: float) -> dict[str, object]:
 
 def commit() -> str:
     """The checked-out commit, with `+dirty` when the tree has changes."""
-    head = subprocess.run(
-        ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
-    ).stdout.strip()
+    from bench.model_calibration import git_commit
+
+    head = git_commit()
     dirty = subprocess.run(
         ["git", "status", "--porcelain"], cwd=ROOT, capture_output=True, text=True
     ).stdout.strip()

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bench.report import geomean as report_geomean
 from deplodock.files import write_atomic
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -52,8 +53,10 @@ GPU_BOUND_MS = 0.2
 
 
 def geomean(values: Sequence[float]) -> float | None:
-    values = [v for v in values if v and v > 0]
-    return math.exp(sum(map(math.log, values)) / len(values)) if values else None
+    """`bench.report.geomean` of the positive values, None (not NaN) where there are none:
+    the table prints None as "-"."""
+    mean = report_geomean(values)
+    return None if math.isnan(mean) else mean
 
 
 @dataclass
