@@ -49,13 +49,29 @@ def is_pure(op: Operation) -> bool:
 
 
 def is_dead(op: Operation) -> bool:
-    """Whether erasing `op` changes nothing: nothing uses its results, it has no regions,
-    and it is pure or only reads memory (xDSL's `would_be_trivially_dead`)."""
+    """Whether erasing `op` changes nothing: nothing uses its results, and it is pure or
+    only reads memory (xDSL's `would_be_trivially_dead`), or it is a loop that only
+    computes its results that way (`_computing_loop`)."""
     return not any(result.uses for result in op.results) and _unneeded_if_unused(op)
 
 
 def _unneeded_if_unused(op: Operation) -> bool:
-    return not op.regions and (is_pure(op) or would_be_trivially_dead(op))
+    if op.regions:
+        return _computing_loop(op)
+    return is_pure(op) or would_be_trivially_dead(op)
+
+
+def _computing_loop(op: Operation) -> bool:
+    """An op with results and regions whose nested ops only compute or read (a dot product
+    left behind when `tile-stage` moved its value into a slab copy): unused, it does
+    nothing. Ops without results (a guard, a copy loop) are kept: they are there for what
+    their bodies do."""
+    return bool(op.results) and all(
+        inner.has_trait(IsTerminator) or _unneeded_if_unused(inner)
+        for region in op.regions
+        for block in region.blocks
+        for inner in block.ops
+    )
 
 
 def dead_ops(ops: Sequence[Operation]) -> set[Operation]:

@@ -35,6 +35,8 @@ DEPLODOCK_PASSES: dict[str, tuple[str, str]] = {
     "tile-vectorize": ("tile.vectorize", "TileVectorizePass"),
     "tile-mma": ("tile.mma", "TileMmaPass"),
     "tile-ldmatrix": ("tile.ldmatrix", "TileLdmatrixPass"),
+    "tile-prologue-product": ("tile.prologue_product", "TilePrologueProductPass"),
+    "tile-streaming-softmax": ("tile.streaming_softmax", "TileStreamingSoftmaxPass"),
     "tile-rows": ("tile.rows", "TileRowsPass"),
     "tile-rows-to-blocks": ("tile.rows_to_blocks", "TileRowsToBlocksPass"),
     "tile-online-softmax": ("tile.online_softmax", "TileOnlineSoftmaxPass"),

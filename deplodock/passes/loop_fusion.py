@@ -581,6 +581,7 @@ class FuseProducers(RewritePattern):
 
     max_recompute: int
     row_statistics: bool = True
+    attention: bool = True
     rejected: set[tuple[Operation, Operation]] = field(
         default_factory=set[tuple[Operation, Operation]]
     )
@@ -600,6 +601,11 @@ class FuseProducers(RewritePattern):
             if producer is None or (consumer, producer.launch) in self.rejected:
                 continue
             reductions = reduction_iterations(producer.kernel)
+            if self.attention and _score_matrix(consumer, position, producer):
+                if _read_elsewhere(op.args[position], op, producer.launch):
+                    continue  # not rejected: retried once the other readers are fused away
+                self._fuse(rewriter, op, consumer, position, producer)
+                return
             if (
                 reductions
                 and _contraction_operand(consumer, position)
@@ -624,14 +630,38 @@ class FuseProducers(RewritePattern):
                 fused.erase()
                 self.rejected.add((consumer, producer.launch))
                 continue
-            self.names.fused(consumer.sym_name.data, parts)
-            rewriter.replace(consumer, fused)
-            rewriter.replace(op, loop.LaunchOp(op.callee, args))
+            self._replace(rewriter, op, consumer, fused, args, parts)
             if keep:  # the consumer writes B now
                 rewriter.erase(producer.launch)
                 if _launch_count(func, producer.kernel) == 0:
                     rewriter.erase(producer.kernel)
             return
+
+    def _fuse(
+        self,
+        rewriter: PatternRewriter,
+        op: loop.LaunchOp,
+        consumer: loop.KernelOp,
+        position: int,
+        producer: Producer,
+    ) -> None:
+        """Fuses without the recompute guard (`_score_matrix` decided)."""
+        parts = self.names.of(consumer) + self.names.of(producer.kernel)
+        fused, args = fuse(consumer, op.args, position, producer, False)
+        self._replace(rewriter, op, consumer, fused, args, parts)
+
+    def _replace(
+        self,
+        rewriter: PatternRewriter,
+        op: loop.LaunchOp,
+        consumer: loop.KernelOp,
+        fused: loop.KernelOp,
+        args: Sequence[SSAValue],
+        parts: list[str],
+    ) -> None:
+        self.names.fused(consumer.sym_name.data, parts)
+        rewriter.replace(consumer, fused)
+        rewriter.replace(op, loop.LaunchOp(op.callee, args))
 
     def _producer(
         self, module: ModuleOp, func: FuncOp, consumer: loop.LaunchOp, buffer: SSAValue
@@ -655,6 +685,41 @@ class FuseProducers(RewritePattern):
         if any(_writes(module, other, x) for other in between for x in inputs):
             return None
         return producer
+
+
+#: Keys per chunk the tile passes stream through shared memory at the least: a score matrix
+#: fuses only over a whole number of such chunks (`tile-streaming-softmax` has no tail).
+SCORE_CHUNK = 16
+
+
+def _score_matrix(consumer: loop.KernelOp, position: int, producer: Producer) -> bool:
+    """Whether the producer is attention's score matrix and the consumer its softmax and
+    product with V, to be fused by recomputing the scores where they are read.
+
+    The producer reduces (`q . k`); its output has a dimension (the keys) that every
+    reader in the consumer reduces over, as row statistics (max, sum) and as the operand
+    of a contraction (`P @ V`); once nothing else reads it, it fuses. Its size is the product of two
+    sequence lengths, the memory that long contexts cannot hold (7.5 GB per layer of
+    Qwen2.5-7B at 8k tokens). At the loop level the fused kernel recomputes each score for
+    every use; the tile passes compute it once per K chunk: `tile-prologue-product` as a
+    register tile of the `P` slab on tensor cores, `tile-streaming-softmax` with running
+    statistics instead of the sweeps. Both need rows to block (at least
+    `MIN_TILED_EXTENT` queries: a decoding step keeps its two kernels, whose scores are one
+    row) and whole chunks of `SCORE_CHUNK` keys."""
+    if not reduction_iterations(producer.kernel):
+        return False
+    loads = _argument_loads(consumer, position)
+    if not loads or not all(_inside_reduce(load) for load in loads):
+        return False
+    dims = _reduced_dimensions(consumer, position)
+    if len(dims) != 1 or not _contraction_operand(consumer, position):
+        return False
+    (keys,) = dims
+    buffer = consumer.body.block.args[position].type
+    assert isinstance(buffer, MemRefType)
+    if buffer.get_shape()[keys] % SCORE_CHUNK:
+        return False
+    return min(_statistic_rows(consumer, load) for load in loads) >= MIN_TILED_EXTENT
 
 
 def _costly_prologue(
@@ -728,12 +793,15 @@ class LoopFusionPass(ModulePass):
     #: Fuse row statistics into narrow contractions (`_row_statistic`); false keeps them
     #: kernels of their own (to compare, or to look at one alone).
     row_statistics: bool = True
+    #: Fuse a score matrix into the softmax and product that read it (`_score_matrix`):
+    #: attention in one kernel; false keeps the scores a kernel of their own.
+    attention: bool = True
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         names = FusedNames()
         patterns: list[RewritePattern] = [
             EraseDeadLaunch(),
-            FuseProducers(self.max_recompute, self.row_statistics, names=names),
+            FuseProducers(self.max_recompute, self.row_statistics, self.attention, names=names),
         ]
         PatternRewriteWalker(
             GreedyRewritePatternApplier(patterns, dce_enabled=False),

@@ -35,6 +35,8 @@ STAGE_PASSES: dict[str, tuple[str, ...]] = {
         "tile-shared-statistics",
         "tile-chunk-k",
         "tile-stage",
+        "tile-prologue-product",
+        "tile-streaming-softmax",
         "tile-mma",
         "tile-ldmatrix",
         "tile-vectorize",

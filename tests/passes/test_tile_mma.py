@@ -416,9 +416,10 @@ def test_an_explicit_depth_is_kept_and_a_fused_prologue_keeps_two_slots() -> Non
     assert knob_values(at_tile(linear(128, 128, 128), pipeline), "mma", "depth") == (1, 2)
     fp32 = at_tile(linear(512, 3584, 18944, dt="", bias=False))
     assert knob_values(fp32, "mma", "bk", "depth") == (1, 32, 3)  # 3 x 24 KiB, tf32x3
-    # attention's P.V computes softmax in its copy (a fused prologue): two slots
-    scores = f"torch.randn(1, 4, 64, 32{BF16}) @ torch.randn(1, 4, 64, 32{BF16}).transpose(-1, -2)"
-    program = at_tile(f"torch.softmax({scores}, dim=-1) @ torch.randn(1, 4, 64, 32{BF16})")
+    # attention's P.V computes softmax in its copy (a fused prologue): two slots (over 72
+    # keys, not whole chunks of 16, the scores keep a kernel of their own: `loop-fusion`)
+    scores = f"torch.randn(1, 4, 64, 32{BF16}) @ torch.randn(1, 4, 72, 32{BF16}).transpose(-1, -2)"
+    program = at_tile(f"torch.softmax({scores}, dim=-1) @ torch.randn(1, 4, 72, 32{BF16})")
     kernels = [k for k in program.module.ops if isinstance(k, tile.KernelOp) and k.schedule]
     depths = [schedule.read_knob(k, "depth", -1) for k in kernels if "depth" in k.schedule.data]
     assert sorted(depths) == [2, 3]

@@ -109,19 +109,33 @@ def async_copies(kernel: tile.KernelOp) -> bool:
     pipelined = schedule.read_knob(kernel, "pipeline", 0)
     depth = schedule.read_knob(kernel, "depth", 1)
     in_flight = depth - 2 if pipelined and depth >= 2 else 0
-    for barrier in _read_barriers(threads):
-        Rewriter.insert_op(tile.AsyncWaitOp(in_flight), InsertPoint.before(barrier))
+    for barriers in _read_barriers(threads):
+        Rewriter.insert_op(tile.AsyncWaitOp(in_flight), InsertPoint.before(barriers[0]))
+        for barrier in barriers[1:]:
+            Rewriter.insert_op(tile.AsyncWaitOp(0), InsertPoint.before(barrier))
     return True
 
 
-def _read_barriers(threads: tile.ThreadsOp) -> list[tile.BarrierOp]:
-    """The first barrier of each loop body that holds copies or waits for them."""
-    found: list[tile.BarrierOp] = []
+def _read_barriers(threads: tile.ThreadsOp) -> list[list[tile.BarrierOp]]:
+    """Per loop body that holds copies or waits for them, the barriers before which a
+    chunk is read: the first one, and each later one that copies precede since the barrier
+    before it (attention in one kernel copies K, computes P, then copies V). The later
+    ones wait for every group: their copies were committed in this same iteration."""
+    found: list[list[tile.BarrierOp]] = []
     for op in threads.walk():
-        if isinstance(op, tile.ForOp) and op.is_reduce:
-            barriers = [b for b in op.body.block.ops if isinstance(b, tile.BarrierOp)]
-            if barriers:
-                found.append(barriers[0])
+        if not (isinstance(op, tile.ForOp) and op.is_reduce):
+            continue
+        barriers: list[tile.BarrierOp] = []
+        copied = False
+        for inner in op.body.block.ops:
+            if isinstance(inner, tile.AsyncCommitOp):
+                copied = True
+            elif isinstance(inner, tile.BarrierOp):
+                if not barriers or copied:
+                    barriers.append(inner)
+                copied = False
+        if barriers:
+            found.append(barriers)
     return found
 
 

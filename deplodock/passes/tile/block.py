@@ -42,6 +42,8 @@ from xdsl.utils.exceptions import PassFailedException
 from deplodock.dialects import tile
 from deplodock.dialects.common.schedule import Schedule
 from deplodock.dialects.effects import is_pure
+from deplodock.dialects.element_types import byte_size
+from deplodock.dialects.hardware import MAX_SHARED_BYTES
 from deplodock.passes.constant_pool import ConstantPool
 from deplodock.passes.tile import schedule
 from deplodock.passes.tile.choices import Tunable
@@ -127,11 +129,17 @@ def tile_score(
 
 
 def default_block(
-    m: int, n: int, batch: int, sms: int = DEFAULT_SMS, tensor_cores: bool = False
+    m: int,
+    n: int,
+    batch: int,
+    sms: int = DEFAULT_SMS,
+    tensor_cores: bool = False,
+    max_rows: int | None = None,
 ) -> tuple[int, int]:
     """The heuristic BM x BN: the best `tile_score` among `DEFAULT_TILES`. On a tie, a tile
     whose grid keeps at least half the SMs busy, then the first listed (the larger: a fused
-    prologue is recomputed once per tile, so fewer tiles recompute it less often)."""
+    prologue is recomputed once per tile, so fewer tiles recompute it less often). With
+    `max_rows`, no taller tile than that (`prologue_product_rows`)."""
     large = [
         (bm, bn)
         for bm, bn in TENSOR_CORE_TILES
@@ -139,6 +147,8 @@ def default_block(
     ]
     tiles = (*large, *DEFAULT_TILES) if tensor_cores else DEFAULT_TILES
     candidates = [(bm, bn) for bm, bn in tiles if bm <= 2 * m and bn <= 2 * n]
+    if max_rows is not None:
+        candidates = [(bm, bn) for bm, bn in candidates if bm <= max_rows]
     if not candidates:
         return (32, 32)
 
@@ -147,6 +157,30 @@ def default_block(
         return tile_score(m, n, batch, *tile, sms, tensor_cores), busy_half
 
     return max(candidates, key=rank)
+
+
+def prologue_product_rows(found: Contraction) -> int | None:
+    """The most rows a block may take when its K loop computes its row operand by a dot
+    product of its own (attention in one kernel: `P = softmax(q . k)` before `@ V`):
+    `tile-prologue-product` stages the block's rows of that product's row operand (the
+    queries) whole, which must leave half of a block's shared memory to the K and V
+    chunks and the `P` slab (fp32 queries of head dim 128: 64 rows of 512 bytes)."""
+    loop = found.reduce[-1]
+    lengths = [
+        (trip_count(op), operand_bytes_of(op))
+        for op in body_ops(loop)
+        if isinstance(op, tile.ForOp) and op.is_reduce
+    ]
+    if not lengths:
+        return None
+    length, element = max(lengths)
+    return MAX_SHARED_BYTES // (2 * length * element)
+
+
+def operand_bytes_of(loop: tile.ForOp) -> int:
+    """The widest element the loop loads (the staged operands' element size)."""
+    sizes = [byte_size(op.res.type) for op in loop.walk() if isinstance(op, tile.LoadOp)]
+    return max(sizes, default=4)
 
 
 def legal_blocks(found: Contraction) -> list[tuple[int, int]]:
@@ -283,7 +317,12 @@ class TileBlockPass(Tunable):
         if found is None:
             return
         guess_m, guess_n = default_block(
-            found.m, found.n, found.batch, self.sms, sixteen_bit_product(kernel)
+            found.m,
+            found.n,
+            found.batch,
+            self.sms,
+            sixteen_bit_product(kernel),
+            prologue_product_rows(found),
         )
         bm = schedule.read_knob(kernel, "bm", self.bm or guess_m)
         bn = schedule.read_knob(kernel, "bn", self.bn or guess_n)

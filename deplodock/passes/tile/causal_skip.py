@@ -47,6 +47,7 @@ from deplodock.dialects.queries import computed_from, constant_index
 from deplodock.passes.constant_pool import ConstantPool
 from deplodock.passes.tile import schedule
 from deplodock.passes.tile.choices import Tunable, grid
+from deplodock.passes.tile.streaming_softmax import SCORES_ATTR
 
 MARK = "causal_skip"
 
@@ -67,6 +68,8 @@ def offset_of(value: SSAValue) -> Offset | None:
     owner = value.owner
     if isinstance(owner, tile.BlockTileOp):
         return Offset(value, 0, 0)
+    if isinstance(owner, tile.ThreadTileOp):  # a register cell: somewhere in the block tile
+        return Offset(None, 0, owner.cell_count * owner.thread_grid[owner.axis] - 1)
     if isinstance(value, BlockArgument):
         parent = value.block.parent_op()
         if isinstance(parent, tile.ThreadsOp):
@@ -244,6 +247,53 @@ def _stored(store: tile.StoreOp | tile.StoreVectorOp) -> list[SSAValue]:
     return [store.value] if isinstance(store, tile.StoreOp) else list(store.values)
 
 
+def chunk_mask_of(op: arith.CmpiOp, ko: SSAValue) -> Mask | None:
+    """The causal mask `op` is, when its key is the chunk's start `ko` plus an offset
+    within the chunk (a register cell of the chunk's scores) and its query an offset from
+    a block's origin."""
+    if (bound := key_bound(op)) is None:
+        return None
+    key, query, strict = bound
+    owner = key.owner
+    if not isinstance(owner, arith.AddiOp) or ko not in (owner.lhs, owner.rhs):
+        return None
+    within = owner.rhs if owner.lhs is ko else owner.lhs
+    key_offset, query_offset = offset_of(within), offset_of(_unclamped(query))
+    if key_offset is None or query_offset is None:
+        return None
+    if key_offset.base is not None or key_offset.low < 0 or query_offset.base is None:
+        return None
+    return Mask(key_offset, query_offset, strict)
+
+
+def scores_masks(loop: tile.ForOp) -> list[Mask]:
+    """The masks under which every score a chunk stores for `tile-streaming-softmax` is
+    `-inf` (empty: not provably): such a score adds nothing to the row's maximum, and its
+    probability `exp(-inf - max)` is 0, so a chunk whose every score is masked changes
+    neither the running statistics nor the accumulators."""
+    ops = list(loop.body.block.ops)
+    ko = loop.induction_var
+    stores = [
+        op
+        for op in ops
+        if isinstance(op, tile.StoreOp)
+        and isinstance(alloc := op.memref.owner, tile.SharedAllocOp)
+        and SCORES_ATTR in alloc.attributes
+    ]
+    masks = {
+        op: mask
+        for op in ops
+        if isinstance(op, arith.CmpiOp) and (mask := chunk_mask_of(op, ko)) is not None
+    }
+    if not stores or not masks:
+        return []
+    key_values = computed_from([ko], ops)
+    if any(_known(store.value, masks, key_values) is not Known.NEG_INF for store in stores):
+        return []
+    found = list(masks.values())
+    return found if len({(m.query.base, m.query.high, m.strict) for m in found}) == 1 else []
+
+
 def k_loop(threads: tile.ThreadsOp) -> tile.ForOp | None:
     """The chunked K loop of a staged contraction: the block's top-level loop that carries
     the accumulators around an inner reduction (`%ki`), starting at a constant."""
@@ -356,5 +406,5 @@ def _target(kernel: tile.KernelOp) -> tuple[tile.ThreadsOp, tile.ForOp, list[Mas
     ):
         return None
     loop = k_loop(threads)
-    masks = causal_masks(threads) if loop is not None else []
+    masks = (causal_masks(threads) or scores_masks(loop)) if loop is not None else []
     return (threads, loop, masks) if loop is not None and masks else None

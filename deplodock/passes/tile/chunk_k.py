@@ -110,6 +110,17 @@ def default_chunk(kernel: tile.KernelOp, loop: tile.ForOp) -> int:
     return (whole or fitting or [DEFAULT_CHUNK])[0]
 
 
+def _is_chunked(loop: tile.ForOp) -> bool:
+    """Whether `loop` is already a chunk loop: an inner loop carries its accumulators. (Other
+    inner loops, such as the dot product that computes attention's probability in a fused
+    prologue, are part of the body.)"""
+    carried = list(loop.iter_args)
+    return any(
+        isinstance(op, tile.ForOp) and carried and list(op.inits) == carried
+        for op in body_ops(loop)
+    )
+
+
 def legal_chunks(k: int) -> list[int]:
     return [bk for bk in CHUNKS if 2 * bk <= k]
 
@@ -120,8 +131,8 @@ def chunk_k(kernel: tile.KernelOp, bk: int) -> bool:
     loop = k_loop_of(threads) if threads is not None else None
     if loop is None or start_of(loop) != 0 or loop.step_value != 1:
         return False
-    if any(isinstance(op, tile.ForOp) for op in body_ops(loop)):
-        return False  # already chunked
+    if _is_chunked(loop):
+        return False
     k = loop.upper
     if k < 2 * bk:
         return False

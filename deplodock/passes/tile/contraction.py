@@ -82,9 +82,27 @@ class Contraction:
 
 
 def _free_ivs_used(value: SSAValue, free: Sequence[tile.ForOp]) -> set[int]:
-    """Which free loops (by position in the nest) `value` is computed from."""
+    """Which free loops (by position in the nest) `value` is computed from, through the
+    bodies of the loops that compute it too: attention's probability is the result of a
+    dot product over the head dimension, whose loads use the query and head axes."""
     positions = {loop.induction_var: k for k, loop in enumerate(free)}
-    return {positions[v] for v in def_chain(value) if v in positions}
+    return {positions[v] for v in values_computed_into(value) if v in positions}
+
+
+def values_computed_into(value: SSAValue) -> set[SSAValue]:
+    """`def_chain(value)`, plus, for every loop result on it, the def chains of the values
+    its body uses (a nested reduction's loads and their indices)."""
+    seen: set[SSAValue] = set()
+    work = [value]
+    while work:
+        for current in def_chain(work.pop()):
+            if current in seen:
+                continue
+            seen.add(current)
+            owner = current.owner
+            if isinstance(owner, Operation) and owner.regions:
+                work.extend(v for inner in owner.walk() for v in inner.operands)
+    return seen
 
 
 def _product_operands(innermost: tile.ForOp) -> tuple[SSAValue, SSAValue] | None:
@@ -238,7 +256,28 @@ def block_slice(values: Iterable[SSAValue], threads: tile.ThreadsOp) -> list[Ope
             continue
         found[op] = None
         work.extend(op.operands)
+        work.extend(captured_values(op))
     return sorted(found, key=program_order)
+
+
+def captured_values(op: Operation) -> list[SSAValue]:
+    """The values the ops nested in `op`'s regions use but `op` does not define: what a
+    loop computing a value (attention's dot product inside a fused prologue) reads from
+    around it, so that cloning the loop elsewhere must bring them (or their replacements)."""
+    if not op.regions:
+        return []
+    return [
+        value
+        for inner in op.walk()
+        if inner is not op
+        for value in inner.operands
+        if not _defined_within(value, op)
+    ]
+
+
+def _defined_within(value: SSAValue, op: Operation) -> bool:
+    owner = value.block.parent_op() if isinstance(value, BlockArgument) else value.owner
+    return isinstance(owner, Operation) and (owner is op or op.is_ancestor(owner))
 
 
 def program_order(op: Operation) -> tuple[int, ...]:

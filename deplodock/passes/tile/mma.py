@@ -60,7 +60,6 @@ from deplodock.passes.tile import schedule
 from deplodock.passes.tile.contraction import (
     accumulated_product,
     defined_in,
-    thread_tiles_of,
 )
 from deplodock.passes.tile.kernel_pass import TileKernelPass
 from deplodock.passes.tile.nests import body_ops, is_serial, start_of
@@ -170,21 +169,42 @@ def _product_of(
 
 def find_mma_loop(kernel: tile.KernelOp) -> MmaLoop | None:
     """The kernel's `ki` loop if `tile-mma` applies to it (module docstring), else None."""
+    found = find_mma_loops(kernel)
+    return found[0] if found else None
+
+
+def find_mma_loops(kernel: tile.KernelOp) -> list[MmaLoop]:
+    """Every loop of the kernel `tile-mma` applies to: the `ki` loop over the block's
+    thread tiles, and a product with thread tiles of its own (attention's scores, which
+    `tile-prologue-product` computes into the `P` slab of each K chunk)."""
     threads = schedule.threads_of(kernel)
     if threads is None:
-        return None
-    tiles = thread_tiles_of(threads)
-    if len(tiles) != 2 or any(t.layout.data != "mma" for t in tiles):
-        return None
-    rows, cols = tiles
+        return []
+    found = []
     for loop in threads.walk():
         # A lane-strided sweep (`tile-shared-statistics` over a row too long to keep in
         # registers) carries values too, but it is a row statistic, never the K loop.
         if isinstance(loop, tile.ForOp) and loop.is_reduce and loop.iter_args and is_serial(loop):
-            found = _match_loop(loop, rows, cols)
-            if found is not None:
-                return found
-    return None
+            tiles = _mma_tiles_read(loop)
+            if tiles is not None and (match := _match_loop(loop, *tiles)) is not None:
+                found.append(match)
+    return found
+
+
+def _mma_tiles_read(loop: tile.ForOp) -> tuple[tile.ThreadTileOp, tile.ThreadTileOp] | None:
+    """The row and column `tile.thread_tile ... mma` whose cells the loop's loads index."""
+    tiles = {
+        index.owner
+        for op in body_ops(loop)
+        if isinstance(op, tile.LoadOp)
+        for index in op.indices
+        if isinstance(index.owner, tile.ThreadTileOp) and index.owner.layout.data == "mma"
+    }
+    rows = [t for t in tiles if t.axis == 0]
+    cols = [t for t in tiles if t.axis == 1]
+    if len(rows) != 1 or len(cols) != 1:
+        return None
+    return rows[0], cols[0]
 
 
 def _match_loop(
@@ -385,12 +405,14 @@ def _b_fragment(
 
 def mma_contraction(kernel: tile.KernelOp) -> bool:
     """Rewrites the kernel's `ki` loop onto tensor cores; False when it does not apply."""
-    found = find_mma_loop(kernel)
-    if found is None:
+    found = find_mma_loops(kernel)
+    if not found:
         return False
     threads = schedule.threads_of(kernel)
     assert threads is not None
-    rewrite(found, ConstantPool.adopting(threads.body.block))
+    pool = ConstantPool.adopting(threads.body.block)
+    for loop in found:
+        rewrite(loop, pool)
     return True
 
 

@@ -54,7 +54,12 @@ from deplodock.dialects.queries import def_chain_reaches, indices_reach
 from deplodock.passes.constant_pool import ConstantPool
 from deplodock.passes.tile import schedule
 from deplodock.passes.tile.choices import Tunable, grid
-from deplodock.passes.tile.contraction import block_slice, defined_in, thread_tiles_of
+from deplodock.passes.tile.contraction import (
+    block_slice,
+    captured_values,
+    defined_in,
+    thread_tiles_of,
+)
 from deplodock.passes.tile.nests import body_ops
 from deplodock.passes.tile.shared_statistics import STATISTICS_ATTR
 
@@ -165,12 +170,25 @@ def _prologue_root(
     if root.parent_block() is not ki_loop.body.block:
         return None
     ops = [*block_slice(root.operands, threads), root]
-    if not all(is_pure(op) or _global_load(op) or _statistic_load(op) for op in ops):
+    if not all(_computes_in_copy(op) for op in ops):
         return None
     loads = {op.res for op in ops if isinstance(op, tile.LoadOp)}
     computed = _dependent_ops(ops, loads)
     casts = (arith.ExtFOp, arith.TruncFOp)
     return root if any(not isinstance(op, casts) for op in computed) else None
+
+
+def _computes_in_copy(op: Operation) -> bool:
+    """Whether a copy may compute `op` for a slab element: a pure op, a read of a global
+    input or of the row statistics, or a loop of those (the dot product that gives
+    attention's score in a fused prologue: the copy computes it once per element and block,
+    where the `ki` loop would compute it once per thread column)."""
+    if isinstance(op, tile.ForOp):
+        return all(
+            isinstance(inner, tile.YieldOp) or _computes_in_copy(inner)
+            for inner in op.body.block.ops
+        )
+    return is_pure(op) or _global_load(op) or _statistic_load(op)
 
 
 def _global_load(op: Operation) -> bool:
@@ -309,7 +327,7 @@ def _dependent_ops(ops: list[Operation], roots: set[SSAValue]) -> set[Operation]
     tainted = set(roots)
     found: set[Operation] = set()
     for op in ops:
-        if any(v in tainted for v in op.operands):
+        if any(v in tainted for v in (*op.operands, *captured_values(op))):
             found.add(op)
             tainted.update(op.results)
     return found
