@@ -30,7 +30,7 @@ them):
 | `tile-chunk-k` | register-tiled contractions | `bk`, the K chunk |
 | `tile-stage` | chunked contractions | `stage`: operands copied through shared memory |
 | `tile-prologue-product` | slab copies computing dot products | `prologue_product`: register tile |
-| `tile-streaming-softmax` | attention's `P` over row statistics | `streaming_softmax`: running stats |
+| `tile-streaming-softmax` | attention's softmax before `@ V` | `streaming_softmax`: running stats |
 | `tile-mma` | staged bf16/f16 contractions in the MMA layout | the K chunk as `mma.sync` m16n8k16 |
 | `tile-ldmatrix` | 16-bit MMA fragments from a slab | `ldmatrix`: fragments loaded by `ldmatrix` |
 | `tile-vectorize` | staged slabs (and elementwise) | `vector` width of the slab reads |
