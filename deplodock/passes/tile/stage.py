@@ -263,7 +263,7 @@ def _build_stage(
     k_inner = _innermost_moves_with_k(_streamed_load(loads, ki), ki)
     shape = [extent, bk] if k_inner else [bk, extent]
     element = template.value.type
-    buffer = _slab_name(loads)
+    buffer = _slab_name(_computed_loads(ops) or loads)
     alloc = tile.SharedAllocOp(shared_memref(element, shape), f"{buffer}_{stage.operand}_s")
     alloc.attributes["stage"] = StringAttr(stage.operand)
     Rewriter.insert_op(alloc, _after_leading_constants(threads))
@@ -300,6 +300,20 @@ def _build_stage(
         Rewriter.insert_op(read, InsertPoint.before(member.root))
         member.value.replace_all_uses_with(read.res)
     return alloc
+
+
+def _computed_loads(ops: list[Operation]) -> list[tile.LoadOp]:
+    """When a prologue computes a dot product (attention's scores), the global loads inside
+    it, once per buffer: the slab is named after what the product reads (`x0_x1_a_s`), not
+    after the row statistics beside it."""
+    if not any(op.regions for op in ops):
+        return []
+    found: dict[SSAValue, tile.LoadOp] = {}
+    for op in ops:
+        for inner in op.walk():
+            if isinstance(inner, tile.LoadOp) and _global_load(inner):
+                found.setdefault(inner.memref, inner)
+    return list(found.values())
 
 
 def _slab_name(loads: list[tile.LoadOp]) -> str:

@@ -477,7 +477,10 @@ def _erase_sweeps(threads: tile.ThreadsOp, statistics: tile.SharedAllocOp) -> No
             for inner in op.walk()
         )
         if writes:
+            after = op.next_op
             Rewriter.erase_op(op, safe_erase=False)
+            if isinstance(after, tile.BarrierOp):  # it published the statistics
+                Rewriter.erase_op(after)
     erase_dead(list(threads.body.block.ops))
     if not statistics.result.uses:
         Rewriter.erase_op(statistics)
