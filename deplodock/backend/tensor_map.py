@@ -15,11 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-#: The swizzle spans a tensor map may name, in bytes (0: no swizzle).
-SWIZZLE_SPANS: tuple[int, ...] = (0, 32, 64, 128)
-
-#: The most elements a box may have along one dimension.
-MAX_BOX = 256
+from deplodock.dialects.hardware import TMA_MAX_BOX, TMA_ROW_BYTES, TMA_SWIZZLE_SPANS
 
 #: The layout of `deplodock_simt::TensorMap2d` (`cpu_simt.h`), field for field.
 TENSOR_MAP_2D = np.dtype(
@@ -48,21 +44,25 @@ def tensor_map_2d(tensor: np.ndarray, box: tuple[int, int], swizzle: int = 0) ->
     must stay alive while kernels use the map."""
     if tensor.ndim != 2 or tensor.strides[1] != tensor.itemsize:
         raise TensorMapError("a 2-D tensor map needs a 2-D array with contiguous rows")
-    if swizzle not in SWIZZLE_SPANS:
-        raise TensorMapError(f"swizzle of {swizzle} bytes, expected one of {SWIZZLE_SPANS}")
+    if swizzle not in TMA_SWIZZLE_SPANS:
+        raise TensorMapError(f"swizzle of {swizzle} bytes, expected one of {TMA_SWIZZLE_SPANS}")
     box_rows, box_cols = box
-    if not (0 < box_rows <= MAX_BOX and 0 < box_cols <= MAX_BOX):
-        raise TensorMapError(f"box {box_rows}x{box_cols}: each side must be 1 to {MAX_BOX}")
+    if not (0 < box_rows <= TMA_MAX_BOX and 0 < box_cols <= TMA_MAX_BOX):
+        raise TensorMapError(f"box {box_rows}x{box_cols}: each side must be 1 to {TMA_MAX_BOX}")
     row_bytes = box_cols * tensor.itemsize
-    if row_bytes % 16:
-        raise TensorMapError(f"a box row of {row_bytes} bytes is not a multiple of 16 bytes")
+    if row_bytes % TMA_ROW_BYTES:
+        raise TensorMapError(
+            f"a box row of {row_bytes} bytes is not a multiple of {TMA_ROW_BYTES} bytes"
+        )
     if swizzle and row_bytes != swizzle:
         raise TensorMapError(
             f"a box row of {row_bytes} bytes with a {swizzle}-byte swizzle: deplodock swizzles "
             "box rows of exactly the span"
         )
-    if tensor.strides[0] % 16:
-        raise TensorMapError(f"row pitch of {tensor.strides[0]} bytes is not a multiple of 16")
+    if tensor.strides[0] % TMA_ROW_BYTES:
+        raise TensorMapError(
+            f"row pitch of {tensor.strides[0]} bytes is not a multiple of {TMA_ROW_BYTES}"
+        )
     fields = (
         tensor.ctypes.data,
         tensor.shape[0],

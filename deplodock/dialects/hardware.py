@@ -143,6 +143,20 @@ WIDE_VECTOR_BYTES: tuple[int, ...] = (8, MAX_VECTOR_BYTES)
 SWIZZLE_CHUNK_BYTES = MAX_VECTOR_BYTES
 
 
+#: TMA (`cp.async.bulk.tensor`) and mbarriers need sm_90 or newer.
+TMA_MIN_CAPABILITY: tuple[int, int] = (9, 0)
+#: The swizzle spans of a TMA tensor map, in bytes (0: none; CUtensorMapSwizzle): 16-byte
+#: chunks are permuted within rows of the span, the pattern repeating every 8 rows.
+TMA_SWIZZLE_SPANS: tuple[int, ...] = (0, 32, 64, 128)
+#: The most elements a TMA box may have along one dimension (cuTensorMapEncodeTiled).
+TMA_MAX_BOX = 256
+#: A TMA box row, and a tensor's row pitch, are whole multiples of this many bytes.
+TMA_ROW_BYTES = 16
+#: The alignment of a TMA copy's shared destination (PTX ISA, cp.async.bulk.tensor).
+TMA_SHARED_ALIGN = 128
+#: The most arrivals an mbarrier phase may expect (PTX ISA, mbarrier: 2^20 - 1).
+MBARRIER_MAX_COUNT = (1 << 20) - 1
+
 #: `mma.sync` with bf16 or f16 inputs and fp32 accumulation (m16n8k16) needs sm_80 or newer,
 #: as does its tf32 form (m16n8k8).
 MMA_MIN_CAPABILITY: tuple[int, int] = (8, 0)

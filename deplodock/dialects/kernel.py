@@ -40,6 +40,7 @@ from xdsl.traits import (
     HasParent,
     MemoryAllocEffect,
     MemoryReadEffect,
+    MemoryWriteEffect,
     Pure,
     RecursiveMemoryEffect,
     SingleBlockImplicitTerminator,
@@ -47,7 +48,7 @@ from xdsl.traits import (
 from xdsl.utils.exceptions import VerifyException
 
 from deplodock.dialects import common
-from deplodock.dialects.common import async_memory, ldmatrix, mma
+from deplodock.dialects.common import async_memory, ldmatrix, mma, tma
 from deplodock.dialects.effects import Collective
 from deplodock.dialects.element_types import UnsupportedElementType, buffer_bytes
 from deplodock.dialects.hardware import (
@@ -394,6 +395,54 @@ class StoreVectorOp(async_memory.StoreVectorOpBase):
     traits = traits_def(HasAncestor(FuncOp))
 
 
+# --------------------------------------------------------------------------------------------
+# TMA tensor copies and mbarriers (sm_90; syntax and rules: common/tma.py)
+
+
+@irdl_op_definition
+class MbarrierInitOp(tma.MbarrierInitOpBase):
+    """`kernel.mbarrier_init %bar[%i], N : memref<...xi64, 3>`: PTX `mbarrier.init
+    .shared::cta.b64`."""
+
+    name = "kernel.mbarrier_init"
+    traits = traits_def(HasAncestor(FuncOp), MemoryWriteEffect())
+
+
+@irdl_op_definition
+class MbarrierArriveOp(tma.MbarrierArriveOpBase):
+    """`kernel.mbarrier_arrive %bar[%i] [expect_tx B] : memref<...xi64, 3>`: PTX
+    `mbarrier.arrive[.expect_tx].shared::cta.b64`."""
+
+    name = "kernel.mbarrier_arrive"
+    traits = traits_def(HasAncestor(FuncOp), MemoryReadEffect(), MemoryWriteEffect())
+
+
+@irdl_op_definition
+class MbarrierWaitOp(tma.MbarrierWaitOpBase):
+    """`kernel.mbarrier_wait %bar[%i], %parity : memref<...xi64, 3>`: a PTX
+    `mbarrier.try_wait.parity.shared::cta.b64` loop."""
+
+    name = "kernel.mbarrier_wait"
+    traits = traits_def(HasAncestor(FuncOp), MemoryReadEffect(), MemoryWriteEffect())
+
+
+@irdl_op_definition
+class FenceProxyAsyncOp(tma.FenceProxyAsyncOpBase):
+    """`kernel.fence_proxy_async`: PTX `fence.proxy.async.shared::cta`."""
+
+    name = "kernel.fence_proxy_async"
+    traits = traits_def(HasAncestor(FuncOp), MemoryReadEffect(), MemoryWriteEffect())
+
+
+@irdl_op_definition
+class TmaLoadOp(tma.TmaLoadOpBase):
+    """`kernel.tma_load %dst[...], %src[%r, %c], %bar[%i] swizzle S : ...`: PTX
+    `cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes`."""
+
+    name = "kernel.tma_load"
+    traits = traits_def(HasAncestor(FuncOp), MemoryReadEffect(), MemoryWriteEffect())
+
+
 Kernel = Dialect(
     "kernel",
     [
@@ -420,6 +469,11 @@ Kernel = Dialect(
         CpAsyncWaitOp,
         LoadVectorOp,
         StoreVectorOp,
+        MbarrierInitOp,
+        MbarrierArriveOp,
+        MbarrierWaitOp,
+        FenceProxyAsyncOp,
+        TmaLoadOp,
     ],
     [],
 )

@@ -178,7 +178,9 @@ def pipeline_source(bug: str = "") -> str:
     box_bytes = BOX_ROWS * PIPE_COLS * 4
     expect = 2 * box_bytes if bug == "expect-tx" else box_bytes
     fence = "" if bug == "no-fence" else "dd_fence_proxy_async();"
-    empty_wait = "" if bug == "reuse" else "if (t >= 2) dd_mbarrier_wait(&empty[s], (round - 1) & 1);"
+    empty_wait = (
+        "" if bug == "reuse" else "if (t >= 2) dd_mbarrier_wait(&empty[s], (round - 1) & 1);"
+    )
     return f"""#include <cpu_simt.h>
 extern "C" __global__ void tma_pipeline(const __grid_constant__ dd_tensor_map map, float* out) {{
   __shared__ __align__(1024) float stage[{STAGES}][{BOX_ROWS * PIPE_COLS}];
