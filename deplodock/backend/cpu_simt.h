@@ -313,6 +313,10 @@ struct LdmatrixExchange {
 struct TmaCopy {
   unsigned char* dst;
   std::vector<unsigned char> data;
+#ifdef DEPLODOCK_MEMCHECK
+  SharedTrack* track = nullptr;    // a checked __shared__ destination: landing writes
+  long long first = 0, count = 0;  // its elements [first, first + count)
+#endif
 };
 
 // Where a landed TMA copy's bytes sit: delivered by phase `phase` (counted from 0) of
@@ -701,6 +705,13 @@ inline void mbarrier_init(const void* address, unsigned count) {
   w.mbarrier_progress += 1;
 }
 
+#ifdef DEPLODOCK_MEMCHECK
+// A checked TMA destination's elements: unwritten while the copy is in flight, written when
+// it lands (memcheck, below).
+inline void forget_shared_written(SharedTrack& t, long long index, long long count);
+inline void mark_tma_landed(SharedTrack& t, long long index, long long count);
+#endif
+
 // The copies of the current phase land (each a complete_tx of its bytes) once every arrival
 // is in; with the tx-count then at zero the phase completes.
 inline void mbarrier_advance(Worker& w, size_t index) {
@@ -708,6 +719,9 @@ inline void mbarrier_advance(Worker& w, size_t index) {
   if (b.pending > 0) return;
   for (TmaCopy& copy : b.copies) {
     std::memcpy(copy.dst, copy.data.data(), copy.data.size());
+#ifdef DEPLODOCK_MEMCHECK
+    if (copy.track != nullptr) mark_tma_landed(*copy.track, copy.first, copy.count);
+#endif
     b.tx -= (long long)copy.data.size();
     w.deliveries.push_back({copy.dst, copy.data.size(), index, b.completed});
   }
@@ -1092,6 +1106,13 @@ DD_CHECK void check_shared_written(SharedTrack& t, long long index, long long co
 DD_CHECK void mark_shared_written(SharedTrack& t, long long index, long long count) {
   refresh(t);
   for (long long e = index; e < index + count; ++e) t.written[e >> 6] |= uint64_t(1) << (e & 63);
+}
+inline void mark_tma_landed(SharedTrack& t, long long index, long long count) {
+  mark_shared_written(t, index, count);
+}
+inline void forget_shared_written(SharedTrack& t, long long index, long long count) {
+  refresh(t);
+  for (long long e = index; e < index + count; ++e) t.written[e >> 6] &= ~(uint64_t(1) << (e & 63));
 }
 
 template <class T>
@@ -1760,6 +1781,53 @@ template <int N, bool Trans, class P, class... R>
 DD_CHECK void dd_ldmatrix(const P& row, R&... out) {
   const bool used = deplodock_simt::lane_id() < 8 * N;
   dd_ldmatrix<N, Trans>(used ? deplodock_simt::checked_read(row, 8) : row.address(), out...);
+}
+
+// TMA and mbarriers: an mbarrier's element is bounds-checked (its state lives beside the
+// block); a TMA copy's destination box is bounds-checked, unwritten until the copy lands and
+// written then, so a read of a stage before its full barrier completes is reported as a read
+// of unwritten shared memory.
+template <class B>
+  requires deplodock_simt::is_checked_pointer<B>
+DD_CHECK void dd_mbarrier_init(const B& bar, unsigned count) {
+  bar.check(1);
+  dd_mbarrier_init(bar.address(), count);
+}
+template <class B>
+  requires deplodock_simt::is_checked_pointer<B>
+DD_CHECK void dd_mbarrier_arrive(const B& bar) {
+  bar.check(1);
+  dd_mbarrier_arrive(bar.address());
+}
+template <class B>
+  requires deplodock_simt::is_checked_pointer<B>
+DD_CHECK void dd_mbarrier_arrive_expect_tx(const B& bar, unsigned bytes) {
+  bar.check(1);
+  dd_mbarrier_arrive_expect_tx(bar.address(), bytes);
+}
+template <class B>
+  requires deplodock_simt::is_checked_pointer<B>
+DD_CHECK void dd_mbarrier_wait(const B& bar, unsigned parity) {
+  bar.check(1);
+  dd_mbarrier_wait(bar.address(), parity);
+}
+template <class T, class B>
+  requires deplodock_simt::is_checked_pointer<B>
+DD_CHECK void dd_tma_load_2d(const deplodock_simt::SharedPtr<T>& dst, const dd_tensor_map* map,
+                             int c0, int c1, const B& bar) {
+  using deplodock_simt::span_elements;
+  const long long count = span_elements<T>((long long)map->box_rows * map->box_cols *
+                                           map->element_bytes);
+  dst.check(count);
+  bar.check(1);
+  dd_tma_load_2d(dst.address(), map, c0, c1, bar.address());
+  deplodock_simt::forget_shared_written(*dst.track, dst.index, count);
+  auto& all = deplodock_simt::current->worker->mbarriers;
+  deplodock_simt::TmaCopy& copy =
+      all[deplodock_simt::find_mbarrier(bar.address(), "cp.async.bulk.tensor")].copies.back();
+  copy.track = dst.track;
+  copy.first = dst.index;
+  copy.count = count;
 }
 
 template <class P, class V>

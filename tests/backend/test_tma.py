@@ -20,7 +20,6 @@ The rules, written down here from the docs (never from `cpu_simt.h`):
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -32,7 +31,8 @@ from deplodock.backend.cpu_runner import run_kernel
 from deplodock.backend.device_header import device_part
 from deplodock.backend.nvcc import compile_cubin, nvcc_available
 from deplodock.backend.tensor_map import TensorMapError, tensor_map_2d
-from tests.backend.test_async_vector_cuda import _sass_tool
+from deplodock.interpreters.shared_memory import UninitializedReadError
+from tests.backend.test_async_vector_cuda import sass_of
 
 needs_nvcc = pytest.mark.skipif(not nvcc_available(), reason="nvcc is not on PATH")
 
@@ -66,6 +66,13 @@ BOX_ROWS = 16
 THREADS = 64
 
 
+#: The tile kernel's head, on one line as memcheck's source rewrite expects.
+TILE_HEAD = (
+    'extern "C" __global__ void tile(const __grid_constant__ dd_tensor_map map, '
+    "unsigned short* out, const int* origin)"
+)
+
+
 def tile_source(box_rows: int, box_cols: int, expect_bytes: int, wait: bool = True) -> str:
     """`tile(map, out, origin)`: block b copies the box at `origin + (b / 2 rows, b % 2
     cols) boxes` into shared memory through TMA, waits on its mbarrier (unless not
@@ -73,21 +80,20 @@ def tile_source(box_rows: int, box_cols: int, expect_bytes: int, wait: bool = Tr
     word."""
     words = box_rows * box_cols
     return f"""#include <cpu_simt.h>
-extern "C" __global__ void tile(const __grid_constant__ dd_tensor_map map,
-                                unsigned short* out, const int* origin) {{
+{TILE_HEAD} {{
   __shared__ __align__(1024) unsigned short s[{words}];
-  __shared__ __align__(8) unsigned long long bar;
+  __shared__ __align__(8) unsigned long long bar[1];
   if (threadIdx.x == 0) {{
-    dd_mbarrier_init(&bar, 1);
+    dd_mbarrier_init(&bar[0], 1);
     dd_fence_proxy_async();
   }}
   __syncthreads();
   if (threadIdx.x == 0) {{
-    dd_mbarrier_arrive_expect_tx(&bar, {expect_bytes}u);
-    dd_tma_load_2d(s, &map, origin[0] + (int)(blockIdx.x % 2) * {box_cols},
-                   origin[1] + (int)(blockIdx.x / 2) * {box_rows}, &bar);
+    dd_mbarrier_arrive_expect_tx(&bar[0], {expect_bytes}u);
+    dd_tma_load_2d(&s[0], &map, origin[0] + (int)(blockIdx.x % 2) * {box_cols},
+                   origin[1] + (int)(blockIdx.x / 2) * {box_rows}, &bar[0]);
   }}
-  {"dd_mbarrier_wait(&bar, 0);" if wait else ""}
+  {"dd_mbarrier_wait(&bar[0], 0);" if wait else ""}
   for (int i = threadIdx.x; i < {words}; i += blockDim.x) out[blockIdx.x * {words} + i] = s[i];
 }}
 """
@@ -257,6 +263,7 @@ def _stderr_of(source: str, name: str, make_args: str, grid: int = 1) -> str:
 PIPE_ARGS = "list(_pipeline_inputs()[1:])"
 
 
+@pytest.mark.slow  # a child process (the emulation aborts) and a g++ build each
 @pytest.mark.parametrize(
     ("bug", "message"),
     [
@@ -269,6 +276,7 @@ def test_planted_pipeline_bugs_are_reported(bug: str, message: str) -> None:
     assert message in _stderr_of(pipeline_source(bug), "tma_pipeline", PIPE_ARGS)
 
 
+@pytest.mark.slow
 def test_too_few_expected_bytes_are_reported() -> None:
     box_bytes = 2 * BOX_ROWS * 64
     source = tile_source(BOX_ROWS, 64, box_bytes // 2)
@@ -295,20 +303,39 @@ def test_nvcc_builds_the_pipeline_for_sm_90a_with_utmaldg_and_syncs(tmp_path: Pa
     source = nvcc_source(pipeline_source())
     result = compile_cubin(source, arch="sm_90a", extra_flags=["-O3"])
     assert set(result.kernels) == {"tma_pipeline"} and not result.kernels["tma_pipeline"].spills
-    tool = _sass_tool()
-    if tool is None:
-        pytest.skip("cuobjdump not found: pip install 'deplodock[sass]' to check the SASS")
-    cubin = tmp_path / "pipe.cubin"
-    cubin.write_bytes(result.cubin)
-    path = f"{Path(tool[0]).parent}{os.pathsep}{os.environ.get('PATH', '')}"
-    sass = subprocess.run(
-        [*tool, str(cubin)],
-        capture_output=True,
-        text=True,
-        check=True,
-        env={**os.environ, "PATH": path},
-    ).stdout
+    sass = sass_of(source, tmp_path, arch="sm_90a")
     assert "UTMALDG.2D" in sass
     assert "SYNCS.ARRIVE" in sass  # mbarrier.arrive(.expect_tx)
     assert "SYNCS.PHASECHK" in sass  # the try_wait.parity loop
     assert "FENCE.VIEW.ASYNC.S" in sass  # fence.proxy.async.shared::cta
+
+
+# --------------------------------------------------------------------------------------------
+# memcheck: the copies' destinations are checked spans, written when the copy lands
+
+
+def test_tma_tiles_under_memcheck_match_the_plain_run() -> None:
+    box_cols, origin = 64, np.array((-3, 30), np.int32)
+    x = np.random.default_rng(11).integers(0, 1 << 16, (40, 3 * box_cols - 8), np.uint16)
+    outs = []
+    for memcheck in (False, True):
+        out = np.zeros(4 * BOX_ROWS * box_cols, np.uint16)
+        tmap = tensor_map_2d(x, (BOX_ROWS, box_cols), 128)
+        args = [tmap, out, origin]
+        source = tile_source(BOX_ROWS, box_cols, 2 * BOX_ROWS * box_cols)
+        run_kernel(source, "tile", args, grid=4, block=THREADS, memcheck=memcheck)
+        outs.append(out)
+    np.testing.assert_array_equal(outs[1], outs[0])
+    want = expected_tile(x, 30, -3, box_cols, 128).view(np.uint16)
+    np.testing.assert_array_equal(outs[0][: BOX_ROWS * box_cols], want)
+
+
+def test_memcheck_reports_a_read_before_the_barrier() -> None:
+    source = tile_source(BOX_ROWS, 64, 2 * BOX_ROWS * 64, wait=False)
+    args = [
+        tensor_map_2d(np.zeros((64, 64), np.uint16), (BOX_ROWS, 64), 128),
+        np.zeros(4 * BOX_ROWS * 64, np.uint16),
+        np.zeros(2, np.int32),
+    ]
+    with pytest.raises(UninitializedReadError, match="uninitialized"):
+        run_kernel(source, "tile", args, grid=4, block=THREADS, memcheck=True)

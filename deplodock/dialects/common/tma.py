@@ -40,11 +40,12 @@ destination outside shared memory or a source inside it, an mbarrier that is not
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 import numpy as np
 from xdsl.dialects.builtin import I64, IndexType, IntegerAttr, IntegerType, MemRefType
-from xdsl.ir import Operation, SSAValue
+from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.irdl import (
     AttrSizedOperandSegments,
     IRDLOperation,
@@ -54,7 +55,7 @@ from xdsl.irdl import (
     traits_def,
     var_operand_def,
 )
-from xdsl.parser import Parser
+from xdsl.parser import Parser, UnresolvedOperand
 from xdsl.printer import Printer
 from xdsl.traits import MemoryReadEffect, MemoryWriteEffect
 from xdsl.utils.exceptions import VerifyException
@@ -70,8 +71,7 @@ from deplodock.dialects.hardware import (
     is_shared,
 )
 
-#: Rows of a swizzle pattern: it repeats every 8 rows of the span.
-SWIZZLE_ROWS = 8
+T = TypeVar("T")
 
 
 def swizzle_offset(offset: np.ndarray | int, span: int) -> np.ndarray | int:
@@ -113,6 +113,33 @@ def _verify_barrier(op: Operation, bar: SSAValue, indices: Sequence[SSAValue]) -
     _verify_indices(op, bar, indices)
 
 
+def _print_on_barrier(
+    printer: Printer, op: IRDLOperation, bar: SSAValue, indices: Sequence[SSAValue], extra: Any
+) -> None:
+    """` %bar[...]`, then `extra` (text, or a callable that prints), attributes, `: type`."""
+    printer.print_string(" ")
+    _print_access(printer, bar, indices)
+    if callable(extra):
+        extra()
+    else:
+        printer.print_string(extra)
+    printer.print_op_attributes(op.attributes)
+    printer.print_string(" : ")
+    printer.print_attribute(bar.type)
+
+
+def _parse_on_barrier(
+    parser: Parser, extra: Callable[[], T]
+) -> tuple[SSAValue, list[SSAValue], T, dict[str, Attribute]]:
+    """The barrier, its indices, what `extra` parses after them, and the attributes."""
+    bar, indices = _parse_access(parser)
+    parsed = extra()
+    attrs = parser.parse_optional_attr_dict()
+    parser.parse_punctuation(":")
+    bar_type = parser.parse_type()
+    return parser.resolve_operand(bar, bar_type), _resolve_indices(parser, indices), parsed, attrs
+
+
 class _BarrierOpBase(IRDLOperation):
     """An op on one mbarrier `%bar[%i]`: shared syntax pieces."""
 
@@ -146,22 +173,16 @@ class MbarrierInitOpBase(_BarrierOpBase):
             )
 
     def print(self, printer: Printer) -> None:
-        printer.print_string(" ")
-        _print_access(printer, self.bar, self.bar_indices)
-        printer.print_string(f", {self.arrivals}")
-        printer.print_op_attributes(self.attributes)
-        printer.print_string(" : ")
-        printer.print_attribute(self.bar.type)
+        _print_on_barrier(printer, self, self.bar, self.bar_indices, f", {self.arrivals}")
 
     @classmethod
     def parse(cls, parser: Parser):
-        bar, indices = _parse_access(parser)
-        parser.parse_punctuation(",")
-        count = parser.parse_integer(allow_boolean=False)
-        attrs = parser.parse_optional_attr_dict()
-        parser.parse_punctuation(":")
-        bar_type = parser.parse_type()
-        op = cls(parser.resolve_operand(bar, bar_type), _resolve_indices(parser, indices), count)
+        def count() -> int:
+            parser.parse_punctuation(",")
+            return parser.parse_integer(allow_boolean=False)
+
+        bar, indices, arrivals, attrs = _parse_on_barrier(parser, count)
+        op = cls(bar, indices, arrivals)
         op.attributes |= attrs
         return op
 
@@ -195,24 +216,18 @@ class MbarrierArriveOpBase(_BarrierOpBase):
             )
 
     def print(self, printer: Printer) -> None:
-        printer.print_string(" ")
-        _print_access(printer, self.bar, self.bar_indices)
-        if self.expect_tx is not None:
-            printer.print_string(f" expect_tx {self.expect_tx}")
-        printer.print_op_attributes(self.attributes)
-        printer.print_string(" : ")
-        printer.print_attribute(self.bar.type)
+        extra = "" if self.expect_tx is None else f" expect_tx {self.expect_tx}"
+        _print_on_barrier(printer, self, self.bar, self.bar_indices, extra)
 
     @classmethod
     def parse(cls, parser: Parser):
-        bar, indices = _parse_access(parser)
-        tx = None
-        if parser.parse_optional_keyword("expect_tx") is not None:
-            tx = parser.parse_integer(allow_boolean=False)
-        attrs = parser.parse_optional_attr_dict()
-        parser.parse_punctuation(":")
-        bar_type = parser.parse_type()
-        op = cls(parser.resolve_operand(bar, bar_type), _resolve_indices(parser, indices), tx)
+        def tx() -> int | None:
+            if parser.parse_optional_keyword("expect_tx") is None:
+                return None
+            return parser.parse_integer(allow_boolean=False)
+
+        bar, indices, expect_tx, attrs = _parse_on_barrier(parser, tx)
+        op = cls(bar, indices, expect_tx)
         op.attributes |= attrs
         return op
 
@@ -241,27 +256,20 @@ class MbarrierWaitOpBase(IRDLOperation):
             raise VerifyException(f"{self.name}: a phase parity is 0 or 1, got {bounds}")
 
     def print(self, printer: Printer) -> None:
-        printer.print_string(" ")
-        _print_access(printer, self.bar, self.bar_indices)
-        printer.print_string(", ")
-        printer.print_ssa_value(self.parity)
-        printer.print_op_attributes(self.attributes)
-        printer.print_string(" : ")
-        printer.print_attribute(self.bar.type)
+        def parity() -> None:
+            printer.print_string(", ")
+            printer.print_ssa_value(self.parity)
+
+        _print_on_barrier(printer, self, self.bar, self.bar_indices, parity)
 
     @classmethod
     def parse(cls, parser: Parser):
-        bar, indices = _parse_access(parser)
-        parser.parse_punctuation(",")
-        parity = parser.parse_unresolved_operand()
-        attrs = parser.parse_optional_attr_dict()
-        parser.parse_punctuation(":")
-        bar_type = parser.parse_type()
-        op = cls(
-            parser.resolve_operand(bar, bar_type),
-            _resolve_indices(parser, indices),
-            parser.resolve_operand(parity, IndexType()),
-        )
+        def parity() -> UnresolvedOperand:
+            parser.parse_punctuation(",")
+            return parser.parse_unresolved_operand()
+
+        bar, indices, unresolved, attrs = _parse_on_barrier(parser, parity)
+        op = cls(bar, indices, parser.resolve_operand(unresolved, IndexType()))
         op.attributes |= attrs
         return op
 
