@@ -33,6 +33,7 @@ DIALECT_FUNCTIONS: tuple[tuple[str, str], ...] = (
     ("deplodock.interpreters.loop", "LoopFunctions"),
     ("deplodock.interpreters.tile", "TileFunctions"),
     ("deplodock.interpreters.kernel", "KernelFunctions"),
+    ("deplodock.interpreters.wgmma", "WgmmaFunctions"),
 )
 
 
