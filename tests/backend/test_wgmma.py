@@ -1,6 +1,7 @@
 """sm_90a `wgmma`: its matrix descriptors, swizzles and accumulator layout checked against the
-PTX ISA's tables (restated here by hand, not derived from `common/wgmma.py`), and
-`kernel.wgmma` run by the kernel interpreter against numpy float64 on random inputs.
+PTX ISA's tables (restated here by hand, not derived from `common/wgmma.py`); `kernel.wgmma`
+run by the kernel interpreter and by the emitted CUDA C on the CPU emulation against numpy
+float64 on random inputs; and the emitted CUDA compiled by nvcc for sm_90a to HGMMA.
 
 The interpreted kernels are written at the kernel level by hand: the host builds the byte
 image of each operand's shared array by the ISA's canonical K-major layout (core matrices of
@@ -13,17 +14,29 @@ A B^T + C in float64.
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 from xdsl.utils.exceptions import InterpretationError, VerifyException
 
 from deplodock.backend.cpu_runner import run_on_cpu
+from deplodock.backend.cuda_source import kernels_text
+from deplodock.backend.nvcc import compile_cubin, nvcc_available
+from deplodock.dialects import cuda
 from deplodock.dialects.common.wgmma import (
     MatrixDescriptor,
     accumulator_position,
     swizzle_address,
 )
+from tests.backend.test_async_vector_cuda import _sass_tool
+from tests.backend.test_mma_sync import kernel_source, lowered
 from tests.helpers import parse
+
+needs_nvcc = pytest.mark.skipif(not nvcc_available(), reason="nvcc is not on PATH")
 
 # -- the ISA's tables, restated ----------------------------------------------------------------
 
@@ -242,8 +255,15 @@ def image_bytes(rows: int, layout: tuple[int, int, int]) -> int:
     return (rows // 8 - 1) * sbo + (8 * swizzle if swizzle else lbo + 128)
 
 
-def run_case(case: str, wait: bool = True, fence: bool = True, b_sbo: int | None = None):
-    """(D as the kernel left it, A B^T + C in float64) for one case on random inputs."""
+def run_case(
+    case: str,
+    wait: bool = True,
+    fence: bool = True,
+    b_sbo: int | None = None,
+    emitted_c: bool = False,
+):
+    """(D as the kernel left it, A B^T + C in float64) for one case on random inputs, run by
+    the interpreter or (`emitted_c`) by the printed CUDA C on the CPU emulation."""
     n, element, a_layout, b_layout = CASES[case]
     rng = np.random.default_rng(7)
     bits = 7 if element == "bf16" else 10
@@ -257,7 +277,8 @@ def run_case(case: str, wait: bool = True, fence: bool = True, b_sbo: int | None
     elements = tuple(size * k // 32 for size in sizes)
     kernel_b = b_layout if b_sbo is None else (b_layout[0], b_layout[1], b_sbo)
     text = wgmma_module(n, element, a_layout, kernel_b, elements, wait, fence)
-    (out,) = run_on_cpu(parse(text), [a_img, b_img, c])
+    module = lowered(parse(text)) if emitted_c else parse(text)
+    (out,) = run_on_cpu(module, [a_img, b_img, c])
     d = np.zeros((64, n))
     expected = a.astype(np.float64) @ b.astype(np.float64).T
     for thread in range(128):
@@ -268,10 +289,50 @@ def run_case(case: str, wait: bool = True, fence: bool = True, b_sbo: int | None
     return d, expected
 
 
-@pytest.mark.parametrize("case", list(CASES))
-def test_wgmma_computes_a_times_b_plus_d(case: str) -> None:
-    d, expected = run_case(case)
+#: Each emitted-C run builds with g++ (seconds): one case stays in the quick suite.
+RUNS = [pytest.param(case, "interpreter", id=f"{case}-interpreter") for case in CASES] + [
+    pytest.param(
+        case,
+        "cpu-c",
+        id=f"{case}-cpu-c",
+        marks=() if case == "m64n64k16-bf16-128B" else pytest.mark.slow,
+    )
+    for case in CASES
+]
+
+
+@pytest.mark.parametrize(("case", "runner"), RUNS)
+def test_wgmma_computes_a_times_b_plus_d(case: str, runner: str) -> None:
+    d, expected = run_case(case, emitted_c=runner == "cpu-c")
     np.testing.assert_allclose(d, expected, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.slow
+def test_the_emulation_lands_the_result_only_at_the_wait() -> None:
+    """Without the wait the C emulation's registers keep C (as a GPU may): D != A B^T + C,
+    and what was read is exactly the accumulator passed in."""
+    d, expected = run_case("m64n32k8-tf32-none", wait=False, emitted_c=True)
+    assert not np.allclose(d, expected, rtol=1e-3, atol=1e-3)
+    d_plus_ab, _ = run_case("m64n32k8-tf32-none", emitted_c=True)
+    assert not np.allclose(d, d_plus_ab, rtol=1e-3, atol=1e-3)
+
+
+@pytest.mark.slow
+def test_the_emulation_reports_a_wgmma_without_a_fence() -> None:
+    source = kernel_source(
+        lowered(
+            parse(wgmma_module(16, "bf16", (0, 128, 256), (0, 128, 256), (512, 512), fence=False))
+        )
+    )
+    script = (
+        "import numpy as np\n"
+        "from deplodock.backend.cpu_runner import run_kernel\n"
+        f"run_kernel({source!r}, 'wg', [np.zeros(512, np.uint16), np.zeros(512, np.uint16), "
+        "np.zeros(1024, np.float32), np.zeros(1024, np.float32)], grid=1, block=128)\n"
+    )
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert result.returncode != 0
+    assert "wgmma without a wgmma_fence" in result.stderr
 
 
 def test_a_wrong_descriptor_stride_is_caught() -> None:
@@ -308,3 +369,35 @@ def test_the_ops_round_trip_and_are_verified() -> None:
         parse(text.replace("swizzle 0 lbo 128", "swizzle 16 lbo 128"))
     with pytest.raises(Exception, match="expected m64n16k16"):
         parse(text.replace("m64n16k16", "m64n16k8"))
+
+
+@needs_nvcc
+@pytest.mark.parametrize(
+    "case", ["m64n64k16-bf16-128B", pytest.param("m64n32k8-tf32-64B", marks=pytest.mark.slow)]
+)
+def test_nvcc_compiles_it_for_sm_90a_to_hgmma(case: str, tmp_path: Path) -> None:
+    n, element, a_layout, b_layout = CASES[case]
+    k = 16 if element == "bf16" else 8
+    sizes = tuple(
+        image_bytes(rows, layout) * k // 32 for rows, layout in ((64, a_layout), (n, b_layout))
+    )
+    module = lowered(parse(wgmma_module(n, element, a_layout, b_layout, sizes)))
+    source = kernels_text([op for op in module.ops if isinstance(op, cuda.KernelOp)])
+    flags = ["-O3", "-gencode=arch=compute_90a,code=sm_90a"]
+    cubin = compile_cubin(source, arch="sm_90a", extra_flags=flags)
+    assert not cubin.kernels["wg"].spills
+    tool = _sass_tool()
+    if tool is None:
+        pytest.skip("cuobjdump not found: pip install 'deplodock[sass]' to check the SASS")
+    path = tmp_path / "k.cubin"
+    path.write_bytes(cubin.cubin)
+    env = {**os.environ, "PATH": f"{Path(tool[0]).parent}{os.pathsep}{os.environ['PATH']}"}
+    sass = subprocess.run(
+        [*tool, str(path)], capture_output=True, text=True, check=True, env=env
+    ).stdout
+    hgmma = [line for line in sass.splitlines() if "HGMMA" in line]
+    assert len(hgmma) == 1, hgmma
+    assert f"HGMMA.64x{n}x{k}.F32.{'BF16' if element == 'bf16' else 'TF32'}" in hgmma[0]
+    assert "gdesc" in hgmma[0]  # A and B through descriptors
+    assert "WARPGROUP.ARRIVE" in sass  # wgmma.fence
+    assert "WARPGROUP.DEPBAR.LE gsb0, 0x0" in sass  # wgmma.wait_group 0

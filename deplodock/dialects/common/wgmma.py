@@ -171,6 +171,12 @@ def kmajor_addresses(desc: MatrixDescriptor, rows: int, row_bytes: int) -> np.nd
     return swizzle_address(desc.start + group + inside, width)
 
 
+#: The alignment of a wgmma operand's shared array: the period of the widest (128-byte)
+#: swizzle, so that the address bits a swizzle reads are the same within the array (what the
+#: interpreter assumes) as in the shared window (what the hardware swizzles).
+OPERAND_ALIGNMENT = 8 * 128
+
+
 # -- shapes and the accumulator layout ---------------------------------------------------------
 
 #: N of `m64nNkK`: a multiple of 8 from 8 to 256.
@@ -232,6 +238,15 @@ def _accumulator_positions(n: int) -> tuple[np.ndarray, np.ndarray]:
             rows[thread, i], cols[thread, i] = accumulator_position(thread, i)
     rows.flags.writeable = cols.flags.writeable = False
     return rows, cols
+
+
+def ptx_wgmma(shape: WgmmaShape, element: str, d: Sequence[str], a: str, b: str) -> str:
+    """The PTX of one wgmma: `element` is `bf16`, `f16` or `tf32`; `d` the accumulator
+    registers, `a` and `b` the descriptors. The scale-d predicate `p` is true (D is added),
+    A and B are not negated and (bf16/f16) not transposed: K-major, the layout modelled."""
+    mnemonic = f"wgmma.mma_async.sync.aligned.{shape.name}.f32.{element}.{element}"
+    immediates = "1, 1" if element == "tf32" else "1, 1, 0, 0"
+    return f"{mnemonic} {{{', '.join(d)}}}, {a}, {b}, p, {immediates};"
 
 
 def warpgroup_mma(shape: WgmmaShape, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
