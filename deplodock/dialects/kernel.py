@@ -55,6 +55,7 @@ from deplodock.dialects.hardware import (
     MAX_THREADS_PER_BLOCK,
     SHARED_MEMORY_SPACE,
     WARP_SIZE,
+    WARPGROUP_SIZE,
     is_shared,
     is_valid_block_size,
 )
@@ -305,6 +306,17 @@ class WgmmaOp(wgmma.WgmmaOpBase):
 
     name = "kernel.wgmma"
     traits = traits_def(HasAncestor(FuncOp), Collective(), MemoryReadEffect())
+
+    def verify_(self) -> None:
+        super().verify_()
+        func = self.parent_op()
+        while func is not None and not isinstance(func, FuncOp):
+            func = func.parent_op()
+        if func is not None and func.block_size % WARPGROUP_SIZE:
+            raise VerifyException(
+                f"{self.name}: runs on warpgroups of {WARPGROUP_SIZE} threads, but the block "
+                f"has {func.block_size}"
+            )
 
 
 @irdl_op_definition

@@ -246,6 +246,7 @@ CASES = {
     "m64n64k16-bf16-none": (64, "bf16", (0, 128, 256), (0, 1024, 128)),
     "m64n32k8-tf32-64B": (32, "f32", (64, 16, 512), (32, 16, 256)),
     "m64n32k8-tf32-none": (32, "f32", (0, 128, 256), (0, 128, 256)),
+    "m64n24k16-f16-32B": (24, "f16", (32, 16, 256), (0, 384, 128)),
 }
 
 
@@ -266,10 +267,15 @@ def run_case(
     the interpreter or (`emitted_c`) by the printed CUDA C on the CPU emulation."""
     n, element, a_layout, b_layout = CASES[case]
     rng = np.random.default_rng(7)
-    bits = 7 if element == "bf16" else 10
-    k = 16 if element == "bf16" else 8
-    a = rounded_to(rng.standard_normal((64, k)), bits)
-    b = rounded_to(rng.standard_normal((n, k)), bits)
+    k = 8 if element == "f32" else 16
+
+    def values(shape: tuple[int, int]) -> np.ndarray:
+        x = rng.standard_normal(shape)
+        if element == "f16":
+            return x.astype(np.float16).astype(np.float32)
+        return rounded_to(x, 7 if element == "bf16" else 10)
+
+    a, b = values((64, k)), values((n, k))
     c = rng.standard_normal((128, n // 2)).astype(np.float32)
     sizes = (image_bytes(64, a_layout), image_bytes(n, b_layout))
     a_img = operand_image(a, *a_layout, sizes[0])
@@ -367,6 +373,11 @@ def test_the_ops_round_trip_and_are_verified() -> None:
         parse(seven.replace("m64n16k16", "m64n14k16"))
     with pytest.raises(VerifyException, match="swizzle must be 0, 32, 64 or 128"):
         parse(text.replace("swizzle 0 lbo 128", "swizzle 16 lbo 128"))
+    with pytest.raises(VerifyException, match="runs on warpgroups of 128 threads"):
+        parse(text.replace("grid 1 block 128", "grid 1 block 96"))
+    mixed = wgmma_module(16, "bf16", (0, 128, 256), (0, 128, 256), (512, 256))
+    with pytest.raises(VerifyException, match="A and B must have one element type"):
+        parse(mixed.replace("256xbf16", "256xf16"))
     with pytest.raises(Exception, match="expected m64n16k16"):
         parse(text.replace("m64n16k16", "m64n16k8"))
 
@@ -377,7 +388,7 @@ def test_the_ops_round_trip_and_are_verified() -> None:
 )
 def test_nvcc_compiles_it_for_sm_90a_to_hgmma(case: str, tmp_path: Path) -> None:
     n, element, a_layout, b_layout = CASES[case]
-    k = 16 if element == "bf16" else 8
+    k = 8 if element == "f32" else 16
     sizes = tuple(
         image_bytes(rows, layout) * k // 32 for rows, layout in ((64, a_layout), (n, b_layout))
     )

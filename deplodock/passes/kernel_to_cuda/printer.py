@@ -23,7 +23,11 @@ a tf32 one calls `dd_mma_m16n8k8_tf32(d0, ..., a0, ..., a3, b0, b1, c0, ..., c3)
 `kernel.split_tf32` is `float hi, lo; dd_split_tf32(x, hi, lo);`. A `kernel.ldmatrix`
 declares its fragment elements the same way: `__nv_bfloat16 r0, ..., r7;` then
 `dd_ldmatrix<4, false>(&a_s[i], r0, ..., r7);` (matrices, `.trans`; the address is this
-lane's row).
+lane's row). The sm_90a warpgroup MMA: `kernel.wgmma_desc` is `dd_wgmma_desc(&a_s[i], a_s,
+0x...ull)` (the fields other than the address encoded here), the fence, commit and wait are
+`dd_wgmma_fence()`, `dd_wgmma_commit()`, `dd_wgmma_wait<N>()`, and `kernel.wgmma` declares
+`float d0 = c0, ...;` and prints its PTX inline for the GPU (the operand list grows with N)
+next to `dd_wgmma_emulate<N>(...)` for the CPU; its operands' arrays are `__align__(1024)`.
 """
 
 from __future__ import annotations
