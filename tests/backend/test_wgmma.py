@@ -184,6 +184,7 @@ def wgmma_module(
     sizes: tuple[int, int],
     wait: bool = True,
     fence: bool = True,
+    chain: bool = False,
 ) -> str:
     """`@forward(%a_img, %b_img, %c) -> %out`: one warpgroup copies the images into shared
     memory, runs one wgmma on accumulators `c[t, :]` and stores them at `out[t, :]`."""
@@ -194,10 +195,13 @@ def wgmma_module(
     c_t = f"memref<128x{regs}xf32>"
     consts = "\n    ".join(f"%k{i} = arith.constant {i} : index" for i in range(regs))
     loads = "\n    ".join(f"%c{i} = kernel.load %c[%t, %k{i}] : {c_t}" for i in range(regs))
-    stores = "\n    ".join(f"kernel.store %d{i}, %out[%t, %k{i}] : {c_t}" for i in range(regs))
+    last = "e" if chain else "d"
+    stores = "\n    ".join(f"kernel.store %{last}{i}, %out[%t, %k{i}] : {c_t}" for i in range(regs))
     cs = ", ".join(f"%c{i}" for i in range(regs))
     ds = ", ".join(f"%d{i}" for i in range(regs))
     (asw, albo, asbo), (bsw, blbo, bsbo) = a_layout, b_layout
+    es = ds.replace("%d", "%e")
+    second = f"{es} = kernel.wgmma m64n{n}k{k} %sa(%da), %sb(%db) c({ds}) : {sa_t}, {sb_t}"
     return f"""
 builtin.module {{
   kernel.func @wg(%a: {a_t}, %b: {b_t}, %c: {c_t}, %out: {c_t}) grid 1 block 128 {{
@@ -219,6 +223,7 @@ builtin.module {{
     %db = kernel.wgmma_desc %sb[%k0] swizzle {bsw} lbo {blbo} sbo {bsbo} : {sb_t}
     {"kernel.wgmma_fence" if fence else ""}
     {ds} = kernel.wgmma m64n{n}k{k} %sa(%da), %sb(%db) c({cs}) : {sa_t}, {sb_t}
+    {second if chain else ""}
     kernel.wgmma_commit
     {"kernel.wgmma_wait 0" if wait else ""}
     {stores}
@@ -262,6 +267,7 @@ def run_case(
     fence: bool = True,
     b_sbo: int | None = None,
     emitted_c: bool = False,
+    chain: bool = False,
 ):
     """(D as the kernel left it, A B^T + C in float64) for one case on random inputs, run by
     the interpreter or (`emitted_c`) by the printed CUDA C on the CPU emulation."""
@@ -282,11 +288,11 @@ def run_case(
     b_img = operand_image(b, *b_layout, sizes[1])
     elements = tuple(size * k // 32 for size in sizes)
     kernel_b = b_layout if b_sbo is None else (b_layout[0], b_layout[1], b_sbo)
-    text = wgmma_module(n, element, a_layout, kernel_b, elements, wait, fence)
+    text = wgmma_module(n, element, a_layout, kernel_b, elements, wait, fence, chain)
     module = lowered(parse(text)) if emitted_c else parse(text)
     (out,) = run_on_cpu(module, [a_img, b_img, c])
     d = np.zeros((64, n))
-    expected = a.astype(np.float64) @ b.astype(np.float64).T
+    expected = a.astype(np.float64) @ b.astype(np.float64).T * (2 if chain else 1)
     for thread in range(128):
         for i in range(n // 2):
             row, col = isa_accumulator(thread, i)
@@ -310,6 +316,14 @@ RUNS = [pytest.param(case, "interpreter", id=f"{case}-interpreter") for case in 
 @pytest.mark.parametrize(("case", "runner"), RUNS)
 def test_wgmma_computes_a_times_b_plus_d(case: str, runner: str) -> None:
     d, expected = run_case(case, emitted_c=runner == "cpu-c")
+    np.testing.assert_allclose(d, expected, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("runner", ["interpreter", pytest.param("cpu-c", marks=pytest.mark.slow)])
+def test_a_wgmma_chains_onto_one_in_flight(runner: str) -> None:
+    """Two wgmmas on one accumulator with no wait between (the hardware orders them): D = A
+    B^T + (A B^T + C)."""
+    d, expected = run_case("m64n32k8-tf32-64B", chain=True, emitted_c=runner == "cpu-c")
     np.testing.assert_allclose(d, expected, rtol=1e-5, atol=1e-5)
 
 

@@ -206,6 +206,8 @@ class KernelPrinter:
         #: Past the static limit, the next shared array's byte offset in dynamic shared memory.
         self.dynamic_offset: int | None = 0 if needs_dynamic_shared(func.shared_bytes()) else None
         self.unread = unread_ops(func)
+        #: C variables that hold a wgmma's accumulator registers (a next wgmma reuses them).
+        self.accumulators: set[str] = set()
 
     # ---- names ---------------------------------------------------------------------------
 
@@ -462,12 +464,20 @@ class KernelPrinter:
 
     def print_wgmma(self, op: kernel.WgmmaOp) -> None:
         """`float d0 = c0, ...;` then the PTX inline (its operand list grows with N) for the
-        GPU, `dd_wgmma_emulate<N>(...)` for the CPU (`cpu_simt.h`)."""
-        results = [self.fresh(d, "d") for d in op.d]
-        inits = [self.operand(c).text for c in op.c]
-        self.line(
-            "float " + ", ".join(f"{d} = {c}" for d, c in zip(results, inits, strict=True)) + ";"
-        )
+        GPU, `dd_wgmma_emulate<N>(...)` for the CPU (`cpu_simt.h`). An accumulator that is
+        the only use of an earlier wgmma's result is that result's variable, updated in
+        place: copying it would read a register the earlier wgmma may still be writing."""
+        results, fresh = [], []
+        for c, d in zip(op.c, op.d, strict=True):
+            init = self.operand(c).text
+            if init in self.accumulators and c.has_one_use():
+                results.append(init)  # chained in place: no copy of a register in flight
+                continue
+            results.append(self.fresh(d, "d"))
+            fresh.append(f"{results[-1]} = {init}")
+        if fresh:
+            self.line(f"float {', '.join(fresh)};")
+        self.accumulators.update(results)
         da, db = self.operand(op.a_desc).text, self.operand(op.b_desc).text
         assert isinstance(op.a_buf.type, MemRefType)
         element = {"bf16": "bf16", "f16": "f16", "f32": "tf32"}[str(op.a_buf.type.element_type)]
