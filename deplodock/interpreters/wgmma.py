@@ -195,7 +195,14 @@ class WgmmaFunctions(InterpreterFunctions):
         lanes = _block(interpreter, op).lanes
         if not isinstance(buf, SharedBuffer):
             raise InterpretationError(f"{op.name}: {buffer_name(op.memref)} is not shared memory")
-        flat = np.ravel_multi_index([lanes.lanes(i) for i in indices], buf.shape)
+        mask = lanes.current_mask
+        try:
+            flat = np.zeros(lanes.num_lanes, dtype=np.int64)
+            flat[mask] = np.ravel_multi_index([lanes.lanes(i)[mask] for i in indices], buf.shape)
+        except ValueError:
+            raise InterpretationError(
+                f"{op.name}: an index is outside {buffer_name(op.memref)}"
+            ) from None
         assert isinstance(op.memref.type, MemRefType)
         start = flat * operand_bytes(op.memref.type, op.name)
         if (start % 16).any():

@@ -500,7 +500,7 @@ class WgmmaWaitOpBase(IRDLOperation):
         return self.pending.value.data
 
     def verify_(self) -> None:
-        if not 0 <= self.groups <= 7:  # the ISA's immediate
+        if not 0 <= self.groups <= 7:  # deplodock's bound: no schedule keeps more in flight
             raise VerifyException(
                 f"{self.name}: waits for 0 to 7 pending groups, got {self.groups}"
             )
