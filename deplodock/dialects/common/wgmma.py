@@ -83,6 +83,7 @@ from xdsl.utils.exceptions import VerifyException
 
 from deplodock.dialects.common.async_memory import _parse_access, _print_access, _resolve_indices
 from deplodock.dialects.common.memory import _verify_indices
+from deplodock.dialects.common.syntax import parse_memref_type
 from deplodock.dialects.hardware import WARP_SIZE, WARPGROUP_SIZE, is_shared
 
 # -- matrix descriptors ------------------------------------------------------------------------
@@ -350,12 +351,7 @@ class WgmmaDescOpBase(IRDLOperation):
             parser.parse_keyword(key)
             fields[key] = parser.parse_integer(allow_negative=False, allow_boolean=False)
         attrs = parser.parse_optional_attr_dict()
-        parser.parse_punctuation(":")
-        pos = parser.pos
-        memref_type = parser.parse_type()
-        if not isinstance(memref_type, MemRefType):
-            parser.raise_error(f"expected a memref type, got {memref_type}", pos)
-        buf_value = parser.resolve_operand(buf, memref_type)
+        buf_value = parser.resolve_operand(buf, parse_memref_type(parser))
         op = cls(buf_value, _resolve_indices(parser, indices), **fields)
         op.attributes |= attrs
         return op
