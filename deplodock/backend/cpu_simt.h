@@ -1728,6 +1728,154 @@ DD_DEVICE void dd_tma_load_2d(void* smem, const dd_tensor_map* map, int c0, int 
   deplodock_simt::tma_load_2d(smem, *map, c0, c1, bar);
 #endif
 }
+// ==== wgmma: sm_90a warpgroup MMA (begin) ================================================
+//
+// The ops of dialects/common/wgmma.py (its docstring has the ISA's rules this follows). The
+// printer writes `wgmma.mma_async` itself as inline PTX (its operand list grows with N) under
+// a `__CUDA_ARCH__` conditional, and `dd_wgmma_emulate<N>(...)` for the CPU; the descriptor,
+// fence, commit and wait are these helpers. A descriptor's start address is the operand's
+// shared-window address on the GPU and its byte offset within its array on the CPU (the
+// printer aligns such arrays to 1024 bytes, so the swizzle sees the same address bits).
+//
+// The CPU emulation is per thread: a wgmma reads A and B from shared memory, so each thread
+// computes its own N / 2 accumulator registers (row 16 w + l / 4 + 8 ((i / 2) % 2), column
+// 8 (i / 4) + 2 (l % 4) + i % 2 for warp w, lane l of the warpgroup) by summing the products
+// in k order in fp32, then adding C. The result is deferred, as on a GPU: it lands in the
+// registers only at the `dd_wgmma_wait<N>` that retires its group, so code that reads the
+// accumulators without waiting sees the old values; a next wgmma on the same registers
+// chains onto the pending value. A wgmma without a fence since the thread's start or its
+// last wait aborts. Not modelled: memcheck of the operand reads, a partial warpgroup.
+#if !defined(__CUDACC__)
+#include <unordered_map>
+namespace deplodock_simt {
+
+struct WgmmaPending {
+  float* target;
+  float value;
+  int group;  // the commit group it belongs to (the thread's commit count when issued)
+};
+
+struct WgmmaState {
+  unsigned block = ~0u;
+  bool fenced = false;
+  int commits = 0;
+  std::vector<WgmmaPending> pending;
+};
+
+// The running thread's wgmma state, fresh for each block it runs.
+inline WgmmaState& wgmma_state() {
+  static thread_local std::unordered_map<const Fiber*, WgmmaState> states;
+  WgmmaState& s = states[current];
+  if (s.block != blockIdx.x) s = WgmmaState{blockIdx.x};
+  return s;
+}
+
+[[noreturn]] inline void wgmma_fail(const char* what) {
+  std::fprintf(stderr, "cpu_simt: thread %u of block %u: %s\n", threadIdx.x, blockIdx.x, what);
+  std::abort();
+}
+
+// Byte offset of byte `b` (along K) of row `r` of a K-major operand the descriptor describes:
+// the canonical layout of dialects/common/wgmma.py (core matrices of 8 rows x 16 bytes, LBO
+// along K, SBO between 8-row groups; swizzled: rows of S bytes, address bits 4.. XOR 7..).
+inline uint64_t wgmma_address(uint64_t desc, int r, int b) {
+  const uint64_t start = (desc & 0x3FFF) << 4, lbo = ((desc >> 16) & 0x3FFF) << 4;
+  const uint64_t sbo = ((desc >> 32) & 0x3FFF) << 4, mode = desc >> 62;
+  if ((desc >> 49) & 7) wgmma_fail("wgmma descriptor base offset is not modelled (use 0)");
+  const uint64_t width = mode == 0 ? 0 : mode == 1 ? 128 : mode == 2 ? 64 : 32;
+  const uint64_t group = (uint64_t)(r / 8) * sbo;
+  if (width == 0) return start + group + (b / 16) * lbo + (r % 8) * 16 + b % 16;
+  const uint64_t a = start + group + (b / width) * lbo + (r % 8) * width + b % width;
+  return a ^ (((a >> 7) & (width / 16 - 1)) << 4);
+}
+
+template <class T>
+inline float wgmma_element(const T* array, uint64_t desc, int r, int k) {
+  const T value = *reinterpret_cast<const T*>(reinterpret_cast<const char*>(array) +
+                                              wgmma_address(desc, r, k * (int)sizeof(T)));
+  if constexpr (sizeof(T) == 4) {  // tf32: the low 13 mantissa bits must be zero
+    if (f2u(value) & 0x1FFF) wgmma_fail("a tf32 wgmma reads a value that is not tf32");
+  }
+  return (float)value;
+}
+
+}  // namespace deplodock_simt
+
+template <int N, class T>
+inline void dd_wgmma_emulate(uint64_t da, uint64_t db, const T* a, const T* b,
+                             float* const (&d)[N / 2]) {
+  using namespace deplodock_simt;
+  WgmmaState& s = wgmma_state();
+  if (!s.fenced) wgmma_fail("wgmma without a wgmma_fence since its start or its last wait");
+  constexpr int K = 32 / (int)sizeof(T);
+  const int t = (int)(threadIdx.x % 128), warp = t / 32, lane = t % 32;
+  for (int i = 0; i < N / 2; ++i) {
+    const int row = 16 * warp + lane / 4 + 8 * ((i / 2) % 2);
+    const int col = 8 * (i / 4) + 2 * (lane % 4) + i % 2;
+    float c = *d[i];
+    for (auto it = s.pending.rbegin(); it != s.pending.rend(); ++it) {
+      if (it->target == d[i]) {
+        c = it->value;  // chained onto a wgmma still in flight
+        break;
+      }
+    }
+    float sum = 0.0f;
+    for (int k = 0; k < K; ++k) sum += wgmma_element(a, da, row, k) * wgmma_element(b, db, col, k);
+    s.pending.push_back({d[i], sum + c, s.commits});
+  }
+}
+#endif
+
+DD_DEVICE unsigned long long dd_wgmma_desc(const void* p, const void* base,
+                                           unsigned long long fields) {
+#if defined(__CUDA_ARCH__)
+  (void)base;
+  const unsigned long long address = (unsigned long long)__cvta_generic_to_shared(p);
+#else
+  const unsigned long long address =
+      (unsigned long long)(static_cast<const char*>(p) - static_cast<const char*>(base));
+#endif
+  return fields | ((address & 0x3FFFF) >> 4);
+}
+
+DD_DEVICE void dd_wgmma_fence() {
+#if defined(__CUDA_ARCH__)
+  asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#elif !defined(__CUDACC__)
+  deplodock_simt::wgmma_state().fenced = true;
+#endif
+}
+
+DD_DEVICE void dd_wgmma_commit() {
+#if defined(__CUDA_ARCH__)
+  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+#elif !defined(__CUDACC__)
+  deplodock_simt::wgmma_state().commits += 1;
+#endif
+}
+
+template <int N>
+DD_DEVICE void dd_wgmma_wait() {
+  static_assert(N >= 0 && N <= 7, "wgmma.wait_group takes 0 to 7");
+#if defined(__CUDA_ARCH__)
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+#elif !defined(__CUDACC__)
+  // Land, in issue order, every result of a committed group older than the N newest.
+  deplodock_simt::WgmmaState& s = deplodock_simt::wgmma_state();
+  const int limit = s.commits - N;
+  size_t kept = 0;
+  for (size_t i = 0; i < s.pending.size(); ++i) {
+    if (s.pending[i].group < limit) {
+      *s.pending[i].target = s.pending[i].value;
+    } else {
+      s.pending[kept++] = s.pending[i];
+    }
+  }
+  s.pending.resize(kept);
+  s.fenced = false;
+#endif
+}
+// ==== wgmma (end) ========================================================================
 #endif  // DEPLODOCK_DEVICE_PRIMITIVES
 
 // ---- memcheck: checked device primitives ----------------------------------------------

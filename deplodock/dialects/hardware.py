@@ -17,6 +17,9 @@ from xdsl.ir import Attribute
 SHARED_MEMORY_SPACE = 3
 MAX_THREADS_PER_BLOCK = 1024
 WARP_SIZE = 32
+#: Threads of a warpgroup (4 consecutive warps, the first a multiple of 4): the unit that
+#: runs one sm_90a `wgmma.mma_async` together (`common/wgmma.py`).
+WARPGROUP_SIZE = 4 * WARP_SIZE
 MAX_STATIC_SHARED_BYTES = 48 * 1024
 #: Shared memory one block may have once its kernel opts in past `MAX_STATIC_SHARED_BYTES`
 #: (`cudaFuncAttributeMaxDynamicSharedMemorySize`): the least that a GPU of compute

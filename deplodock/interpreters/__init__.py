@@ -34,6 +34,7 @@ DIALECT_FUNCTIONS: tuple[tuple[str, str], ...] = (
     ("deplodock.interpreters.tile", "TileFunctions"),
     ("deplodock.interpreters.kernel", "KernelFunctions"),
     ("deplodock.interpreters.tma", "TmaFunctions"),
+    ("deplodock.interpreters.wgmma", "WgmmaFunctions"),
 )
 
 
