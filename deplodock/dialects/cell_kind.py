@@ -62,7 +62,7 @@ class CellKind(StrEnum):
         rows = self.gates * h
         if weight[0] != rows or bias != (rows,) or gates[2] != rows:
             raise ValueError(
-                f"a {self.value} cell of hidden size {h} needs gates (T, B, {rows}), weight "
+                f"the {self.value} cell of hidden size {h} needs gates (T, B, {rows}), weight "
                 f"({rows}, {h}), bias ({rows}); got {gates}, {weight}, {bias}"
             )
         if h0 != (b, h):

@@ -5,7 +5,6 @@ from __future__ import annotations
 from xdsl.dialects.builtin import TensorType, UnitAttr
 from xdsl.ir import SSAValue
 from xdsl.irdl import (
-    AttrSizedOperandSegments,
     IRDLOperation,
     irdl_op_definition,
     operand_def,
@@ -53,7 +52,6 @@ class RecurrenceOp(IRDLOperation):
     cell = prop_def(CellKindAttr)
     reverse = opt_prop_def(UnitAttr)
 
-    irdl_options = (AttrSizedOperandSegments(as_property=True),)
     traits = traits_def(Pure())
 
     def __init__(

@@ -14,7 +14,6 @@ from typing import ClassVar
 from xdsl.dialects.builtin import TensorType, UnitAttr
 from xdsl.ir import SSAValue
 from xdsl.irdl import (
-    AttrSizedOperandSegments,
     irdl_op_definition,
     operand_def,
     opt_operand_def,
@@ -42,7 +41,6 @@ class RecurrenceOp(TorchOp):
     c0 = opt_operand_def(TensorType)
     cell = prop_def(CellKindAttr)
     reverse = opt_prop_def(UnitAttr)
-    irdl_options = (AttrSizedOperandSegments(as_property=True),)
     SAME_OPERAND_TYPES: ClassVar[bool] = True
 
     def __init__(

@@ -112,8 +112,8 @@ class LiftRecurrence(LiftPattern[tensor.RecurrenceOp]):
         element = element_type_of(op.gates.type)
         compute = accumulator_type(element)
         read = _Reader(b, compute)
-        gate_rows = [
-            b.insert(arith.AddiOp(j, kb.index(g * hidden))).result for g in range(cell.gates)
+        gate_rows = [j] + [
+            b.insert(arith.AddiOp(j, kb.index(g * hidden))).result for g in range(1, cell.gates)
         ]
         dots = self._dots(op, kb, args, out, read, gate_rows, (batch, row, first))
         hg = [
