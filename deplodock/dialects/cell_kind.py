@@ -23,10 +23,17 @@ from collections.abc import Sequence
 import numpy as np
 from xdsl.builder import Builder
 from xdsl.dialects import arith, math
-from xdsl.dialects.builtin import FloatAttr
+from xdsl.dialects.builtin import FloatAttr, TensorType, UnitAttr
 from xdsl.dialects.utils import EnumAttribute
 from xdsl.ir import Attribute, Operation, SpacedOpaqueSyntaxAttribute, SSAValue
-from xdsl.irdl import irdl_attr_definition
+from xdsl.irdl import (
+    IRDLOperation,
+    irdl_attr_definition,
+    operand_def,
+    opt_operand_def,
+    opt_prop_def,
+    prop_def,
+)
 from xdsl.utils.str_enum import StrEnum
 
 
@@ -187,3 +194,34 @@ class CellKindAttr(EnumAttribute[CellKind], SpacedOpaqueSyntaxAttribute):
     """`#tensor<cell lstm>` in generic form; printed as a bare keyword by the ops."""
 
     name = "tensor.cell"
+
+
+class RecurrenceOpBase(IRDLOperation):
+    """The operands and properties `torch.recurrence` and `tensor.recurrence` share: one
+    layer and direction over the sequence (`gates`, `weight`, `bias`, `h0`, and `c0` for the
+    LSTM alone), its `cell` and whether it walks the steps in `reverse`."""
+
+    gates = operand_def(TensorType)
+    weight = operand_def(TensorType)
+    bias = operand_def(TensorType)
+    h0 = operand_def(TensorType)
+    c0 = opt_operand_def(TensorType)
+    cell = prop_def(CellKindAttr)
+    reverse = opt_prop_def(UnitAttr)
+
+    @staticmethod
+    def properties_of(cell: CellKind | str, reverse: bool) -> dict[str, Attribute]:
+        return {"cell": CellKindAttr(CellKind(cell))} | ({"reverse": UnitAttr()} if reverse else {})
+
+    @property
+    def cell_kind(self) -> CellKind:
+        return self.cell.data
+
+    @property
+    def is_reverse(self) -> bool:
+        return self.reverse is not None
+
+    def operand_shapes(self) -> list[tuple[int, ...] | None]:
+        """The shapes `CellKind.result_shape` takes (None for an absent c0)."""
+        values = (self.gates, self.weight, self.bias, self.h0, self.c0)
+        return [tuple(v.type.get_shape()) if v is not None else None for v in values]  # type: ignore[attr-defined]

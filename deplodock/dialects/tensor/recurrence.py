@@ -2,15 +2,10 @@
 
 from __future__ import annotations
 
-from xdsl.dialects.builtin import TensorType, UnitAttr
+from xdsl.dialects.builtin import TensorType
 from xdsl.ir import SSAValue
 from xdsl.irdl import (
-    IRDLOperation,
     irdl_op_definition,
-    operand_def,
-    opt_operand_def,
-    opt_prop_def,
-    prop_def,
     result_def,
     traits_def,
 )
@@ -19,13 +14,13 @@ from xdsl.printer import Printer
 from xdsl.traits import Pure
 from xdsl.utils.exceptions import VerifyException
 
-from deplodock.dialects.cell_kind import CellKind, CellKindAttr
+from deplodock.dialects.cell_kind import CellKind, RecurrenceOpBase
 from deplodock.dialects.common.syntax import parse_operand_list, parse_signature, print_signature
 from deplodock.dialects.queries import element_type_of, shape_of
 
 
 @irdl_op_definition
-class RecurrenceOp(IRDLOperation):
+class RecurrenceOp(RecurrenceOpBase):
     """`states[t] = cell(gates[t], weight @ h[t-1] + bias, h[t-1], c[t-1])` for every step.
 
     `gates` is the input's projection `(T, B, gates * H)`, computed for all steps at once
@@ -43,14 +38,7 @@ class RecurrenceOp(IRDLOperation):
 
     name = "tensor.recurrence"
 
-    gates = operand_def(TensorType)
-    weight = operand_def(TensorType)
-    bias = operand_def(TensorType)
-    h0 = operand_def(TensorType)
-    c0 = opt_operand_def(TensorType)
     result = result_def(TensorType)
-    cell = prop_def(CellKindAttr)
-    reverse = opt_prop_def(UnitAttr)
 
     traits = traits_def(Pure())
 
@@ -68,26 +56,15 @@ class RecurrenceOp(IRDLOperation):
         shapes = [
             shape_of(v.type) if v is not None else None for v in (gates, weight, bias, h0, c0)
         ]
-        props = {"cell": CellKindAttr(kind)} | ({"reverse": UnitAttr()} if reverse else {})
         super().__init__(
             operands=[gates, weight, bias, h0, [] if c0 is None else [c0]],
             result_types=[TensorType(element_type_of(gates.type), kind.result_shape(shapes))],
-            properties=props,
+            properties=self.properties_of(kind, reverse),
         )
 
-    @property
-    def cell_kind(self) -> CellKind:
-        return self.cell.data
-
-    @property
-    def is_reverse(self) -> bool:
-        return self.reverse is not None
-
     def verify_(self) -> None:
-        values = (self.gates, self.weight, self.bias, self.h0, self.c0)
-        shapes = [shape_of(v.type) if v is not None else None for v in values]
         try:
-            expected = self.cell_kind.result_shape(shapes)
+            expected = self.cell_kind.result_shape(self.operand_shapes())
         except ValueError as error:
             raise VerifyException(f"tensor.recurrence: {error}") from None
         elts = {element_type_of(v.type) for v in (*self.operands, self.result)}

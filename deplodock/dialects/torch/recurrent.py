@@ -11,36 +11,25 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from xdsl.dialects.builtin import TensorType, UnitAttr
+from xdsl.dialects.builtin import TensorType
 from xdsl.ir import SSAValue
 from xdsl.irdl import (
     irdl_op_definition,
-    operand_def,
-    opt_operand_def,
-    opt_prop_def,
-    prop_def,
 )
 
-from deplodock.dialects.cell_kind import CellKind, CellKindAttr
+from deplodock.dialects.cell_kind import CellKind, CellKindAttr, RecurrenceOpBase
 from deplodock.dialects.queries import shape_of
 from deplodock.dialects.torch.base import Props, TorchOp, Types, fail, like
 
 
 @irdl_op_definition
-class RecurrenceOp(TorchOp):
+class RecurrenceOp(TorchOp, RecurrenceOpBase):
     """Every step's state of one layer, `(T, B, states * H)` (h, then c for the LSTM), from
     the input projection `gates` `(T, B, gates * H)`, the hidden-to-hidden `weight` and
     `bias`, and the initial `h0` (and `c0`) `(B, H)`; `reverse` walks the steps backwards.
     The same contract as `tensor.recurrence`, which it lowers to one to one."""
 
     name = "torch.recurrence"
-    gates = operand_def(TensorType)
-    weight = operand_def(TensorType)
-    bias = operand_def(TensorType)
-    h0 = operand_def(TensorType)
-    c0 = opt_operand_def(TensorType)
-    cell = prop_def(CellKindAttr)
-    reverse = opt_prop_def(UnitAttr)
     SAME_OPERAND_TYPES: ClassVar[bool] = True
 
     def __init__(
@@ -53,18 +42,7 @@ class RecurrenceOp(TorchOp):
         c0: SSAValue | None = None,
         reverse: bool = False,
     ):
-        props = {"cell": CellKindAttr(CellKind(cell))} | (
-            {"reverse": UnitAttr()} if reverse else {}
-        )
-        self._init([gates, weight, bias, h0, c0], props)
-
-    @property
-    def cell_kind(self) -> CellKind:
-        return self.cell.data
-
-    @property
-    def is_reverse(self) -> bool:
-        return self.reverse is not None
+        self._init([gates, weight, bias, h0, c0], self.properties_of(cell, reverse))
 
     @classmethod
     def infer(cls, types: Types, props: Props) -> TensorType:
