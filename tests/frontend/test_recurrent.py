@@ -172,3 +172,21 @@ def test_a_two_layer_lstm_over_64_steps() -> None:
     config = Config(nn.LSTM, layers=2, batch_first=True)
     error = _compiled_error(config.build(), (_input(config, steps=64, batch=2),))
     assert error <= TOLERANCE, f"relative error {error:.2e}"
+
+
+@pytest.mark.parametrize("kind", [nn.LSTM, nn.GRU], ids=lambda k: k.__name__.lower())
+def test_bfloat16_states_are_as_close_as_eager_bfloat16(kind: type[nn.RNNBase]) -> None:
+    """bf16 weights and input: the steps compute in f32 and round each stored state, so the
+    error against float64 stays within twice eager bf16's own."""
+    config = Config(kind, bidirectional=True)
+    model = config.build()
+    x = _input(config)
+    narrow = copy.deepcopy(model).bfloat16()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        actual = deplodock.compile(narrow, (x.bfloat16(),), device="cpu")(x.bfloat16())
+    with torch.no_grad():
+        expected = _outputs(copy.deepcopy(model).double()(x.double()))
+        eager = _outputs(narrow(x.bfloat16()))
+    assert all(a.dtype == torch.bfloat16 for a in actual)
+    assert _max_relative_error(actual, expected) <= 2 * _max_relative_error(eager, expected)
