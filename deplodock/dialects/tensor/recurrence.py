@@ -23,10 +23,11 @@ from deplodock.dialects.queries import element_type_of, shape_of
 class RecurrenceOp(RecurrenceOpBase):
     """`states[t] = cell(gates[t], weight @ h[t-1] + bias, h[t-1], c[t-1])` for every step.
 
-    `gates` is the input's projection `(T, B, gates * H)`, computed for all steps at once
-    before the recurrence (it does not depend on the state, so it stays a contraction that
-    the scheduler tiles like any other); `weight` `(gates * H, H)` and `bias` `(gates * H)`
-    are the hidden-to-hidden ones, applied at each step. The result holds every step's
+    `gates` is the input's projection `(T, B, gates * H)`, an operand rather than part of
+    the cell because it does not depend on the state (a contraction over all steps, which
+    `loop-fusion` may inline into the recurrence's loads: each value is read once);
+    `weight` `(gates * H, H)` and `bias` `(gates * H)` are the hidden-to-hidden ones, applied
+    at each step. The result holds every step's
     state, `(T, B, states * H)`: h, then c for the LSTM (the last h and c are slices of it).
     `reverse` runs the steps from T-1 down to 0 (the backward direction of a bidirectional
     layer); the states stay at their own step's position.

@@ -24,7 +24,8 @@ stays one kernel and one launch whatever the sequence length, and each level (lo
 kernel, the emitted CUDA) already runs a carried loop with stores inside (`tensor.scan`).
 The price is parallelism: one thread per batch row and direction walks the whole sequence,
 which suits the short, narrow recurrences of the nets deplodock checks; the input
-projection, the bulk of the flops, is a separate contraction the scheduler tiles as usual.
+projection is a kernel of its own here (`loop-fusion` may inline it into the loads of
+`gates`, each read once).
 f16/bf16 compute in f32 and round each stored state.
 """
 

@@ -3,7 +3,7 @@
 `torch.export` keeps `nn.LSTM`, `nn.GRU` and `nn.RNN` as one aten op over every layer and
 direction (weights as a flat list: `w_ih, w_hh[, b_ih, b_hh]` per layer and direction). Here
 each layer and direction becomes the input projection of the whole sequence (`torch.linear`,
-a contraction the scheduler tiles as any other) and one `torch.recurrence` that carries the
+independent of the state) and one `torch.recurrence` that carries the
 state across the steps; a bidirectional layer concatenates the two directions' hidden states
 as the next layer's input, and the outputs (the last layer's states, the final `h` and `c` of
 every layer and direction, stacked as PyTorch stacks them) are slices of those states.
@@ -66,8 +66,10 @@ def _one_layer(
     weights: Sequence[SSAValue],
     initial: Sequence[SSAValue],
     reverse: bool,
+    name: str,
 ) -> SSAValue:
-    """One direction of one layer over the time-major `x`: `(T, B, states * H)`."""
+    """One direction of one layer over the time-major `x`: `(T, B, states * H)`, its values
+    named `name` (`lstm_l0_reverse`)."""
     w_ih, w_hh, *biases = weights
     b_ih, b_hh = biases if biases else (None, None)
     if b_hh is None:
@@ -75,7 +77,10 @@ def _one_layer(
         b_hh = e.emit(T.ConstantOp(0.0, TensorType(elt_of(w_hh), [rows])))
     gates = e.emit(T.LinearOp(x, w_ih, b_ih))
     c0 = initial[1] if cell is CellKind.LSTM else None
-    return e.emit(T.RecurrenceOp(cell, gates, w_hh, b_hh, initial[0], c0, reverse))
+    states = e.emit(T.RecurrenceOp(cell, gates, w_hh, b_hh, initial[0], c0, reverse))
+    gates.name_hint = f"{name}_gates"  # the kernels are named after them
+    states.name_hint = name
+    return states
 
 
 def _layers(e: Emitter, a: dict[str, Any], cell: CellKind) -> list[list[SSAValue]]:
@@ -104,7 +109,8 @@ def _layers(e: Emitter, a: dict[str, Any], cell: CellKind) -> list[list[SSAValue
             i = layer * directions + d
             initial = [_initial(e, h, i) for h in hx]
             weights = params[per * i : per * (i + 1)]
-            states.append(_one_layer(e, cell, x, weights, initial, d == 1))
+            name = f"{cell.value}_l{layer}{'_reverse' if d == 1 else ''}"
+            states.append(_one_layer(e, cell, x, weights, initial, d == 1, name))
         layers.append(states)
         hs = [_part(e, s, 2, 0, hidden) for s in states]
         x = hs[0] if len(hs) == 1 else e.emit(T.CatOp(hs, 2))
