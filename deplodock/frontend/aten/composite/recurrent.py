@@ -83,6 +83,12 @@ def _one_layer(
     return states
 
 
+def _hidden_states(e: Emitter, states: Sequence[SSAValue], hidden: int) -> SSAValue:
+    """A layer's output `(T, B, directions * H)`: each direction's h, side by side."""
+    hs = [_part(e, s, 2, 0, hidden) for s in states]
+    return hs[0] if len(hs) == 1 else e.emit(T.CatOp(hs, 2))
+
+
 def _layers(e: Emitter, a: dict[str, Any], cell: CellKind) -> list[list[SSAValue]]:
     """Every layer's states, per direction (built once per node: `Emitter.shared`)."""
     key = (id(a["input"]), tuple(id(p) for p in a["params"]))
@@ -112,8 +118,8 @@ def _layers(e: Emitter, a: dict[str, Any], cell: CellKind) -> list[list[SSAValue
             name = f"{cell.value}_l{layer}{'_reverse' if d == 1 else ''}"
             states.append(_one_layer(e, cell, x, weights, initial, d == 1, name))
         layers.append(states)
-        hs = [_part(e, s, 2, 0, hidden) for s in states]
-        x = hs[0] if len(hs) == 1 else e.emit(T.CatOp(hs, 2))
+        if layer + 1 < a["num_layers"]:
+            x = _hidden_states(e, states, hidden)
     e.shared[key] = layers
     return layers
 
@@ -125,8 +131,7 @@ def _output(e: Emitter, a: dict[str, Any], cell: CellKind) -> SSAValue:
     hidden = tensor_shape(layers[0][0])[2] // cell.states
     index = a["output_index"]
     if index == 0:
-        hs = [_part(e, s, 2, 0, hidden) for s in layers[-1]]
-        y = hs[0] if len(hs) == 1 else e.emit(T.CatOp(hs, 2))
+        y = _hidden_states(e, layers[-1], hidden)
         return e.emit(T.PermuteOp(y, [1, 0, 2])) if a["batch_first"] else y
     steps = tensor_shape(layers[0][0])[0]
     finals = []
