@@ -110,6 +110,7 @@ class _Node(Generic[State]):
     visits: int = 0
     best: float = 0.0
     exhausted: bool = False
+    waiting: bool = False  # its leaf is being evaluated (`BatchSearch`)
 
 
 class _Stop(Exception):
@@ -154,8 +155,9 @@ class _Search(Generic[State, Leaf]):
                 return
             node = self.select(node)
 
-    def select(self, node: _Node[State]) -> _Node[State]:
-        live = [c for c in node.children if not c.exhausted]
+    def select(self, node: _Node[State], live: list[_Node[State]] | None = None) -> _Node[State]:
+        if live is None:
+            live = [c for c in node.children if not c.exhausted]
         scale = self.global_best or 1.0
         log_visits = math.log(max(node.visits, 1))
 
@@ -177,6 +179,10 @@ class _Search(Generic[State, Leaf]):
             start = self.clock()
             score = self.space.score(leaf)
             seconds = self.clock() - start
+        return self.record(key, leaf, score, seconds)
+
+    def record(self, key: Hashable, leaf: Leaf, score: Score, seconds: float) -> float:
+        """A leaf's score taken into the search: memoised, a trial, the best updated."""
         reward = score.reward
         self.scores[key] = reward
         improved = reward > self.global_best
@@ -190,12 +196,16 @@ class _Search(Generic[State, Leaf]):
             self.on_trial(trial)
         return reward
 
-    def back_propagate(self, node: _Node[State], reward: float, leaf: bool) -> None:
+    def back_propagate(
+        self, node: _Node[State], reward: float, leaf: bool, visit: bool = True
+    ) -> None:
+        """The reward up the path as a max; `visit`: count the visit too (a batch counted it
+        when it proposed the leaf, `BatchSearch`)."""
         if leaf:
             node.exhausted = True
         current: _Node[State] | None = node
         while current is not None:
-            current.visits += 1
+            current.visits += visit
             current.best = max(current.best, reward)
             options = current.options
             if (
@@ -248,3 +258,143 @@ def search(
     except KeyboardInterrupt:
         stopped = INTERRUPTED
     return SearchResult(run.trials, stopped, clock() - start)
+
+
+@dataclass
+class Proposal(Generic[Leaf]):
+    """A leaf a `BatchSearch` wants evaluated, known by `key`."""
+
+    key: Hashable
+    leaf: Leaf
+
+
+class BatchSearch(Generic[State, Leaf]):
+    """The same search with several leaves in flight, for evaluators that run in parallel.
+
+    The caller asks for leaves (`propose`) while it has room, evaluates them where it likes
+    and hands each score back (`complete`). Between proposal and result a leaf's path counts
+    the visit already (a virtual visit: the exploration bonus of that subtree shrinks, so
+    the next proposal goes elsewhere, while its value waits for the reward), and a leaf in
+    flight is not selected again. A roll-out that reaches a leaf already in flight waits for
+    that leaf's score instead of costing a second evaluation.
+
+    The search is a function of the order it is told scores in. A caller that keeps a fixed
+    number of leaves in flight and completes them in the order they were proposed (as
+    `tune/parallel.py` does) gets the same trials from the same seed however long each
+    evaluation takes; with one leaf in flight it makes exactly `search`'s trials.
+    """
+
+    def __init__(
+        self,
+        space: Space[State, Leaf],
+        budget_s: float | None = None,
+        patience: int | None = None,
+        max_trials: int | None = None,
+        seed: int = 0,
+        exploration: float = DEFAULT_EXPLORATION,
+        on_trial: Callable[[Trial[Leaf]], None] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        known: Mapping[Hashable, Score] | None = None,
+    ):
+        self.start = clock()
+        deadline = self.start + budget_s if budget_s is not None else None
+        self.run = _Search(space, exploration, random.Random(seed), deadline, patience,
+                           max_trials, on_trial, clock, known=known or {})  # fmt: skip
+        self.root: _Node[State] = _Node(space.root(), None)
+        self.stopped: str | None = None
+        #: In-flight leaves by key: the leaf, and the nodes that wait for its reward.
+        self.waiting: dict[Hashable, tuple[Leaf, list[tuple[_Node[State], bool]]]] = {}
+
+    @property
+    def finished(self) -> bool:
+        """No leaf in flight, and none to propose: a stop rule held or the tree is done."""
+        return not self.waiting and (self.stopped is not None or self.root.exhausted)
+
+    def propose(self) -> Proposal[Leaf] | None:
+        """The next leaf to evaluate; None when a stop rule holds, the tree is explored, or
+        every unexplored part waits on leaves in flight (ask again after a `complete`)."""
+        run = self.run
+        while self.stopped is None and not self.root.exhausted:
+            if run.max_trials is not None and len(run.trials) + len(self.waiting) >= run.max_trials:
+                return None
+            if run.deadline is not None and run.clock() >= run.deadline:
+                if run.trials or self.waiting:  # the first leaf is always evaluated
+                    self.stopped = BUDGET
+                    return None
+            found = self._descend()
+            if found is None:
+                return None
+            node, is_leaf = found
+            key, leaf = run.space.rollout(node.state)
+            self._visit(node)
+            if key in self.waiting:
+                node.waiting = True
+                self.waiting[key][1].append((node, is_leaf))
+                continue
+            if key in run.scores:
+                self._settle(node, run.scores[key], is_leaf)
+            elif key in run.known:
+                self._settle(node, run.record(key, leaf, run.known[key], 0.0), is_leaf)
+            else:
+                node.waiting = True
+                self.waiting[key] = (leaf, [(node, is_leaf)])
+                return Proposal(key, leaf)
+        return None
+
+    def complete(self, key: Hashable, score: Score, seconds: float) -> None:
+        """The score of a proposed leaf (`seconds`: what evaluating it took)."""
+        leaf, nodes = self.waiting.pop(key)
+        reward = self.run.record(key, leaf, score, seconds)
+        for node, is_leaf in nodes:
+            node.waiting = False
+            self._settle(node, reward, is_leaf)
+
+    def interrupt(self) -> None:
+        """Stops here (Ctrl-C): the leaves in flight are dropped, the trials kept."""
+        self.stopped = self.stopped or INTERRUPTED
+        self.waiting.clear()
+
+    def result(self) -> SearchResult[Leaf]:
+        run = self.run
+        return SearchResult(run.trials, self.stopped or EXHAUSTED, run.clock() - self.start)
+
+    # --- helpers -------------------------------------------------------------------------
+
+    def _descend(self) -> tuple[_Node[State], bool] | None:
+        """Selection and expansion as in `search`, past the subtrees that wait on leaves in
+        flight: (the node to roll out, whether it is a leaf reached by selection)."""
+        node = self.root
+        while True:
+            options = self.run.options(node)
+            if not options:
+                return node, True
+            if len(node.children) < len(options):
+                child = _Node(self.run.space.child(node.state, options[len(node.children)]), node)
+                node.children.append(child)
+                return child, False
+            live = [c for c in node.children if not c.exhausted and not self._blocked(c)]
+            if not live:
+                return None
+            node = self.run.select(node, live)
+
+    def _blocked(self, node: _Node[State]) -> bool:
+        """Whether everything left below `node` waits on leaves in flight."""
+        options = self.run.options(node)
+        if not options:
+            return node.waiting
+        if len(node.children) < len(options):
+            return False
+        return all(c.exhausted or self._blocked(c) for c in node.children)
+
+    @staticmethod
+    def _visit(node: _Node[State]) -> None:
+        current: _Node[State] | None = node
+        while current is not None:
+            current.visits += 1
+            current = current.parent
+
+    def _settle(self, node: _Node[State], reward: float, is_leaf: bool) -> None:
+        try:
+            self.run.back_propagate(node, reward, is_leaf, visit=False)
+        except _Stop as stop:
+            self.stopped = self.stopped or stop.reason
