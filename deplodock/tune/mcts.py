@@ -20,6 +20,9 @@ It stops at the time budget, after `patience` new leaves without a better one, a
 found). Ties are broken by a generator seeded with `seed`, so a run with a trial limit is
 reproducible.
 
+`BatchSearch` is the search with several leaves in flight, for a pool of workers
+(`parallel.py`); `search` is that search with one leaf in flight, scored in this process.
+
 A search cut short (by its budget, a trial limit or Ctrl-C) is continued by handing the
 next one what it scored (`known`): those leaves are not scored again, they take no time
 and count as the trials they were, so the same seed walks the same tree on from where the
@@ -120,6 +123,9 @@ class _Stop(Exception):
 
 @dataclass
 class _Search(Generic[State, Leaf]):
+    """The tree's statistics and the rules on them (selection, back-propagation, the stop
+    rules); `BatchSearch` walks the tree with them."""
+
     space: Space[State, Leaf]
     exploration: float
     rng: random.Random
@@ -139,22 +145,6 @@ class _Search(Generic[State, Leaf]):
             node.options = list(self.space.choices(node.state))
         return node.options
 
-    def iterate(self, root: _Node[State]) -> None:
-        """One select - expand - roll out - evaluate - back-propagate round."""
-        node = root
-        while True:
-            options = self.options(node)
-            if not options:  # a leaf reached by selection: its own schedule
-                self.back_propagate(node, self.evaluate(node.state), leaf=True)
-                return
-            if len(node.children) < len(options):
-                choice = options[len(node.children)]
-                child = _Node(self.space.child(node.state, choice), node)
-                node.children.append(child)
-                self.back_propagate(child, self.evaluate(child.state), leaf=False)
-                return
-            node = self.select(node)
-
     def select(self, node: _Node[State], live: list[_Node[State]] | None = None) -> _Node[State]:
         if live is None:
             live = [c for c in node.children if not c.exhausted]
@@ -168,18 +158,6 @@ class _Search(Generic[State, Leaf]):
         values = [value(c) for c in live]
         top = max(values)
         return self.rng.choice([c for c, v in zip(live, values, strict=True) if v >= top - 1e-12])
-
-    def evaluate(self, state: State) -> float:
-        key, leaf = self.space.rollout(state)
-        if key in self.scores:
-            return self.scores[key]
-        score, seconds = self.known.get(key), 0.0
-        if score is None:
-            self.check_time()
-            start = self.clock()
-            score = self.space.score(leaf)
-            seconds = self.clock() - start
-        return self.record(key, leaf, score, seconds)
 
     def record(self, key: Hashable, leaf: Leaf, score: Score, seconds: float) -> float:
         """A leaf's score taken into the search: memoised, a trial, the best updated."""
@@ -228,36 +206,6 @@ class _Search(Generic[State, Leaf]):
         if self.patience is not None and self.since_best >= self.patience:
             raise _Stop(PATIENCE)
         self.check_time()
-
-
-def search(
-    space: Space[State, Leaf],
-    budget_s: float | None = None,
-    patience: int | None = None,
-    max_trials: int | None = None,
-    seed: int = 0,
-    exploration: float = DEFAULT_EXPLORATION,
-    on_trial: Callable[[Trial[Leaf]], None] | None = None,
-    clock: Callable[[], float] = time.monotonic,
-    known: Mapping[Hashable, Score] | None = None,
-) -> SearchResult[Leaf]:
-    """Searches `space` until a stop rule holds (module doc); the first leaf (the defaults
-    all the way down) is always evaluated, whatever the budget. `known`: the scores of an
-    earlier search of the same space, by leaf key, continued here."""
-    start = clock()
-    deadline = start + budget_s if budget_s is not None else None
-    run = _Search(space, exploration, random.Random(seed), deadline, patience, max_trials,
-                  on_trial, clock, known=known or {})  # fmt: skip
-    root: _Node[State] = _Node(space.root(), None)
-    stopped = EXHAUSTED
-    try:
-        while not root.exhausted:  # a tree of one leaf is exhausted by its first round
-            run.iterate(root)
-    except _Stop as stop:
-        stopped = stop.reason
-    except KeyboardInterrupt:
-        stopped = INTERRUPTED
-    return SearchResult(run.trials, stopped, clock() - start)
 
 
 @dataclass
@@ -398,3 +346,29 @@ class BatchSearch(Generic[State, Leaf]):
             self.run.back_propagate(node, reward, is_leaf, visit=False)
         except _Stop as stop:
             self.stopped = self.stopped or stop.reason
+
+
+def search(
+    space: Space[State, Leaf],
+    budget_s: float | None = None,
+    patience: int | None = None,
+    max_trials: int | None = None,
+    seed: int = 0,
+    exploration: float = DEFAULT_EXPLORATION,
+    on_trial: Callable[[Trial[Leaf]], None] | None = None,
+    clock: Callable[[], float] = time.monotonic,
+    known: Mapping[Hashable, Score] | None = None,
+) -> SearchResult[Leaf]:
+    """Searches `space` until a stop rule holds (module doc); the first leaf (the defaults
+    all the way down) is always evaluated, whatever the budget. `known`: the scores of an
+    earlier search of the same space, by leaf key, continued here."""
+    run = BatchSearch(space, budget_s, patience, max_trials, seed, exploration, on_trial, clock,
+                      known)  # fmt: skip
+    try:
+        while (proposal := run.propose()) is not None:
+            start = clock()
+            score = space.score(proposal.leaf)
+            run.complete(proposal.key, score, clock() - start)
+    except KeyboardInterrupt:
+        run.interrupt()
+    return run.result()

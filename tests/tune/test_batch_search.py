@@ -1,5 +1,6 @@
-"""SP-MCTS with several leaves in flight (`BatchSearch`): one in flight is `search` exactly;
-more never evaluate a leaf twice, keep the stop rules, and are reproducible."""
+"""SP-MCTS with several leaves in flight (`BatchSearch`; `search` is one in flight, which
+`test_mcts.py` tests): a batch never evaluates a leaf twice, keeps the stop rules, and is
+reproducible."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from collections import deque
 
 import pytest
 
-from deplodock.tune.mcts import EXHAUSTED, TRIALS, BatchSearch, search
+from deplodock.tune.mcts import EXHAUSTED, TRIALS, BatchSearch
 from tests.tune.test_mcts import Landscape
 
 
@@ -23,16 +24,6 @@ def batched(space: Landscape, window: int, **options):
             return run, run.result()
         proposal = in_flight.popleft()
         run.complete(proposal.key, space.score(proposal.leaf), 0.0)
-
-
-@pytest.mark.parametrize("seed", [0, 1, 2])
-def test_one_in_flight_is_the_sequential_search(seed):
-    levels = (4, 5, 3, 4)
-    sequential = search(Landscape(levels, seed), max_trials=40, seed=seed)
-    _, batch = batched(Landscape(levels, seed), 1, max_trials=40, seed=seed)
-    assert [t.leaf for t in batch.trials] == [t.leaf for t in sequential.trials]
-    assert [t.score for t in batch.trials] == [t.score for t in sequential.trials]
-    assert batch.stopped == sequential.stopped == TRIALS
 
 
 @pytest.mark.parametrize("window", [2, 4, 8])
