@@ -185,10 +185,12 @@ def make_pool(args: argparse.Namespace) -> Any:
         raise ValueError(f"--workers must be positive, got {args.workers}")
     if args.ray_address is None and (args.workers is None or args.workers == 1):
         return None
-    if args.device == "cuda":
-        raise ValueError("--workers and --ray-address score on the model, not --device cuda")
     from deplodock.tune.parallel import ray_pool
 
+    if args.device == "cuda":  # checked by the workers, timed by one actor per GPU
+        from deplodock.tune.measure import MeasuredEvaluator
+
+        return ray_pool(args.workers, args.ray_address, MeasuredEvaluator)
     return ray_pool(args.workers, args.ray_address)
 
 
@@ -224,10 +226,10 @@ def run_tune(args: argparse.Namespace) -> int:
         check_writable(args.report, "--report")
     options = tune_options(args)
     cache = None if args.no_cache else TuneCache(args.cache_db)
-    pool = make_pool(args)
-    evaluator = None
+    evaluator = pool = None
     try:
-        evaluator = make_evaluator(args)
+        evaluator = make_evaluator(args)  # no GPU for --device cuda: one line, before Ray
+        pool = make_pool(args)
         program = load_source(args, seed=args.seed, cached=True, progress=tell)
         lower_program(program, "loop", progress=tell)
         display = TuneDisplay(verbose=args.verbose > 0, quiet=args.quiet)

@@ -18,6 +18,12 @@ in this process (the driver) and the work goes to a pool of workers:
 - **Several kernels at once.** Up to `CONCURRENT_KERNELS` kernels are searched together,
   each with its own window, so a kernel whose next score is late does not leave workers
   idle. The program's budget is shared as in `tuner`, scaled by how many run together.
+- **On GPUs.** With a measuring evaluator (`--device cuda`), the tasks still check each
+  candidate on the CPU; the timing goes to `GpuMeasurer` actors, one per GPU
+  (`num_gpus=1`), each holding a `measure.MeasuredEvaluator` with its watchdog worker (a
+  hang is TIMEOUT, a crash FAILED, a fresh worker or actor takes the next candidate). The
+  heuristic's schedule is each kernel's reference, and the fastest few are timed again,
+  interleaved, on one actor, as in one process.
 - **Faults.** A worker that dies under a candidate (killed, out of memory, a crash in
   native code) has the candidate retried once on another worker (Ray's task retry); a
   second death scores it FAILED and the search goes on. Ctrl-C cancels the work in flight
@@ -36,8 +42,9 @@ import math
 import os
 import time
 import uuid
+import zlib
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -51,7 +58,7 @@ from deplodock.tune.cache import CacheKey, TuneCache, TuneRecord
 from deplodock.tune.evaluate import FAILED, Evaluator, Score
 from deplodock.tune.kernels import loop_kernels, standalone
 from deplodock.tune.mcts import INTERRUPTED, BatchSearch, Proposal, SearchResult
-from deplodock.tune.space import Candidate, KernelSpace
+from deplodock.tune.space import Candidate, KernelSpace, lower_candidate
 from deplodock.tune.tuner import (
     KernelResult,
     NoVariantError,
@@ -64,6 +71,7 @@ from deplodock.tune.tuner import (
     kernel_budget,
     known_scores,
     record_of,
+    retimed,
     searches_on,
 )
 
@@ -97,8 +105,7 @@ KEPT_SCORERS = 8
 def _scorer(job: KernelJob) -> Callable[[Candidate], Score]:
     scorer = _SCORERS.get(job.ident)
     if scorer is None:
-        module = Parser(make_context(), job.loop_text).parse_module()
-        (kernel,) = loop_kernels(module)
+        (kernel,) = loop_kernels(_parse(job.loop_text))
         scorer = candidate_scorer(kernel, job.evaluator, job.check, job.seed, False)
         while len(_SCORERS) >= KEPT_SCORERS:
             del _SCORERS[next(iter(_SCORERS))]
@@ -113,11 +120,66 @@ def score_candidate(
     (the score, the seconds it took). Every failure of the candidate is a FAILED score."""
     start = time.perf_counter()
     try:
-        module = Parser(make_context(), tile_text).parse_module()
-        score = _scorer(job)(Candidate(Schedule(knobs), module))
+        score = _scorer(job)(Candidate(Schedule(knobs), _parse(tile_text)))
     except Exception as error:
         score = Score(None, FAILED, f"worker: {first_line(error)}")
     return score, time.perf_counter() - start
+
+
+class GpuMeasurer:
+    """The body of a Ray actor that holds one GPU: a measuring evaluator (`measure.py`) built
+    there, whose worker process and watchdog keep their meaning (a hang is TIMEOUT, a crash
+    FAILED, a fresh worker for the next candidate). An actor that dies itself is restarted
+    by Ray, fresh, for the next candidate; the one it was measuring is FAILED."""
+
+    def __init__(self, factory: Callable[[], Evaluator]):
+        self.evaluator: Any = factory()
+
+    def reference(self, kernel_text: str) -> str:
+        """The reference schedule built here; its program goes with every candidate."""
+        self.evaluator.set_reference(_parse(kernel_text))
+        return self.evaluator.reference_text
+
+    def measure(self, kernel_text: str, reference: str | None) -> Score:
+        self.evaluator.reference_text = reference
+        return self.evaluator.evaluate(_parse(kernel_text))
+
+    def retime(self, kernel_texts: list[str]) -> list[Score]:
+        return self.evaluator.retime([_parse(text) for text in kernel_texts])
+
+
+@dataclass(frozen=True)
+class ActorEvaluator(Evaluator):
+    """What a worker task measures through: the GPU actors (a candidate goes to the one its
+    text hashes to) and the kernel's reference program. Picklable, so it travels in the
+    `KernelJob`; the driver re-times the fastest few through it as well."""
+
+    actors: tuple[Any, ...]
+    reference: str | None
+    target: str
+    toolchain: str
+    cost: str
+
+    def evaluate(self, kernel_module: ModuleOp) -> Score:
+        import ray
+        from ray.exceptions import RayActorError
+
+        text = str(kernel_module)
+        actor = self.actors[zlib.crc32(text.encode()) % len(self.actors)]
+        try:
+            return ray.get(actor.measure.remote(text, self.reference))
+        except RayActorError as error:
+            return Score(None, FAILED, f"its GPU actor died: {first_line(error)}")
+
+    def retime(self, kernel_modules: Sequence[ModuleOp]) -> list[Score]:
+        import ray
+
+        texts = [str(module) for module in kernel_modules]
+        return ray.get(self.actors[0].retime.remote(texts))
+
+
+def _parse(text: str) -> ModuleOp:
+    return Parser(make_context(), text).parse_module()
 
 
 # --- pools ----------------------------------------------------------------------------------
@@ -146,6 +208,11 @@ class Pool(Protocol):
 
     def cancel(self, handles: list[Any]) -> None: ...
 
+    def measuring(self, evaluator: Evaluator, reference: ModuleOp) -> Evaluator:
+        """What workers measure a kernel's candidates through (a measuring `evaluator`),
+        `reference` (its heuristic schedule) being what they must compute."""
+        ...
+
     def close(self) -> None: ...
 
 
@@ -171,6 +238,10 @@ class InlinePool:
     def cancel(self, handles: list[Any]) -> None:
         pass
 
+    def measuring(self, evaluator: Evaluator, reference: ModuleOp) -> Evaluator:
+        evaluator.set_reference(reference)
+        return evaluator
+
     def close(self) -> None:
         pass
 
@@ -185,9 +256,18 @@ def ray_available() -> bool:
 
 class RayPool:
     """Candidates as Ray tasks, one CPU each: a local runtime of `workers` CPUs, or the
-    cluster at `address` (its CPUs are the workers)."""
+    cluster at `address` (its CPUs are the workers). With `measurer` (a factory of a
+    measuring evaluator), one `GpuMeasurer` actor per GPU (`gpus_per_actor` each; `actors`:
+    how many, by default the cluster's GPUs) times what the tasks have checked."""
 
-    def __init__(self, workers: int | None = None, address: str | None = None):
+    def __init__(
+        self,
+        workers: int | None = None,
+        address: str | None = None,
+        measurer: Callable[[], Evaluator] | None = None,
+        actors: int | None = None,
+        gpus_per_actor: float = 1.0,
+    ):
         os.environ.setdefault("RAY_DISABLE_USAGE_STATS", "1")
         import ray
 
@@ -206,6 +286,14 @@ class RayPool:
         self.workers = workers or max(int(ray.cluster_resources().get("CPU", 1)), 1)
         # a task whose worker dies is retried once (elsewhere); its own exceptions are scores
         self._task = ray.remote(num_cpus=1, max_retries=1)(score_candidate)
+        self.actors: tuple[Any, ...] = ()
+        if measurer is not None:
+            count = actors if actors is not None else int(ray.cluster_resources().get("GPU", 0))
+            if count < 1:
+                self.close()
+                raise PoolLost("the Ray cluster has no GPU to measure on")
+            actor = ray.remote(num_cpus=0, num_gpus=gpus_per_actor, max_restarts=-1)(GpuMeasurer)
+            self.actors = tuple(actor.remote(measurer) for _ in range(count))
 
     def share(self, job: KernelJob) -> Any:
         return self._guard(self.ray.put, job)
@@ -239,6 +327,13 @@ class RayPool:
             except Exception:  # already finished, or the cluster is gone: nothing to stop
                 pass
 
+    def measuring(self, evaluator: Evaluator, reference: ModuleOp) -> Evaluator:
+        if not self.actors:
+            raise ValueError("this Ray pool has no GPU actors to measure on")
+        program = self._guard(self.ray.get, self.actors[0].reference.remote(str(reference)))
+        return ActorEvaluator(self.actors, program, evaluator.target, evaluator.toolchain,
+                              evaluator.cost)  # fmt: skip
+
     def close(self) -> None:
         if self.ray.is_initialized():
             self.ray.shutdown()
@@ -254,13 +349,15 @@ class RayPool:
             raise PoolLost(first_line(error)) from None
 
 
-def ray_pool(workers: int | None, address: str | None) -> RayPool:
+def ray_pool(
+    workers: int | None, address: str | None, measurer: Callable[[], Evaluator] | None = None
+) -> RayPool:
     """The Ray pool the command line asks for; one line when Ray is not installed."""
     if not ray_available():
         raise ValueError(
             "--workers and --ray-address need Ray: pip install 'deplodock[distributed]'"
         )
-    return RayPool(workers, address)
+    return RayPool(workers, address, measurer)
 
 
 # --- the driver -----------------------------------------------------------------------------
@@ -281,6 +378,7 @@ class _Search:
     job: Any
     search: BatchSearch
     earlier: TuneRecord | None
+    evaluator: Evaluator  # what the workers score through (`Pool.measuring` when measured)
     in_flight: deque[tuple[Proposal, Any]] = field(default_factory=deque)
 
 
@@ -302,8 +400,6 @@ def tune_program_parallel(
     clock: Callable[[], float] = time.monotonic,
 ) -> ProgramResult:
     """`tuner.tune_program` with the candidates scored on `pool` (module doc)."""
-    if evaluator.measured:
-        raise ValueError("--workers scores on the model; GPU measurement runs in one process")
     return _Driver(evaluator, options, pool, cache, progress, clock).run(module)
 
 
@@ -378,8 +474,12 @@ class _Driver:
         if cached is not None:
             budget = max(budget - cached.seconds, 0.0)
         reporter = Reporter(name, self.progress) if self.progress is not None else None
+        space = KernelSpace(kernel, _never_scored)
+        if evaluator.measured:  # the heuristic's schedule is what every candidate must compute
+            reference = lower_candidate(space.rollout(space.root())[1])
+            evaluator = self.pool.measuring(evaluator, reference)
         search = BatchSearch(
-            KernelSpace(kernel, _never_scored),
+            space,
             budget_s=budget,
             patience=options.patience,
             max_trials=options.max_trials,
@@ -391,7 +491,8 @@ class _Driver:
         )
         job = KernelJob(f"{digest}:{uuid.uuid4().hex}", str(standalone(kernel)), evaluator,
                         options.check, options.seed)  # fmt: skip
-        return _Search(index, name, key, launches, self.pool.share(job), search, cached)
+        job_ref = self.pool.share(job)
+        return _Search(index, name, key, launches, job_ref, search, cached, evaluator)
 
     def _top_up(self, searched: _Search) -> None:
         """Proposals until the kernel has `workers` leaves in flight."""
@@ -443,16 +544,14 @@ class _Driver:
 
     def _finish(self, searched: _Search, raise_empty: bool = True) -> None:
         result: SearchResult[Candidate] = searched.search.result()
+        if self.evaluator.measured and result.stopped != INTERRUPTED:
+            result = retimed(result, searched.evaluator)
         record = record_of(searched.key, searched.name, result, self.options.seed,
                            searched.earlier)  # fmt: skip
         if record is None:
             if not raise_empty:
                 return
-            reasons = {t.score.detail for t in result.trials}
-            raise NoVariantError(
-                f"kernel @{searched.name}: every variant failed "
-                f"({'; '.join(sorted(reasons))[:300]})"
-            )
+            raise NoVariantError.of(searched.name, result.trials)
         if self.cache is not None:
             self.cache.store(record, replace=self.options.retune)
         continued = searched.earlier.trials if searched.earlier is not None else 0

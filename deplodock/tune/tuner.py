@@ -269,6 +269,12 @@ def distinct_kernels(module: ModuleOp) -> list[tuple[loop.KernelOp, str, int]]:
 class NoVariantError(RuntimeError):
     """Every variant of a kernel failed (its heuristic schedule included)."""
 
+    @classmethod
+    def of(cls, name: str, trials: list[Trial[Candidate]]) -> NoVariantError:
+        """The error of kernel `name`, with the distinct reasons its `trials` failed."""
+        reasons = "; ".join(sorted({t.score.detail for t in trials}))
+        return cls(f"kernel @{name}: every variant failed ({reasons[:300]})")
+
 
 def tune_program(
     module: ModuleOp,
@@ -299,10 +305,7 @@ def tune_program(
             searched = tune_kernel(kernel, evaluator, options, budget, on_trial, cached)
             record = record_of(key, name, searched, options.seed, cached)
             if record is None:
-                reasons = {t.score.detail for t in searched.trials}
-                raise NoVariantError(
-                    f"kernel @{name}: every variant failed ({'; '.join(sorted(reasons))[:300]})"
-                )
+                raise NoVariantError.of(name, searched.trials)
             if cache is not None:
                 cache.store(record, replace=options.retune)
             continued = cached.trials if cached is not None else 0

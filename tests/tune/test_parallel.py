@@ -4,6 +4,8 @@ with a worker killed mid-run."""
 
 from __future__ import annotations
 
+import functools
+
 import pytest
 
 from deplodock.driver import lower_program, program_from_expression, render
@@ -100,6 +102,22 @@ def test_a_lost_cluster_is_one_line_saying_what_was_kept(two_kernels_loop, model
     assert sum(r.trials for r in cache.records()) == 2
 
 
+def test_measured_through_a_pool_is_checked_timed_and_retimed(silu_mul_loop, tmp_path):
+    """A measuring evaluator (scripted runner, fake GPU) through the pool: the same variants
+    as in one process, and the fastest few re-timed interleaved."""
+    from tests.tune.ray_evaluators import scripted_measurer
+
+    options = TuneOptions(max_trials=3, patience=None, seed=0, kernel_budget_s=600)
+    with scripted_measurer(tmp_path) as alone_evaluator:
+        alone = tune_program(silu_mul_loop, alone_evaluator, options)
+    with scripted_measurer(tmp_path) as evaluator:
+        pooled = tune_program_parallel(silu_mul_loop, evaluator, options, InlinePool(1))
+    assert variants(pooled) == variants(alone)
+    (kernel,) = pooled.kernels
+    assert kernel.record.key.cost == "measured"
+    assert any("interleaved" in v.detail for v in kernel.record.variants)
+
+
 def test_workers_without_ray_is_one_line(monkeypatch, capsys):
     from deplodock.cli.main import main
     from deplodock.tune import parallel
@@ -168,3 +186,29 @@ def test_ray_a_candidate_that_kills_every_worker_is_failed_and_the_search_goes_o
     died = [v for v in kernel.record.variants if v.status == "failed"]
     assert died and all("died" in v.detail for v in died)
     assert kernel.record.trials == 12 and kernel.record.best_us > 0
+
+
+@pytest.mark.slow
+def test_ray_measures_on_gpu_actors_and_a_dead_actor_fails_one_candidate(silu_mul_loop, tmp_path):
+    """Two GPU actors (no GPU here: the scripted runner on a fake device, 0 GPUs each); the
+    second build kills its actor, whose candidate is FAILED, and a restarted actor measures
+    the rest."""
+    pytest.importorskip("ray")
+    from deplodock.tune.parallel import RayPool
+    from tests.tune.ray_evaluators import scripted_measurer
+
+    tally = tmp_path / "tally"
+    tally.mkdir()
+    measurer = functools.partial(scripted_measurer, tally, 2)  # build 1 is the reference
+    options = TuneOptions(max_trials=4, patience=None, seed=0, kernel_budget_s=600)
+    pool = RayPool(2, measurer=measurer, actors=2, gpus_per_actor=0)
+    try:
+        with scripted_measurer(tmp_path) as evaluator:
+            (kernel,) = tune_program_parallel(silu_mul_loop, evaluator, options, pool).kernels
+    finally:
+        pool.close()
+    statuses = [(v.status, v.detail) for v in kernel.record.variants]
+    died = [detail for status, detail in statuses if status == "failed"]
+    assert len(died) == 1 and "GPU actor died" in died[0]
+    assert kernel.record.trials == 4 and kernel.record.key.cost == "measured"
+    assert sum(status == "ok" for status, _ in statuses) == 3
