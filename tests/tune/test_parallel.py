@@ -50,9 +50,32 @@ def test_one_worker_scores_what_the_in_process_search_scores(silu_mul_loop, mode
     assert variants(pooled) == variants(alone)
 
 
+class Heard:
+    """A `TuneProgress` that keeps what it hears."""
+
+    def __init__(self):
+        self.started, self.finished, self.pools = [], [], []
+        self.bests: dict[str, float] = {}
+
+    def kernel_started(self, name, index, total, budget_s):
+        self.started.append(name)
+
+    def variant(self, name, trial, best):
+        self.bests[name] = best.score.time_us
+
+    def kernel_finished(self, result):
+        self.finished.append(result.name)
+
+    def pool(self, busy, workers, per_s):
+        self.pools.append((busy, workers, per_s))
+
+
 def test_a_window_of_two_is_reproducible_and_caches_every_kernel(two_kernels_loop, model, tmp_path):
-    cache = TuneCache(tmp_path / "tune.db")
-    first = tune_program_parallel(two_kernels_loop, model, QUICK, InlinePool(2), cache)
+    cache, heard = TuneCache(tmp_path / "tune.db"), Heard()
+    first = tune_program_parallel(two_kernels_loop, model, QUICK, InlinePool(2), cache, heard)
+    assert heard.started == ["sum_kernel", "softmax_kernel"] and len(heard.finished) == 2
+    assert heard.bests == {k.name: k.record.best_us for k in first.kernels}
+    assert heard.pools and all(0 <= busy <= 2 and workers == 2 for busy, workers, _ in heard.pools)
     second = tune_program_parallel(two_kernels_loop, model, QUICK, InlinePool(2))
     assert variants(first) == variants(second)
     assert [k.name for k in first.kernels] == ["sum_kernel", "softmax_kernel"]
