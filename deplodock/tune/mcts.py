@@ -265,10 +265,8 @@ class BatchSearch(Generic[State, Leaf]):
         while self.stopped is None and not self.root.exhausted:
             if run.max_trials is not None and len(run.trials) + len(self.waiting) >= run.max_trials:
                 return None
-            if run.deadline is not None and run.clock() >= run.deadline:
-                if run.trials or self.waiting:  # the first leaf is always evaluated
-                    self.stopped = BUDGET
-                    return None
+            if self._out_of_time():
+                return None
             found = self._descend()
             if found is None:
                 return None
@@ -283,6 +281,8 @@ class BatchSearch(Generic[State, Leaf]):
                 self._settle(node, run.scores[key], is_leaf)
             elif key in run.known:
                 self._settle(node, run.record(key, leaf, run.known[key], 0.0), is_leaf)
+            elif self._out_of_time():  # the roll-out took the last of the budget
+                return None
             else:
                 node.waiting = True
                 self.waiting[key] = (leaf, [(node, is_leaf)])
@@ -333,6 +333,17 @@ class BatchSearch(Generic[State, Leaf]):
         if len(node.children) < len(options):
             return False
         return all(c.exhausted or self._blocked(c) for c in node.children)
+
+    def _out_of_time(self) -> bool:
+        """Past the deadline (stopped: BUDGET), once a leaf was evaluated or is in flight:
+        the first leaf is always evaluated."""
+        run = self.run
+        if run.deadline is None or run.clock() < run.deadline:
+            return False
+        if not run.trials and not self.waiting:
+            return False
+        self.stopped = BUDGET
+        return True
 
     @staticmethod
     def _visit(node: _Node[State]) -> None:

@@ -117,16 +117,16 @@ def test_ctrl_c_keeps_what_was_found(db, monkeypatch):
     from deplodock.tune import mcts
 
     calls = 0
-    real = mcts._Search.evaluate
+    real = mcts.BatchSearch.complete
 
-    def interrupted_after_three(self, state):
+    def interrupted_after_three(self, key, score, seconds):
         nonlocal calls
         calls += 1
         if calls == 4:
             raise KeyboardInterrupt
-        return real(self, state)
+        return real(self, key, score, seconds)
 
-    monkeypatch.setattr(mcts._Search, "evaluate", interrupted_after_three)
+    monkeypatch.setattr(mcts.BatchSearch, "complete", interrupted_after_three)
     result = invoke("deplodock", ["tune", "-c", EXPR, "--cache-db", str(db), "--no-check"])
     assert result.status == 130
     assert "searched (interrupted)" in result.stdout
