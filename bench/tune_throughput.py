@@ -8,7 +8,9 @@ Ray runtime of each worker count and once in this process (`tune` without `--wor
 reference). Each run gets a fresh cubin cache (ptxas's registers are cached by source, so a
 run after another would find the others' builds), and each Ray pool first scores a small
 other kernel so every worker has imported deplodock before the clock starts. Reported: the
-variants, the wall seconds of the search, variants per second and the ratio to 1 worker.
+variants, the wall seconds of the search, variants per second and the ratio to 1 worker,
+and the CPU seconds per variant of this process: the search itself (walking the tree runs the
+scheduling passes and their legal choices), which the workers' share of the cores excludes.
 
 The machine is shared: the load average before each run is printed with it, and a ratio
 measured under others' load says less than one on a quiet machine.
@@ -46,6 +48,7 @@ class Run:
     variants: int
     seconds: float
     load: float  # the 1-minute load average just before
+    driver_cpu_s: float  # CPU seconds of this process (the search) during the run
 
     @property
     def per_s(self) -> float:
@@ -69,11 +72,11 @@ def loop_module(expression: str):
 
 def timed(label: str, workers: int, tune: Callable[[], ProgramResult]) -> Run:
     load = os.getloadavg()[0]
-    start = time.monotonic()
+    start, cpu = time.monotonic(), time.process_time()
     result = tune()
-    seconds = time.monotonic() - start
+    seconds, cpu = time.monotonic() - start, time.process_time() - cpu
     variants = sum(k.record.trials for k in result.kernels)
-    return Run(label, workers, variants, seconds, load)
+    return Run(label, workers, variants, seconds, load, cpu)
 
 
 def fresh_cubin_cache() -> None:
@@ -113,13 +116,15 @@ def describe(run: Run) -> str:
 def table(runs: list[Run]) -> list[str]:
     base = next((r for r in runs if r.label == "ray" and r.workers == 1), runs[0])
     lines = [
-        "| engine | workers | variants | seconds | variants/s | vs 1 Ray worker | load before |",
-        "|---|---:|---:|---:|---:|---:|---:|",
+        "| engine | workers | variants | seconds | variants/s | vs 1 Ray worker | load before "
+        "| search CPU s/variant |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for run in runs:
         lines.append(
             f"| {run.label} | {run.workers} | {run.variants} | {run.seconds:.1f} | "
-            f"{run.per_s:.3f} | {run.per_s / base.per_s:.2f}x | {run.load:.1f} |"
+            f"{run.per_s:.3f} | {run.per_s / base.per_s:.2f}x | {run.load:.1f} | "
+            f"{run.driver_cpu_s / run.variants:.2f} |"
         )
     return lines
 
