@@ -389,14 +389,15 @@ class TuneDisplay:
             table.add_row("workers", self.workers)
             for kernel, text in self.bests.items():
                 table.add_row(f"best of {kernel}", text)
-        table.add_row("variants", f"{trial.index} in {time.monotonic() - self.started:.0f} s")
+        of = f" ({name})" if self.workers else ""  # kernels are searched together
+        table.add_row(f"variants{of}", f"{trial.index} in {time.monotonic() - self.started:.0f} s")
         table.add_row(
-            "latest",
+            f"latest{of}",
             f"{latest.time_us:.2f} us" if latest.time_us else f"{latest.status}: {latest.detail}",
         )
         if best.score.time_us:
-            table.add_row("best", f"{best.score.time_us:.2f} us (trial {best.index})")
-            table.add_row("knobs", best.leaf.knobs.format())
+            table.add_row(f"best{of}", f"{best.score.time_us:.2f} us (trial {best.index})")
+            table.add_row(f"knobs{of}", best.leaf.knobs.format())
         self.live.update(table)
 
     def kernel_finished(self, result: KernelResult) -> None:
