@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import math
 import os
+import socket
 import time
 import uuid
 import zlib
@@ -277,6 +278,7 @@ class RayPool:
         if address is None:
             settings.update(num_cpus=workers or os.cpu_count() or 1, include_dashboard=False)
         else:
+            check_reachable(address)
             settings["address"] = address
         try:
             ray.init(**settings)
@@ -347,6 +349,23 @@ class RayPool:
             return call(*args, **kwargs)
         except (RaySystemError, ConnectionError) as error:
             raise PoolLost(first_line(error)) from None
+
+
+#: How long joining a cluster may take to answer at all (Ray itself retries for minutes).
+CONNECT_TIMEOUT_S = 5.0
+
+
+def check_reachable(address: str) -> None:
+    """A cluster address (`host:port`, or `ray://host:port`) that nothing answers at is a
+    `PoolLost` now, not minutes of Ray's retries; other forms ("auto") go to Ray as given."""
+    host, colon, port = address.removeprefix("ray://").rpartition(":")
+    if not colon or not port.isdigit():
+        return
+    try:
+        socket.create_connection((host or "localhost", int(port)), CONNECT_TIMEOUT_S).close()
+    except OSError as error:
+        reason = error.strerror or type(error).__name__
+        raise PoolLost(f"cannot reach the Ray cluster at {address}: {reason}") from None
 
 
 def ray_pool(

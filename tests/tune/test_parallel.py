@@ -152,6 +152,21 @@ def test_workers_without_ray_is_one_line(monkeypatch, capsys):
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
 
 
+def test_a_cluster_address_nothing_answers_at_is_one_line_at_once():
+    import socket
+
+    from deplodock.tune.parallel import check_reachable
+
+    with socket.socket() as probe:  # a port nothing listens on once it is closed
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    with pytest.raises(PoolLost) as caught:
+        check_reachable(f"127.0.0.1:{port}")
+    assert str(caught.value).startswith(f"cannot reach the Ray cluster at 127.0.0.1:{port}: ")
+    assert "\n" not in str(caught.value)
+    check_reachable("auto")  # not host:port: Ray's to resolve
+
+
 # --- on a local Ray runtime -----------------------------------------------------------------
 
 
