@@ -171,11 +171,21 @@ def test_a_cluster_address_nothing_answers_at_is_one_line_at_once():
 
 
 @pytest.fixture(scope="module")
-def ray_pool():
+def build_tally(tmp_path_factory):
+    """Where the GPU actors' builds are counted (`KillingBuild`): the second one dies."""
+    return tmp_path_factory.mktemp("builds")
+
+
+@pytest.fixture(scope="module")
+def ray_pool(build_tally):
+    """One local Ray runtime for the module (a process has one): 2 CPU workers, and 2 GPU
+    actors without a GPU (the scripted runner on a fake device, 0 GPUs each)."""
     pytest.importorskip("ray")
     from deplodock.tune.parallel import RayPool
+    from tests.tune.ray_evaluators import scripted_measurer
 
-    pool = RayPool(2)
+    measurer = functools.partial(scripted_measurer, build_tally, 2)  # build 1: the reference
+    pool = RayPool(2, measurer=measurer, actors=2, gpus_per_actor=0)
     yield pool
     pool.close()
 
@@ -227,24 +237,16 @@ def test_ray_a_candidate_that_kills_every_worker_is_failed_and_the_search_goes_o
 
 
 @pytest.mark.slow
-def test_ray_measures_on_gpu_actors_and_a_dead_actor_fails_one_candidate(silu_mul_loop, tmp_path):
-    """Two GPU actors (no GPU here: the scripted runner on a fake device, 0 GPUs each); the
-    second build kills its actor, whose candidate is FAILED, and a restarted actor measures
-    the rest."""
-    pytest.importorskip("ray")
-    from deplodock.tune.parallel import RayPool
+def test_ray_measures_on_gpu_actors_and_a_dead_actor_fails_one_candidate(
+    silu_mul_loop, ray_pool, tmp_path
+):
+    """The second build kills its GPU actor: that candidate is FAILED, and a restarted actor
+    measures the rest."""
     from tests.tune.ray_evaluators import scripted_measurer
 
-    tally = tmp_path / "tally"
-    tally.mkdir()
-    measurer = functools.partial(scripted_measurer, tally, 2)  # build 1 is the reference
     options = TuneOptions(max_trials=4, patience=None, seed=0, kernel_budget_s=600)
-    pool = RayPool(2, measurer=measurer, actors=2, gpus_per_actor=0)
-    try:
-        with scripted_measurer(tmp_path) as evaluator:
-            (kernel,) = tune_program_parallel(silu_mul_loop, evaluator, options, pool).kernels
-    finally:
-        pool.close()
+    with scripted_measurer(tmp_path) as evaluator:
+        (kernel,) = tune_program_parallel(silu_mul_loop, evaluator, options, ray_pool).kernels
     statuses = [(v.status, v.detail) for v in kernel.record.variants]
     died = [detail for status, detail in statuses if status == "failed"]
     assert len(died) == 1 and "GPU actor died" in died[0]
