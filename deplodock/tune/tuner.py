@@ -9,6 +9,9 @@ with its reason; it never stops the search. The winner is stored in the cache un
 kernel's hash, the evaluator's target, toolchain and cost source, which is where `compile`
 and `run` find it again (`replay.py`).
 
+Here candidates are scored one at a time in this process; `parallel.py` scores them on a
+pool of Ray workers (`tune --workers N`), with the same records and cache.
+
 The program's budget is shared: each kernel still to tune gets an equal part of what is
 left, capped at `kernel_budget_s`, so time a small kernel does not need goes to the next.
 
