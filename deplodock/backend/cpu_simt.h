@@ -44,6 +44,7 @@
 #define __shared__ static thread_local
 #define __align__(n) __attribute__((aligned(n)))
 #define __constant__ static const
+#define __grid_constant__
 // __restrict__ is a GNU keyword already.
 
 struct uint3 {
@@ -158,7 +159,7 @@ inline __nv_bfloat16 __float2bfloat16_rn(float f) { return __nv_bfloat16(f); }
 // has its own copy and blocks on different workers run in parallel.
 namespace deplodock_simt {
 
-enum class State : uint8_t { Run, AtBlockSync, AtWarpSync, Done };
+enum class State : uint8_t { Run, AtBlockSync, AtWarpSync, AtMbarrier, Done };
 
 struct Fiber;
 struct Worker;
@@ -289,6 +290,7 @@ struct Fiber {
   int async_commits = 0;
   int mma_count = 0;       // the mma.sync calls of this thread in this block
   int ldmatrix_count = 0;  // ... and its ldmatrix calls
+  size_t waits_on = 0;     // the mbarrier of its try_wait, while at State::AtMbarrier
 };
 
 // The A and B fragments each lane of a warp posted for one mma.sync (see mma_m16n8k16),
@@ -306,6 +308,42 @@ struct LdmatrixExchange {
   int serial[32];
 };
 
+// One TMA copy (cp.async.bulk.tensor) in flight: the bytes it read, where they land, and
+// the mbarrier phase whose tx-count it completes (see "TMA and mbarriers" below).
+struct TmaCopy {
+  unsigned char* dst;
+  std::vector<unsigned char> data;
+#ifdef DEPLODOCK_MEMCHECK
+  SharedTrack* track = nullptr;    // a checked __shared__ destination: landing writes
+  long long first = 0, count = 0;  // its elements [first, first + count)
+#endif
+};
+
+// Where a landed TMA copy's bytes sit: delivered by phase `phase` (counted from 0) of
+// mbarrier `barrier`, and whether a later copy has written over them since.
+struct Delivery {
+  unsigned char* dst;
+  size_t bytes;
+  size_t barrier;
+  long long phase;
+  bool overwritten = false;
+};
+
+// The emulation's state of one mbarrier object (PTX ISA, "mbarrier"): the expected arrival
+// count, the pending arrivals and tx-count of the current phase, how many phases completed
+// (the current phase's parity is its low bit), and the copies in flight on the phase.
+struct Mbarrier {
+  const void* address;
+  int init_thread;
+  int expected;
+  int pending;
+  long long tx = 0;
+  long long completed = 0;
+  bool fenced = false;  // a fence.proxy.async by its initializing thread followed the init
+  std::vector<TmaCopy> copies;
+  std::vector<long long> waits;  // per thread: its completed waits on this barrier
+};
+
 struct Warp {
   alignas(64) uint64_t slots[2][32];  // double-buffered: one sync per shuffle
   MmaExchange mma[2];                 // double-buffered on the same phase as `slots`
@@ -319,6 +357,9 @@ struct Worker {
   std::vector<Fiber> fibers;
   std::vector<Warp> warps;
   bool first_block = true;
+  std::vector<Mbarrier> mbarriers;  // this block's mbarrier objects, in init order
+  std::vector<Delivery> deliveries;  // the bytes TMA copies have landed in this block
+  uint64_t mbarrier_progress = 0;    // bumped by every change of an mbarrier's state
 #ifdef DEPLODOCK_MEMCHECK
   bool abandoned = false;  // a check failed in the current block: it is not resumed
 #endif
@@ -357,6 +398,18 @@ inline bool all_live(const Fiber* begin, const Fiber* end, State s) {
   return any;
 }
 
+// The mbarrier thread `f` waits on (`Fiber::waits_on`), as `report_mbarrier_hang` names it.
+inline void report_mbarrier_hang(const Worker& w, const Fiber& f) {
+  const Mbarrier& b = w.mbarriers[f.waits_on];
+  std::fprintf(stderr,
+               "cpu_simt: hang in block %u: thread %d waits for the phase of parity %d of "
+               "mbarrier %zu, which can never complete (%d of %d arrivals pending, tx-count "
+               "%lld bytes, %zu TMA copies in flight, every thread of the block waiting)\n",
+               blockIdx.x, f.tid, (int)(b.completed & 1), f.waits_on, b.pending, b.expected,
+               b.tx, b.copies.size());
+  std::abort();
+}
+
 // Run one block on worker `w` (its fibers already exist).
 inline void run_block(Worker& w) {
   const int n = (int)w.fibers.size();
@@ -371,21 +424,31 @@ inline void run_block(Worker& w) {
     f.mma_count = 0;
     f.ldmatrix_count = 0;
   }
+  w.mbarriers.clear();
+  w.deliveries.clear();
   for (Warp& warp : w.warps) {  // the previous block's postings must not pass for this one's
     for (MmaExchange& x : warp.mma) std::fill(std::begin(x.serial), std::end(x.serial), 0);
     for (LdmatrixExchange& x : warp.ldmatrix)
       std::fill(std::begin(x.serial), std::end(x.serial), 0);
   }
   for (;;) {
+    // A thread at an mbarrier wait polls it again each round (its try_wait loop); a round in
+    // which no thread ran past a wait and no mbarrier changed is a hang unless a barrier
+    // releases below.
+    const uint64_t progress = w.mbarrier_progress;
+    bool moved = false;
     for (Fiber& f : w.fibers) {
-      if (f.state != State::Run) continue;
+      if (f.state != State::Run && f.state != State::AtMbarrier) continue;
+      const bool polling = f.state == State::AtMbarrier;
       current = &f;
       threadIdx = {(unsigned)f.tid, 0u, 0u};
       switch_context(w.ctx, f.ctx);
+      moved = moved || !polling || f.state != State::AtMbarrier;
 #ifdef DEPLODOCK_MEMCHECK
       if (w.abandoned) return;
 #endif
     }
+    moved = moved || w.mbarrier_progress != progress;
     bool released = false;
     for (int base = 0; base < n; base += 32) {
       Fiber* begin = w.fibers.data() + base;
@@ -403,6 +466,9 @@ inline void run_block(Worker& w) {
         if (f.state == State::AtBlockSync) f.state = State::Run;
       continue;
     }
+    if (moved) continue;
+    for (const Fiber& f : w.fibers)
+      if (f.state == State::AtMbarrier) report_mbarrier_hang(w, f);
     bool done = true;
     for (const Fiber& f : w.fibers) done = done && f.state == State::Done;
     if (done) return;
@@ -586,6 +652,208 @@ inline void ldmatrix(const uint16_t* row, unsigned (&r)[N]) {
     const uint16_t hi = Trans ? x.rows[8 * j + 2 * q + 1][g] : x.rows[8 * j + g][2 * q + 1];
     r[j] = (unsigned)lo | ((unsigned)hi << 16);
   }
+}
+
+// ---- TMA and mbarriers (sm_90) ----------------------------------------------------------
+// An mbarrier (PTX ISA, "Parallel Synchronization and Communication Instructions: mbarrier")
+// is a 64-bit object in shared memory. `mbarrier.init [b], n` starts phase 0 expecting n
+// arrivals with tx-count 0. `mbarrier.arrive` counts one arrival; `mbarrier.arrive
+// .expect_tx [b], bytes` first raises the tx-count by `bytes`, then arrives. A TMA copy
+// (`cp.async.bulk.tensor ... .mbarrier::complete_tx::bytes`) lowers the tx-count of the
+// current phase by the bytes it wrote once they have landed. The phase completes when every
+// arrival is in and the tx-count is zero; the barrier then moves to the next phase (its
+// parity flips) with n arrivals pending again. `mbarrier.try_wait.parity [b], p` succeeds
+// once the phase of parity p has completed, i.e. while the current phase's parity is not p.
+//
+// The emulation keeps each barrier's state beside the block (Worker::mbarriers, found by
+// address) and lands a phase's copies at the first arrival or poll of the barrier once its
+// last arrival is in, a legal order: a copy may land at any time before its phase completes, and until
+// then the destination's contents are undefined, which the emulation makes visible by
+// filling them with 0xff bytes (NaN in every float type) at the copy's issue. It reports, and
+// aborts on: a wait that can never be satisfied (a hang: a wrong expect-tx count, a missing
+// arrival), copies that deliver more bytes than the phase expected, a TMA copy on a barrier
+// whose init no fence.proxy.async made visible to the async proxy, a copy into bytes another
+// copy is still writing, and a race of the async proxy with a consumer: a thread waits on a
+// barrier for each of its phases in turn (its k-th wait consumes phase k, as in a pipeline),
+// so when its k-th wait succeeds after a later copy already wrote over the bytes phase k
+// delivered, it would read the wrong data (a stage reused before its consumers released it,
+// e.g. one phase early).
+[[noreturn]] inline void mbarrier_error(const char* message, size_t barrier) {
+  std::fprintf(stderr, "cpu_simt: thread %d of block %u: mbarrier %zu: %s\n", current->tid,
+               blockIdx.x, barrier, message);
+  std::abort();
+}
+
+inline size_t find_mbarrier(const void* address, const char* what) {
+  const std::vector<Mbarrier>& all = current->worker->mbarriers;
+  for (size_t i = all.size(); i-- > 0;)
+    if (all[i].address == address) return i;
+  std::fprintf(stderr,
+               "cpu_simt: thread %d of block %u runs %s on an mbarrier that was never "
+               "initialized (mbarrier.init)\n",
+               current->tid, blockIdx.x, what);
+  std::abort();
+}
+
+inline void mbarrier_init(const void* address, unsigned count) {
+  Worker& w = *current->worker;
+  if (count == 0 || count >= (1u << 20))
+    mbarrier_error("mbarrier.init expects between 1 and 2^20 - 1 arrivals", w.mbarriers.size());
+  Mbarrier b{address, current->tid, (int)count, (int)count};
+  b.waits.assign(w.fibers.size(), 0);
+  w.mbarriers.push_back(std::move(b));  // a re-init starts a new object at the same address
+  w.mbarrier_progress += 1;
+}
+
+#ifdef DEPLODOCK_MEMCHECK
+// A checked TMA destination's elements: unwritten while the copy is in flight, written when
+// it lands (memcheck, below).
+inline void forget_shared_written(SharedTrack& t, long long index, long long count);
+inline void mark_tma_landed(SharedTrack& t, long long index, long long count);
+#endif
+
+// The copies of the current phase land (each a complete_tx of its bytes) once every arrival
+// is in; with the tx-count then at zero the phase completes.
+inline void mbarrier_advance(Worker& w, size_t index) {
+  Mbarrier& b = w.mbarriers[index];
+  if (b.pending > 0) return;
+  for (TmaCopy& copy : b.copies) {
+    std::memcpy(copy.dst, copy.data.data(), copy.data.size());
+#ifdef DEPLODOCK_MEMCHECK
+    if (copy.track != nullptr) mark_tma_landed(*copy.track, copy.first, copy.count);
+#endif
+    b.tx -= (long long)copy.data.size();
+    w.deliveries.push_back({copy.dst, copy.data.size(), index, b.completed});
+  }
+  b.copies.clear();
+  if (b.tx < 0)
+    mbarrier_error("TMA copies delivered more bytes than mbarrier.arrive.expect_tx announced",
+                   index);
+  if (b.tx > 0) return;
+  b.completed += 1;
+  b.pending = b.expected;
+  w.mbarrier_progress += 1;
+}
+
+inline void mbarrier_arrive(const void* address, unsigned tx_bytes) {
+  Worker& w = *current->worker;
+  const size_t index = find_mbarrier(address, "mbarrier.arrive");
+  Mbarrier& b = w.mbarriers[index];
+  if (b.pending == 0)
+    mbarrier_error("more arrivals than the phase expects (mbarrier.init count)", index);
+  b.tx += tx_bytes;
+  b.pending -= 1;
+  w.mbarrier_progress += 1;
+  mbarrier_advance(w, index);  // the last arrival completes a phase with nothing in flight
+}
+
+inline void mbarrier_wait(const void* address, unsigned parity) {
+  Fiber* f = current;
+  Worker& w = *f->worker;
+  const size_t index = find_mbarrier(address, "mbarrier.try_wait");
+  f->waits_on = index;
+  for (;;) {
+    mbarrier_advance(w, index);
+    if ((w.mbarriers[index].completed & 1) != (long long)(parity & 1)) break;
+    yield(State::AtMbarrier);
+  }
+  const long long phase = w.mbarriers[index].waits[f->tid]++;
+  for (const Delivery& d : w.deliveries) {
+    if (d.barrier != index || d.phase != phase || !d.overwritten) continue;
+    std::fprintf(stderr,
+                 "cpu_simt: thread %d of block %u: race: its wait %lld on mbarrier %zu is "
+                 "for the bytes that phase delivered, but a later TMA copy already wrote "
+                 "over them (a stage reused before its consumers released it: wait on its "
+                 "empty barrier, with the right parity, first)\n",
+                 f->tid, blockIdx.x, phase, index);
+    std::abort();
+  }
+}
+
+// fence.proxy.async: this thread's earlier generic-proxy accesses (here: its mbarrier.init)
+// are ordered before its later async-proxy ones, as the CUDA programming guide's TMA example
+// does after initializing the barrier a copy completes on.
+inline void fence_proxy_async() {
+  for (Mbarrier& b : current->worker->mbarriers)
+    if (b.init_thread == current->tid) b.fenced = true;
+}
+
+inline bool overlaps(const unsigned char* a, size_t a_bytes, const unsigned char* b,
+                     size_t b_bytes) {
+  return a < b + b_bytes && b < a + a_bytes;
+}
+
+// A new copy into [dst, dst + bytes): no copy may still be writing there; earlier deliveries
+// there are overwritten (their consumers' later waits report it, `mbarrier_wait`).
+inline void check_stage_free(Worker& w, unsigned char* dst, size_t bytes) {
+  for (size_t i = 0; i < w.mbarriers.size(); ++i)
+    for (const TmaCopy& c : w.mbarriers[i].copies)
+      if (overlaps(dst, bytes, c.dst, c.data.size()))
+        mbarrier_error("race: a TMA copy into shared bytes that an earlier TMA copy (on this "
+                       "mbarrier) is still writing",
+                       i);
+  for (Delivery& d : w.deliveries)
+    if (overlaps(dst, bytes, d.dst, d.bytes)) d.overwritten = true;
+}
+
+// The emulation's tensor map (the GPU's is the driver's opaque CUtensorMap): a row-major 2-D
+// tensor of `rows` x `cols` elements, `row_bytes` apart, and the box one copy moves, with its
+// swizzle span in bytes (0: none). backend/tensor_map.py builds it on the host.
+struct TensorMap2d {
+  const unsigned char* base;
+  long long rows, cols, row_bytes;
+  int element_bytes, box_rows, box_cols, swizzle;
+};
+
+// The swizzled byte offset of byte `offset` of a box in shared memory (CUDA programming
+// guide, "TMA Swizzle"; PTX ISA, "Tensor-copy swizzling modes"): the 16-byte chunk index
+// (offset bits 4..) is XORed with the offset bits from 7 on, as many bits as the span has
+// chunks (128 B: 3 bits, 64 B: 2, 32 B: 1); the pattern repeats every 8 x span bytes.
+inline size_t swizzle_offset(size_t offset, int span) {
+  const size_t mask = span == 128 ? 7 : span == 64 ? 3 : span == 32 ? 1 : 0;
+  return offset ^ (((offset >> 7) & mask) << 4);
+}
+
+// cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes (PTX
+// ISA, "Data Movement: cp.async.bulk.tensor"): the box at (row c1, column c0) of the tensor
+// lands in shared memory at `dst`, rows of box_cols elements one after another (swizzled
+// as above); elements outside the tensor (either coordinate, negative ones too) are zeros.
+// The copy completes box bytes on the barrier's current phase.
+inline void tma_load_2d(void* dst, const TensorMap2d& map, int c0, int c1, const void* bar) {
+  Worker& w = *current->worker;
+  const size_t index = find_mbarrier(bar, "cp.async.bulk.tensor");
+  if (!w.mbarriers[index].fenced)
+    mbarrier_error("a TMA copy completes on an mbarrier whose mbarrier.init no "
+                   "fence.proxy.async made visible to the async proxy",
+                   index);
+  const size_t row_bytes = (size_t)map.box_cols * map.element_bytes;
+  const size_t bytes = row_bytes * map.box_rows;
+  if (row_bytes % 16 != 0 || (map.swizzle != 0 && row_bytes != (size_t)map.swizzle))
+    mbarrier_error("a TMA box row must be a multiple of 16 bytes, and exactly the swizzle "
+                   "span with a swizzle",
+                   index);
+  const size_t repeat = map.swizzle == 0 ? 128 : 8 * (size_t)map.swizzle;
+  if (reinterpret_cast<uintptr_t>(dst) % repeat != 0)
+    mbarrier_error("a TMA destination must be aligned to 128 bytes, and to 8 x the swizzle "
+                   "span with a swizzle",
+                   index);
+  auto* out = static_cast<unsigned char*>(dst);
+  check_stage_free(w, out, bytes);
+  TmaCopy copy{out, std::vector<unsigned char>(bytes, 0)};
+  for (int r = 0; r < map.box_rows; ++r) {
+    const long long row = (long long)c1 + r;
+    for (int c = 0; c < map.box_cols; ++c) {
+      const long long col = (long long)c0 + c;
+      if (row < 0 || row >= map.rows || col < 0 || col >= map.cols) continue;  // zero fill
+      const size_t at = (size_t)r * row_bytes + (size_t)c * map.element_bytes;
+      std::memcpy(&copy.data[swizzle_offset(at, map.swizzle)],
+                  map.base + row * map.row_bytes + col * map.element_bytes,
+                  map.element_bytes);
+    }
+  }
+  std::memset(out, 0xff, bytes);  // undefined until the phase completes
+  w.mbarriers[index].copies.push_back(std::move(copy));
+  w.mbarrier_progress += 1;
 }
 
 }  // namespace deplodock_simt
@@ -838,6 +1106,13 @@ DD_CHECK void check_shared_written(SharedTrack& t, long long index, long long co
 DD_CHECK void mark_shared_written(SharedTrack& t, long long index, long long count) {
   refresh(t);
   for (long long e = index; e < index + count; ++e) t.written[e >> 6] |= uint64_t(1) << (e & 63);
+}
+inline void mark_tma_landed(SharedTrack& t, long long index, long long count) {
+  mark_shared_written(t, index, count);
+}
+inline void forget_shared_written(SharedTrack& t, long long index, long long count) {
+  refresh(t);
+  for (long long e = index; e < index + count; ++e) t.written[e >> 6] &= ~(uint64_t(1) << (e & 63));
 }
 
 template <class T>
@@ -1361,6 +1636,246 @@ DD_DEVICE void dd_ldmatrix(const T* row, R&... out) {
   T* elements[] = {&out...};
   for (int j = 0; j < N; ++j) dd_unpack_pair(r[j], *elements[2 * j], *elements[2 * j + 1]);
 }
+
+// ---- TMA: 2-D tensor copies into shared memory, completed on mbarriers (sm_90) -----------
+//
+// `dd_tensor_map` is the tensor map a kernel takes as a `const __grid_constant__` parameter:
+// on the GPU the driver's CUtensorMap (cuTensorMapEncodeTiled on the host), on the CPU the
+// emulation's TensorMap2d (backend/tensor_map.py). An mbarrier is an `unsigned long long` in
+// shared memory. Semantics, and what the emulation reports: "TMA and mbarriers" above.
+//   dd_mbarrier_init(&bar, n)              mbarrier.init.shared::cta.b64
+//   dd_fence_proxy_async()                 fence.proxy.async.shared::cta
+//   dd_mbarrier_arrive(&bar)               mbarrier.arrive.shared::cta.b64
+//   dd_mbarrier_arrive_expect_tx(&bar, b)  mbarrier.arrive.expect_tx.shared::cta.b64
+//   dd_mbarrier_wait(&bar, parity)         a mbarrier.try_wait.parity.shared::cta.b64 loop
+//   dd_tma_load_2d(&s[0], &map, c0, c1, &bar)
+//       cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes,
+//       the box at column c0, row c1 (the innermost coordinate first, as PTX orders them).
+#ifdef __CUDACC__
+#include <cuda.h>
+typedef CUtensorMap dd_tensor_map;
+#else
+typedef deplodock_simt::TensorMap2d dd_tensor_map;
+#endif
+
+#if defined(__CUDA_ARCH__)
+#define DD_SMEM_ADDRESS(p) ((unsigned)__cvta_generic_to_shared(p))
+#endif
+
+DD_DEVICE void dd_mbarrier_init(unsigned long long* bar, unsigned count) {
+#if defined(__CUDA_ARCH__)
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(DD_SMEM_ADDRESS(bar)),
+               "r"(count)
+               : "memory");
+#elif !defined(__CUDACC__)
+  deplodock_simt::mbarrier_init(bar, count);
+#endif
+}
+
+DD_DEVICE void dd_fence_proxy_async() {
+#if defined(__CUDA_ARCH__)
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+#elif !defined(__CUDACC__)
+  deplodock_simt::fence_proxy_async();
+#endif
+}
+
+DD_DEVICE void dd_mbarrier_arrive(unsigned long long* bar) {
+#if defined(__CUDA_ARCH__)
+  asm volatile("{\n.reg .b64 state;\nmbarrier.arrive.shared::cta.b64 state, [%0];\n}\n" ::"r"(
+                   DD_SMEM_ADDRESS(bar))
+               : "memory");
+#elif !defined(__CUDACC__)
+  deplodock_simt::mbarrier_arrive(bar, 0);
+#endif
+}
+
+DD_DEVICE void dd_mbarrier_arrive_expect_tx(unsigned long long* bar, unsigned bytes) {
+#if defined(__CUDA_ARCH__)
+  asm volatile(
+      "{\n.reg .b64 state;\nmbarrier.arrive.expect_tx.shared::cta.b64 state, [%0], %1;\n}\n" ::
+          "r"(DD_SMEM_ADDRESS(bar)),
+      "r"(bytes)
+      : "memory");
+#elif !defined(__CUDACC__)
+  deplodock_simt::mbarrier_arrive(bar, bytes);
+#endif
+}
+
+DD_DEVICE void dd_mbarrier_wait(unsigned long long* bar, unsigned parity) {
+#if defined(__CUDA_ARCH__)
+  asm volatile(
+      "{\n.reg .pred done;\nDD_WAIT_%=:\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+      "@!done bra DD_WAIT_%=;\n}\n" ::"r"(DD_SMEM_ADDRESS(bar)),
+      "r"(parity)
+      : "memory");
+#elif !defined(__CUDACC__)
+  deplodock_simt::mbarrier_wait(bar, parity);
+#endif
+}
+
+DD_DEVICE void dd_tma_load_2d(void* smem, const dd_tensor_map* map, int c0, int c1,
+                              unsigned long long* bar) {
+#if defined(__CUDA_ARCH__)
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+      " [%0], [%1, {%2, %3}], [%4];\n" ::"r"(DD_SMEM_ADDRESS(smem)),
+      "l"(reinterpret_cast<unsigned long long>(map)), "r"(c0), "r"(c1),
+      "r"(DD_SMEM_ADDRESS(bar))
+      : "memory");
+#elif !defined(__CUDACC__)
+  deplodock_simt::tma_load_2d(smem, *map, c0, c1, bar);
+#endif
+}
+// ==== wgmma: sm_90a warpgroup MMA (begin) ================================================
+//
+// The ops of dialects/common/wgmma.py (its docstring has the ISA's rules this follows). The
+// printer writes `wgmma.mma_async` itself as inline PTX (its operand list grows with N) under
+// a `__CUDA_ARCH__` conditional, and `dd_wgmma_emulate<N>(...)` for the CPU; the descriptor,
+// fence, commit and wait are these helpers. A descriptor's start address is the operand's
+// shared-window address on the GPU and its byte offset within its array on the CPU (the
+// printer aligns such arrays to 1024 bytes, so the swizzle sees the same address bits).
+//
+// The CPU emulation is per thread: a wgmma reads A and B from shared memory, so each thread
+// computes its own N / 2 accumulator registers (row 16 w + l / 4 + 8 ((i / 2) % 2), column
+// 8 (i / 4) + 2 (l % 4) + i % 2 for warp w, lane l of the warpgroup) by summing the products
+// in k order in fp32, then adding C. The result is deferred, as on a GPU: it lands in the
+// registers only at the `dd_wgmma_wait<N>` that retires its group, so code that reads the
+// accumulators without waiting sees the old values; a next wgmma on the same registers
+// chains onto the pending value. A wgmma without a fence since the thread's start or its
+// last wait aborts. Not modelled: memcheck of the operand reads, a partial warpgroup.
+#if !defined(__CUDACC__)
+#include <unordered_map>
+namespace deplodock_simt {
+
+struct WgmmaPending {
+  float* target;
+  float value;
+  int group;  // the commit group it belongs to (the thread's commit count when issued)
+};
+
+struct WgmmaState {
+  unsigned block = ~0u;
+  bool fenced = false;
+  int commits = 0;
+  std::vector<WgmmaPending> pending;
+};
+
+// The running thread's wgmma state, fresh for each block it runs.
+inline WgmmaState& wgmma_state() {
+  static thread_local std::unordered_map<const Fiber*, WgmmaState> states;
+  WgmmaState& s = states[current];
+  if (s.block != blockIdx.x) s = WgmmaState{blockIdx.x};
+  return s;
+}
+
+[[noreturn]] inline void wgmma_fail(const char* what) {
+  std::fprintf(stderr, "cpu_simt: thread %u of block %u: %s\n", threadIdx.x, blockIdx.x, what);
+  std::abort();
+}
+
+// Byte offset of byte `b` (along K) of row `r` of a K-major operand the descriptor describes:
+// the canonical layout of dialects/common/wgmma.py (core matrices of 8 rows x 16 bytes, LBO
+// along K, SBO between 8-row groups; swizzled: rows of S bytes, address bits 4.. XOR 7..).
+inline uint64_t wgmma_address(uint64_t desc, int r, int b) {
+  const uint64_t start = (desc & 0x3FFF) << 4, lbo = ((desc >> 16) & 0x3FFF) << 4;
+  const uint64_t sbo = ((desc >> 32) & 0x3FFF) << 4, mode = desc >> 62;
+  if ((desc >> 49) & 7) wgmma_fail("wgmma descriptor base offset is not modelled (use 0)");
+  const uint64_t width = mode == 0 ? 0 : mode == 1 ? 128 : mode == 2 ? 64 : 32;
+  const uint64_t group = (uint64_t)(r / 8) * sbo;
+  if (width == 0) return start + group + (b / 16) * lbo + (r % 8) * 16 + b % 16;
+  const uint64_t a = start + group + (b / width) * lbo + (r % 8) * width + b % width;
+  return a ^ (((a >> 7) & (width / 16 - 1)) << 4);
+}
+
+template <class T>
+inline float wgmma_element(const T* array, uint64_t desc, int r, int k) {
+  const T value = *reinterpret_cast<const T*>(reinterpret_cast<const char*>(array) +
+                                              wgmma_address(desc, r, k * (int)sizeof(T)));
+  if constexpr (sizeof(T) == 4) {  // tf32: the low 13 mantissa bits must be zero
+    if (f2u(value) & 0x1FFF) wgmma_fail("a tf32 wgmma reads a value that is not tf32");
+  }
+  return (float)value;
+}
+
+}  // namespace deplodock_simt
+
+template <int N, class T>
+inline void dd_wgmma_emulate(uint64_t da, uint64_t db, const T* a, const T* b,
+                             float* const (&d)[N / 2]) {
+  using namespace deplodock_simt;
+  WgmmaState& s = wgmma_state();
+  if (!s.fenced) wgmma_fail("wgmma without a wgmma_fence since its start or its last wait");
+  constexpr int K = 32 / (int)sizeof(T);
+  const int t = (int)(threadIdx.x % 128), warp = t / 32, lane = t % 32;
+  for (int i = 0; i < N / 2; ++i) {
+    const int row = 16 * warp + lane / 4 + 8 * ((i / 2) % 2);
+    const int col = 8 * (i / 4) + 2 * (lane % 4) + i % 2;
+    float c = *d[i];
+    for (auto it = s.pending.rbegin(); it != s.pending.rend(); ++it) {
+      if (it->target == d[i]) {
+        c = it->value;  // chained onto a wgmma still in flight
+        break;
+      }
+    }
+    float sum = 0.0f;
+    for (int k = 0; k < K; ++k) sum += wgmma_element(a, da, row, k) * wgmma_element(b, db, col, k);
+    s.pending.push_back({d[i], sum + c, s.commits});
+  }
+}
+#endif
+
+DD_DEVICE unsigned long long dd_wgmma_desc(const void* p, const void* base,
+                                           unsigned long long fields) {
+#if defined(__CUDA_ARCH__)
+  (void)base;
+  const unsigned long long address = (unsigned long long)__cvta_generic_to_shared(p);
+#else
+  const unsigned long long address =
+      (unsigned long long)(static_cast<const char*>(p) - static_cast<const char*>(base));
+#endif
+  return fields | ((address & 0x3FFFF) >> 4);
+}
+
+DD_DEVICE void dd_wgmma_fence() {
+#if defined(__CUDA_ARCH__)
+  asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#elif !defined(__CUDACC__)
+  deplodock_simt::wgmma_state().fenced = true;
+#endif
+}
+
+DD_DEVICE void dd_wgmma_commit() {
+#if defined(__CUDA_ARCH__)
+  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+#elif !defined(__CUDACC__)
+  deplodock_simt::wgmma_state().commits += 1;
+#endif
+}
+
+template <int N>
+DD_DEVICE void dd_wgmma_wait() {
+  static_assert(N >= 0 && N <= 7, "wgmma.wait_group takes 0 to 7");
+#if defined(__CUDA_ARCH__)
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+#elif !defined(__CUDACC__)
+  // Land, in issue order, every result of a committed group older than the N newest.
+  deplodock_simt::WgmmaState& s = deplodock_simt::wgmma_state();
+  const int limit = s.commits - N;
+  size_t kept = 0;
+  for (size_t i = 0; i < s.pending.size(); ++i) {
+    if (s.pending[i].group < limit) {
+      *s.pending[i].target = s.pending[i].value;
+    } else {
+      s.pending[kept++] = s.pending[i];
+    }
+  }
+  s.pending.resize(kept);
+  s.fenced = false;
+#endif
+}
+// ==== wgmma (end) ========================================================================
 #endif  // DEPLODOCK_DEVICE_PRIMITIVES
 
 // ---- memcheck: checked device primitives ----------------------------------------------
@@ -1414,6 +1929,53 @@ template <int N, bool Trans, class P, class... R>
 DD_CHECK void dd_ldmatrix(const P& row, R&... out) {
   const bool used = deplodock_simt::lane_id() < 8 * N;
   dd_ldmatrix<N, Trans>(used ? deplodock_simt::checked_read(row, 8) : row.address(), out...);
+}
+
+// TMA and mbarriers: an mbarrier's element is bounds-checked (its state lives beside the
+// block); a TMA copy's destination box is bounds-checked, unwritten until the copy lands and
+// written then, so a read of a stage before its full barrier completes is reported as a read
+// of unwritten shared memory.
+template <class B>
+  requires deplodock_simt::is_checked_pointer<B>
+DD_CHECK void dd_mbarrier_init(const B& bar, unsigned count) {
+  bar.check(1);
+  dd_mbarrier_init(bar.address(), count);
+}
+template <class B>
+  requires deplodock_simt::is_checked_pointer<B>
+DD_CHECK void dd_mbarrier_arrive(const B& bar) {
+  bar.check(1);
+  dd_mbarrier_arrive(bar.address());
+}
+template <class B>
+  requires deplodock_simt::is_checked_pointer<B>
+DD_CHECK void dd_mbarrier_arrive_expect_tx(const B& bar, unsigned bytes) {
+  bar.check(1);
+  dd_mbarrier_arrive_expect_tx(bar.address(), bytes);
+}
+template <class B>
+  requires deplodock_simt::is_checked_pointer<B>
+DD_CHECK void dd_mbarrier_wait(const B& bar, unsigned parity) {
+  bar.check(1);
+  dd_mbarrier_wait(bar.address(), parity);
+}
+template <class T, class B>
+  requires deplodock_simt::is_checked_pointer<B>
+DD_CHECK void dd_tma_load_2d(const deplodock_simt::SharedPtr<T>& dst, const dd_tensor_map* map,
+                             int c0, int c1, const B& bar) {
+  using deplodock_simt::span_elements;
+  const long long count = span_elements<T>((long long)map->box_rows * map->box_cols *
+                                           map->element_bytes);
+  dst.check(count);
+  bar.check(1);
+  dd_tma_load_2d(dst.address(), map, c0, c1, bar.address());
+  deplodock_simt::forget_shared_written(*dst.track, dst.index, count);
+  auto& all = deplodock_simt::current->worker->mbarriers;
+  deplodock_simt::TmaCopy& copy =
+      all[deplodock_simt::find_mbarrier(bar.address(), "cp.async.bulk.tensor")].copies.back();
+  copy.track = dst.track;
+  copy.first = dst.index;
+  copy.count = count;
 }
 
 template <class P, class V>

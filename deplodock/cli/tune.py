@@ -15,6 +15,7 @@ cache, which `compile` and `run` replay.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
@@ -72,6 +73,21 @@ def add_tune_parser(commands: Any) -> None:
         "--no-check",
         action="store_true",
         help="score candidates without checking them against the loop level first",
+    )
+    cores = os.cpu_count() or 1
+    search.add_argument(
+        "--workers",
+        type=int,
+        nargs="?",
+        const=cores,
+        metavar="N",
+        help=f"check and score candidates on N local Ray workers (alone: this machine's {cores} "
+        "cores), several kernels at once; needs the distributed extra",
+    )
+    search.add_argument(
+        "--ray-address",
+        metavar="ADDR",
+        help="join the Ray cluster at ADDR and use its CPUs as the workers",
     )
     output = parser.add_argument_group("output")
     output.add_argument(
@@ -162,6 +178,22 @@ def make_evaluator(args: argparse.Namespace) -> Evaluator:
     return ModelEvaluator(args.model or DEFAULT_DEVICE)
 
 
+def make_pool(args: argparse.Namespace) -> Any:
+    """The Ray pool of `--workers`/`--ray-address`; None: score in this process, as a
+    single worker does."""
+    if args.workers is not None and args.workers < 1:
+        raise ValueError(f"--workers must be positive, got {args.workers}")
+    if args.ray_address is None and (args.workers is None or args.workers == 1):
+        return None
+    from deplodock.tune.parallel import ray_pool
+
+    if args.device == "cuda":  # checked by the workers, timed by one actor per GPU
+        from deplodock.tune.measure import MeasuredEvaluator
+
+        return ray_pool(args.workers, args.ray_address, MeasuredEvaluator)
+    return ray_pool(args.workers, args.ray_address)
+
+
 def tune_options(args: argparse.Namespace) -> Any:
     """The search options of the command line; those not given keep `TuneOptions`'
     defaults (their one home)."""
@@ -193,16 +225,28 @@ def run_tune(args: argparse.Namespace) -> int:
         check_report_path(args.report)
         check_writable(args.report, "--report")
     options = tune_options(args)
-    evaluator = make_evaluator(args)
     cache = None if args.no_cache else TuneCache(args.cache_db)
-    program = load_source(args, seed=args.seed, cached=True, progress=tell)
-    lower_program(program, "loop", progress=tell)
-    display = TuneDisplay(verbose=args.verbose > 0, quiet=args.quiet)
+    evaluator = pool = None
     try:
+        evaluator = make_evaluator(args)  # no GPU for --device cuda: one line, before Ray
+        pool = make_pool(args)
+        program = load_source(args, seed=args.seed, cached=True, progress=tell)
+        lower_program(program, "loop", progress=tell)
+        display = TuneDisplay(verbose=args.verbose > 0, quiet=args.quiet)
         with display:
-            result = tune_program(program.module, evaluator, options, cache, display)
+            if pool is None:
+                result = tune_program(program.module, evaluator, options, cache, display)
+            else:
+                from deplodock.tune.parallel import tune_program_parallel
+
+                result = tune_program_parallel(
+                    program.module, evaluator, options, pool, cache, display
+                )
     finally:
-        evaluator.close()
+        if evaluator is not None:
+            evaluator.close()
+        if pool is not None:
+            pool.close()
     records = [k.record for k in result.kernels]
     if args.verbose:
         from deplodock.tune.report import variants_table
@@ -303,6 +347,8 @@ class TuneDisplay:
         self.kernel = ""
         self.header = ""
         self.started = 0.0
+        self.workers = ""  # a parallel run's pool: busy of all, variants per second
+        self.bests: dict[str, str] = {}  # a parallel run's best so far, per kernel searched
 
     def __enter__(self) -> TuneDisplay:
         if self.verbose and sys.stderr.isatty():
@@ -324,7 +370,13 @@ class TuneDisplay:
         if self.live is not None:
             self.live.update(self.header)
 
+    def pool(self, busy: int, workers: int, per_s: float) -> None:
+        self.workers = f"{busy}/{workers} busy, {per_s:.2f} variant(s)/s"
+        tell(f"searching {self.header}; workers {self.workers}")
+
     def variant(self, name: str, trial: Any, best: Any) -> None:
+        if best.score.time_us:
+            self.bests[name] = f"{best.score.time_us:.2f} us (trial {best.index})"
         tell(f"searching {self.header}, {trial.index} variant(s)")
         if self.live is None:
             return
@@ -333,14 +385,19 @@ class TuneDisplay:
         latest = trial.score
         table = Table.grid(padding=(0, 2))
         table.add_row("kernel", self.header)
-        table.add_row("variants", f"{trial.index} in {time.monotonic() - self.started:.0f} s")
+        if self.workers:
+            table.add_row("workers", self.workers)
+            for kernel, text in self.bests.items():
+                table.add_row(f"best of {kernel}", text)
+        of = f" ({name})" if self.workers else ""  # kernels are searched together
+        table.add_row(f"variants{of}", f"{trial.index} in {time.monotonic() - self.started:.0f} s")
         table.add_row(
-            "latest",
+            f"latest{of}",
             f"{latest.time_us:.2f} us" if latest.time_us else f"{latest.status}: {latest.detail}",
         )
         if best.score.time_us:
-            table.add_row("best", f"{best.score.time_us:.2f} us (trial {best.index})")
-            table.add_row("knobs", best.leaf.knobs.format())
+            table.add_row(f"best{of}", f"{best.score.time_us:.2f} us (trial {best.index})")
+            table.add_row(f"knobs{of}", best.leaf.knobs.format())
         self.live.update(table)
 
     def kernel_finished(self, result: KernelResult) -> None:

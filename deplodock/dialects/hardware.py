@@ -17,6 +17,9 @@ from xdsl.ir import Attribute
 SHARED_MEMORY_SPACE = 3
 MAX_THREADS_PER_BLOCK = 1024
 WARP_SIZE = 32
+#: Threads of a warpgroup (4 consecutive warps, the first a multiple of 4): the unit that
+#: runs one sm_90a `wgmma.mma_async` together (`common/wgmma.py`).
+WARPGROUP_SIZE = 4 * WARP_SIZE
 MAX_STATIC_SHARED_BYTES = 48 * 1024
 #: Shared memory one block may have once its kernel opts in past `MAX_STATIC_SHARED_BYTES`
 #: (`cudaFuncAttributeMaxDynamicSharedMemorySize`): the least that a GPU of compute
@@ -142,6 +145,20 @@ WIDE_VECTOR_BYTES: tuple[int, ...] = (8, MAX_VECTOR_BYTES)
 #: widest access, so a `float4` or a 16-byte `cp.async` still lands contiguous and aligned.
 SWIZZLE_CHUNK_BYTES = MAX_VECTOR_BYTES
 
+
+#: TMA (`cp.async.bulk.tensor`) and mbarriers need sm_90 or newer.
+TMA_MIN_CAPABILITY: tuple[int, int] = (9, 0)
+#: The swizzle spans of a TMA tensor map, in bytes (0: none; CUtensorMapSwizzle): 16-byte
+#: chunks are permuted within rows of the span, the pattern repeating every 8 rows.
+TMA_SWIZZLE_SPANS: tuple[int, ...] = (0, 32, 64, 128)
+#: The most elements a TMA box may have along one dimension (cuTensorMapEncodeTiled).
+TMA_MAX_BOX = 256
+#: A TMA box row, and a tensor's row pitch, are whole multiples of this many bytes.
+TMA_ROW_BYTES = 16
+#: The alignment of a TMA copy's shared destination (PTX ISA, cp.async.bulk.tensor).
+TMA_SHARED_ALIGN = 128
+#: The most arrivals an mbarrier phase may expect (PTX ISA, mbarrier: 2^20 - 1).
+MBARRIER_MAX_COUNT = (1 << 20) - 1
 
 #: `mma.sync` with bf16 or f16 inputs and fp32 accumulation (m16n8k16) needs sm_80 or newer,
 #: as does its tf32 form (m16n8k8).

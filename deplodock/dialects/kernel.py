@@ -40,6 +40,7 @@ from xdsl.traits import (
     HasParent,
     MemoryAllocEffect,
     MemoryReadEffect,
+    MemoryWriteEffect,
     Pure,
     RecursiveMemoryEffect,
     SingleBlockImplicitTerminator,
@@ -47,7 +48,7 @@ from xdsl.traits import (
 from xdsl.utils.exceptions import VerifyException
 
 from deplodock.dialects import common
-from deplodock.dialects.common import async_memory, ldmatrix, mma
+from deplodock.dialects.common import async_memory, ldmatrix, mma, tma, wgmma
 from deplodock.dialects.effects import Collective
 from deplodock.dialects.element_types import UnsupportedElementType, buffer_bytes
 from deplodock.dialects.hardware import (
@@ -55,6 +56,7 @@ from deplodock.dialects.hardware import (
     MAX_THREADS_PER_BLOCK,
     SHARED_MEMORY_SPACE,
     WARP_SIZE,
+    WARPGROUP_SIZE,
     is_shared,
     is_valid_block_size,
 )
@@ -278,6 +280,63 @@ class SplitTf32Op(mma.SplitTf32OpBase):
 
 
 # --------------------------------------------------------------------------------------------
+# Warpgroup MMA (sm_90a wgmma, `common/wgmma.py`)
+
+
+@irdl_op_definition
+class WgmmaDescOp(wgmma.WgmmaDescOpBase):
+    """`%d = kernel.wgmma_desc %buf[...] swizzle S lbo L sbo B : memref<..., 3>`: the 64-bit
+    shared-memory matrix descriptor of a wgmma operand starting at `buf[...]`."""
+
+    name = "kernel.wgmma_desc"
+    traits = traits_def(Pure(), HasAncestor(FuncOp))
+
+
+@irdl_op_definition
+class WgmmaFenceOp(wgmma.WgmmaFenceOpBase):
+    """`kernel.wgmma_fence`: PTX `wgmma.fence.sync.aligned`."""
+
+    name = "kernel.wgmma_fence"
+    traits = traits_def(HasAncestor(FuncOp), Collective())
+
+
+@irdl_op_definition
+class WgmmaOp(wgmma.WgmmaOpBase):
+    """`%d... = kernel.wgmma m64nNkK %a_s(%da), %b_s(%db) c(...) : ...`: PTX
+    `wgmma.mma_async.sync.aligned.m64nNkK.f32.T.T`, one warpgroup's asynchronous MMA."""
+
+    name = "kernel.wgmma"
+    traits = traits_def(HasAncestor(FuncOp), Collective(), MemoryReadEffect())
+
+    def verify_(self) -> None:
+        super().verify_()
+        func = self.parent_op()
+        while func is not None and not isinstance(func, FuncOp):
+            func = func.parent_op()
+        if func is not None and func.block_size % WARPGROUP_SIZE:
+            raise VerifyException(
+                f"{self.name}: runs on warpgroups of {WARPGROUP_SIZE} threads, but the block "
+                f"has {func.block_size}"
+            )
+
+
+@irdl_op_definition
+class WgmmaCommitOp(wgmma.WgmmaCommitOpBase):
+    """`kernel.wgmma_commit`: PTX `wgmma.commit_group.sync.aligned`."""
+
+    name = "kernel.wgmma_commit"
+    traits = traits_def(HasAncestor(FuncOp), Collective())
+
+
+@irdl_op_definition
+class WgmmaWaitOp(wgmma.WgmmaWaitOpBase):
+    """`kernel.wgmma_wait N`: PTX `wgmma.wait_group.sync.aligned N`."""
+
+    name = "kernel.wgmma_wait"
+    traits = traits_def(HasAncestor(FuncOp), Collective())
+
+
+# --------------------------------------------------------------------------------------------
 # Per-thread control flow
 
 
@@ -394,6 +453,54 @@ class StoreVectorOp(async_memory.StoreVectorOpBase):
     traits = traits_def(HasAncestor(FuncOp))
 
 
+# --------------------------------------------------------------------------------------------
+# TMA tensor copies and mbarriers (sm_90; syntax and rules: common/tma.py)
+
+
+@irdl_op_definition
+class MbarrierInitOp(tma.MbarrierInitOpBase):
+    """`kernel.mbarrier_init %bar[%i], N : memref<...xi64, 3>`: PTX `mbarrier.init
+    .shared::cta.b64`."""
+
+    name = "kernel.mbarrier_init"
+    traits = traits_def(HasAncestor(FuncOp), MemoryWriteEffect())
+
+
+@irdl_op_definition
+class MbarrierArriveOp(tma.MbarrierArriveOpBase):
+    """`kernel.mbarrier_arrive %bar[%i] [expect_tx B] : memref<...xi64, 3>`: PTX
+    `mbarrier.arrive[.expect_tx].shared::cta.b64`."""
+
+    name = "kernel.mbarrier_arrive"
+    traits = traits_def(HasAncestor(FuncOp), MemoryReadEffect(), MemoryWriteEffect())
+
+
+@irdl_op_definition
+class MbarrierWaitOp(tma.MbarrierWaitOpBase):
+    """`kernel.mbarrier_wait %bar[%i], %parity : memref<...xi64, 3>`: a PTX
+    `mbarrier.try_wait.parity.shared::cta.b64` loop."""
+
+    name = "kernel.mbarrier_wait"
+    traits = traits_def(HasAncestor(FuncOp), MemoryReadEffect(), MemoryWriteEffect())
+
+
+@irdl_op_definition
+class FenceProxyAsyncOp(tma.FenceProxyAsyncOpBase):
+    """`kernel.fence_proxy_async`: PTX `fence.proxy.async.shared::cta`."""
+
+    name = "kernel.fence_proxy_async"
+    traits = traits_def(HasAncestor(FuncOp), MemoryReadEffect(), MemoryWriteEffect())
+
+
+@irdl_op_definition
+class TmaLoadOp(tma.TmaLoadOpBase):
+    """`kernel.tma_load %dst[...], %src[%r, %c], %bar[%i] swizzle S : ...`: PTX
+    `cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes`."""
+
+    name = "kernel.tma_load"
+    traits = traits_def(HasAncestor(FuncOp), MemoryReadEffect(), MemoryWriteEffect())
+
+
 Kernel = Dialect(
     "kernel",
     [
@@ -407,6 +514,11 @@ Kernel = Dialect(
         MmaSyncOp,
         LdmatrixOp,
         SplitTf32Op,
+        WgmmaDescOp,
+        WgmmaFenceOp,
+        WgmmaOp,
+        WgmmaCommitOp,
+        WgmmaWaitOp,
         ForOp,
         YieldOp,
         IfOp,
@@ -420,6 +532,11 @@ Kernel = Dialect(
         CpAsyncWaitOp,
         LoadVectorOp,
         StoreVectorOp,
+        MbarrierInitOp,
+        MbarrierArriveOp,
+        MbarrierWaitOp,
+        FenceProxyAsyncOp,
+        TmaLoadOp,
     ],
     [],
 )

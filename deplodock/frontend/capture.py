@@ -22,6 +22,7 @@ from __future__ import annotations
 import logging
 import operator
 import re
+import warnings
 from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -417,7 +418,10 @@ def export(
     level = fake_tensor_log.level
     fake_tensor_log.setLevel(logging.CRITICAL)  # a shape error is reported once, by the caller
     try:
-        with torch.no_grad():
+        with torch.no_grad(), warnings.catch_warnings():
+            # nn.RNN/LSTM/GRU keep their weights in a list that export warns about; the
+            # weights are parameters all the same, and read by name at every call
+            warnings.filterwarnings("ignore", "The tensor attributes self._flat_weights")
             ep = torch.export.export(module, tuple(example_inputs), dict(example_kwargs or {}))
             return decompose(ep)
     finally:

@@ -33,6 +33,8 @@ DIALECT_FUNCTIONS: tuple[tuple[str, str], ...] = (
     ("deplodock.interpreters.loop", "LoopFunctions"),
     ("deplodock.interpreters.tile", "TileFunctions"),
     ("deplodock.interpreters.kernel", "KernelFunctions"),
+    ("deplodock.interpreters.tma", "TmaFunctions"),
+    ("deplodock.interpreters.wgmma", "WgmmaFunctions"),
 )
 
 

@@ -91,6 +91,8 @@ class SharedBuffer:
         self.reader_epoch = np.full(size, -1, dtype=np.int64)
         self.pending_thread = np.full(size, NO_THREAD, dtype=np.int64)
         self._pending = 0  # elements with a copy in flight: none, the common case, is free
+        # What the copies in flight are, and what a racing access missed, for the reports.
+        self._pending_note = ("cp.async", "cp.async not yet waited for")
         self._strides = _row_major_strides(self.data.shape)
 
     @property
@@ -193,8 +195,8 @@ class SharedBuffer:
         name, element = self._element(flat[i])
         raise RaceError(
             f"race on shared buffer {name}: thread {int(lanes[i])} {verb} element "
-            f"{element} while a cp.async of thread {int(issuer[i])} to it is in flight: "
-            f"cp.async not yet waited for ({op_name})"
+            f"{element} while a {self._pending_note[0]} of thread {int(issuer[i])} to it is "
+            f"in flight: {self._pending_note[1]} ({op_name})"
         )
 
     # -- accesses --------------------------------------------------------------------------
@@ -284,10 +286,18 @@ class SharedBuffer:
 
     # -- asynchronous copies ---------------------------------------------------------------
 
-    def issue_copy(self, flat: np.ndarray, lanes: np.ndarray, epoch: Epoch, op_name: str) -> None:
+    def issue_copy(
+        self,
+        flat: np.ndarray,
+        lanes: np.ndarray,
+        epoch: Epoch,
+        op_name: str,
+        note: tuple[str, str] = ("cp.async", "cp.async not yet waited for"),
+    ) -> None:
         """Marks elements `flat` (one per entry, `lanes` the issuing threads) as the target
         of a copy in flight. The copy may land at once, so it is checked as a write now:
-        against other threads' accesses in this epoch and against copies already in flight."""
+        against other threads' accesses in this epoch and against copies already in flight.
+        `note` names the copy and what an access racing with it missed, for the reports."""
         lanes = np.asarray(lanes, dtype=np.int64)
         flat = np.asarray(flat, dtype=np.int64)
         if flat.size == 0:
@@ -296,6 +306,7 @@ class SharedBuffer:
         self._check_write(flat, lanes, epoch, op_name)
         self.pending_thread[flat] = lanes
         self._pending += flat.size
+        self._pending_note = note
 
     def land_copy(
         self, flat: np.ndarray, values: np.ndarray, lanes: np.ndarray, epoch: Epoch

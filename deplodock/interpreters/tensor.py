@@ -4,7 +4,8 @@
 arguments: the `arith`/`math` implementations are numpy-vectorised, so one pass over the
 body computes every element; `tensor.index d` is then the coordinate grid of dim `d` (an
 `arange` shaped to broadcast along that axis). `tensor.reduce` is a numpy reduction with
-`keepdims` and `tensor.scan` the same ufunc's `accumulate`; `tensor.index_map` evaluates its
+`keepdims` and `tensor.scan` the same ufunc's `accumulate`; `tensor.recurrence` steps its
+cell's numpy form (`CellKind.run`); `tensor.index_map` evaluates its
 affine maps over the output coordinate grid and gathers, and `tensor.gather` is `np.take`.
 """
 
@@ -29,6 +30,7 @@ from deplodock.dialects.tensor import (
     GatherOp,
     IndexMapOp,
     IndexOp,
+    RecurrenceOp,
     ReduceOp,
     ScanOp,
     YieldOp,
@@ -99,6 +101,17 @@ class TensorFunctions(InterpreterFunctions):
         if is_narrow_float(op.result.type.get_element_type()):
             array = array.astype(np.float32)  # the running value is f32, as in the kernels
         out = op.scan_kind.numpy_ufunc.accumulate(array, axis=op.scan_dim)
+        return (as_tensor(out, op.result.type),)
+
+    @impl(RecurrenceOp)
+    def run_recurrence(
+        self, interpreter: Interpreter, op: RecurrenceOp, args: PythonValues
+    ) -> PythonValues:
+        arrays = [np.asarray(a) for a in args]
+        if is_narrow_float(op.result.type.get_element_type()):
+            arrays = [a.astype(np.float32) for a in arrays]  # f32 state, as in the kernels
+        c0 = arrays[4] if len(arrays) == 5 else None
+        out = op.cell_kind.run(*arrays[:4], c0, op.is_reverse)
         return (as_tensor(out, op.result.type),)
 
     @impl(IndexMapOp)

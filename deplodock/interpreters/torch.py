@@ -313,6 +313,14 @@ class TorchFunctions(_TorchTableFunctions):
         )
         return _out(op, y)
 
+    @impl(T.RecurrenceOp)
+    def run_recurrence(
+        self, i: Interpreter, op: T.RecurrenceOp, args: PythonValues
+    ) -> PythonValues:
+        gates, weight, bias, h0, *c0 = (_wide(a) for a in args)
+        states = op.cell_kind.run(gates, weight, bias, h0, c0[0] if c0 else None, op.is_reverse)
+        return _out(op, states)
+
     @impl(T.ArgmaxOp)
     def run_argmax(self, i: Interpreter, op: T.ArgmaxOp, args: PythonValues) -> PythonValues:
         """numpy's argmax: the first maximum, or the first NaN (as PyTorch)."""

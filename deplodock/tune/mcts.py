@@ -20,6 +20,9 @@ It stops at the time budget, after `patience` new leaves without a better one, a
 found). Ties are broken by a generator seeded with `seed`, so a run with a trial limit is
 reproducible.
 
+`BatchSearch` is the search with several leaves in flight, for a pool of workers
+(`parallel.py`); `search` is that search with one leaf in flight, scored in this process.
+
 A search cut short (by its budget, a trial limit or Ctrl-C) is continued by handing the
 next one what it scored (`known`): those leaves are not scored again, they take no time
 and count as the trials they were, so the same seed walks the same tree on from where the
@@ -110,6 +113,7 @@ class _Node(Generic[State]):
     visits: int = 0
     best: float = 0.0
     exhausted: bool = False
+    waiting: bool = False  # its leaf is being evaluated (`BatchSearch`)
 
 
 class _Stop(Exception):
@@ -119,6 +123,9 @@ class _Stop(Exception):
 
 @dataclass
 class _Search(Generic[State, Leaf]):
+    """The tree's statistics and the rules on them (selection, back-propagation, the stop
+    rules); `BatchSearch` walks the tree with them."""
+
     space: Space[State, Leaf]
     exploration: float
     rng: random.Random
@@ -138,24 +145,9 @@ class _Search(Generic[State, Leaf]):
             node.options = list(self.space.choices(node.state))
         return node.options
 
-    def iterate(self, root: _Node[State]) -> None:
-        """One select - expand - roll out - evaluate - back-propagate round."""
-        node = root
-        while True:
-            options = self.options(node)
-            if not options:  # a leaf reached by selection: its own schedule
-                self.back_propagate(node, self.evaluate(node.state), leaf=True)
-                return
-            if len(node.children) < len(options):
-                choice = options[len(node.children)]
-                child = _Node(self.space.child(node.state, choice), node)
-                node.children.append(child)
-                self.back_propagate(child, self.evaluate(child.state), leaf=False)
-                return
-            node = self.select(node)
-
-    def select(self, node: _Node[State]) -> _Node[State]:
-        live = [c for c in node.children if not c.exhausted]
+    def select(self, node: _Node[State], live: list[_Node[State]] | None = None) -> _Node[State]:
+        if live is None:
+            live = [c for c in node.children if not c.exhausted]
         scale = self.global_best or 1.0
         log_visits = math.log(max(node.visits, 1))
 
@@ -167,16 +159,8 @@ class _Search(Generic[State, Leaf]):
         top = max(values)
         return self.rng.choice([c for c, v in zip(live, values, strict=True) if v >= top - 1e-12])
 
-    def evaluate(self, state: State) -> float:
-        key, leaf = self.space.rollout(state)
-        if key in self.scores:
-            return self.scores[key]
-        score, seconds = self.known.get(key), 0.0
-        if score is None:
-            self.check_time()
-            start = self.clock()
-            score = self.space.score(leaf)
-            seconds = self.clock() - start
+    def record(self, key: Hashable, leaf: Leaf, score: Score, seconds: float) -> float:
+        """A leaf's score taken into the search: memoised, a trial, the best updated."""
         reward = score.reward
         self.scores[key] = reward
         improved = reward > self.global_best
@@ -190,12 +174,16 @@ class _Search(Generic[State, Leaf]):
             self.on_trial(trial)
         return reward
 
-    def back_propagate(self, node: _Node[State], reward: float, leaf: bool) -> None:
+    def back_propagate(
+        self, node: _Node[State], reward: float, leaf: bool, visit: bool = True
+    ) -> None:
+        """The reward up the path as a max; `visit`: count the visit too (a batch counted it
+        when it proposed the leaf, `BatchSearch`)."""
         if leaf:
             node.exhausted = True
         current: _Node[State] | None = node
         while current is not None:
-            current.visits += 1
+            current.visits += visit
             current.best = max(current.best, reward)
             options = current.options
             if (
@@ -220,6 +208,157 @@ class _Search(Generic[State, Leaf]):
         self.check_time()
 
 
+@dataclass
+class Proposal(Generic[Leaf]):
+    """A leaf a `BatchSearch` wants evaluated, known by `key`."""
+
+    key: Hashable
+    leaf: Leaf
+
+
+class BatchSearch(Generic[State, Leaf]):
+    """The same search with several leaves in flight, for evaluators that run in parallel.
+
+    The caller asks for leaves (`propose`) while it has room, evaluates them where it likes
+    and hands each score back (`complete`). Between proposal and result a leaf's path counts
+    the visit already (a virtual visit: the exploration bonus of that subtree shrinks, so
+    the next proposal goes elsewhere, while its value waits for the reward), and a leaf in
+    flight is not selected again. A roll-out that reaches a leaf already in flight waits for
+    that leaf's score instead of costing a second evaluation.
+
+    The search is a function of the order it is told scores in. A caller that keeps a fixed
+    number of leaves in flight and completes them in the order they were proposed (as
+    `tune/parallel.py` does) gets the same trials from the same seed however long each
+    evaluation takes; with one leaf in flight it makes exactly `search`'s trials.
+    """
+
+    def __init__(
+        self,
+        space: Space[State, Leaf],
+        budget_s: float | None = None,
+        patience: int | None = None,
+        max_trials: int | None = None,
+        seed: int = 0,
+        exploration: float = DEFAULT_EXPLORATION,
+        on_trial: Callable[[Trial[Leaf]], None] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        known: Mapping[Hashable, Score] | None = None,
+    ):
+        self.start = clock()
+        deadline = self.start + budget_s if budget_s is not None else None
+        self.run = _Search(space, exploration, random.Random(seed), deadline, patience,
+                           max_trials, on_trial, clock, known=known or {})  # fmt: skip
+        self.root: _Node[State] = _Node(space.root(), None)
+        self.stopped: str | None = None
+        #: In-flight leaves by key: the leaf, and the nodes that wait for its reward.
+        self.waiting: dict[Hashable, tuple[Leaf, list[tuple[_Node[State], bool]]]] = {}
+
+    @property
+    def finished(self) -> bool:
+        """No leaf in flight, and none to propose: a stop rule held or the tree is done."""
+        return not self.waiting and (self.stopped is not None or self.root.exhausted)
+
+    def propose(self) -> Proposal[Leaf] | None:
+        """The next leaf to evaluate; None when a stop rule holds, the tree is explored, or
+        every unexplored part waits on leaves in flight (ask again after a `complete`)."""
+        run = self.run
+        while self.stopped is None and not self.root.exhausted:
+            if run.max_trials is not None and len(run.trials) + len(self.waiting) >= run.max_trials:
+                return None
+            if self._out_of_time():
+                return None
+            found = self._descend()
+            if found is None:
+                return None
+            node, is_leaf = found
+            key, leaf = run.space.rollout(node.state)
+            self._visit(node)
+            if key in self.waiting:
+                node.waiting = True
+                self.waiting[key][1].append((node, is_leaf))
+                continue
+            if key in run.scores:
+                self._settle(node, run.scores[key], is_leaf)
+            elif key in run.known:
+                self._settle(node, run.record(key, leaf, run.known[key], 0.0), is_leaf)
+            elif self._out_of_time():  # the roll-out took the last of the budget
+                return None
+            else:
+                node.waiting = True
+                self.waiting[key] = (leaf, [(node, is_leaf)])
+                return Proposal(key, leaf)
+        return None
+
+    def complete(self, key: Hashable, score: Score, seconds: float) -> None:
+        """The score of a proposed leaf (`seconds`: what evaluating it took)."""
+        leaf, nodes = self.waiting.pop(key)
+        reward = self.run.record(key, leaf, score, seconds)
+        for node, is_leaf in nodes:
+            node.waiting = False
+            self._settle(node, reward, is_leaf)
+
+    def interrupt(self) -> None:
+        """Stops here (Ctrl-C): the leaves in flight are dropped, the trials kept."""
+        self.stopped = self.stopped or INTERRUPTED
+        self.waiting.clear()
+
+    def result(self) -> SearchResult[Leaf]:
+        run = self.run
+        return SearchResult(run.trials, self.stopped or EXHAUSTED, run.clock() - self.start)
+
+    # --- helpers -------------------------------------------------------------------------
+
+    def _descend(self) -> tuple[_Node[State], bool] | None:
+        """Selection and expansion as in `search`, past the subtrees that wait on leaves in
+        flight: (the node to roll out, whether it is a leaf reached by selection)."""
+        node = self.root
+        while True:
+            options = self.run.options(node)
+            if not options:
+                return node, True
+            if len(node.children) < len(options):
+                child = _Node(self.run.space.child(node.state, options[len(node.children)]), node)
+                node.children.append(child)
+                return child, False
+            live = [c for c in node.children if not c.exhausted and not self._blocked(c)]
+            if not live:
+                return None
+            node = self.run.select(node, live)
+
+    def _blocked(self, node: _Node[State]) -> bool:
+        """Whether everything left below `node` waits on leaves in flight."""
+        options = self.run.options(node)
+        if not options:
+            return node.waiting
+        if len(node.children) < len(options):
+            return False
+        return all(c.exhausted or self._blocked(c) for c in node.children)
+
+    def _out_of_time(self) -> bool:
+        """Past the deadline (stopped: BUDGET), once a leaf was evaluated or is in flight:
+        the first leaf is always evaluated."""
+        run = self.run
+        if run.deadline is None or run.clock() < run.deadline:
+            return False
+        if not run.trials and not self.waiting:
+            return False
+        self.stopped = BUDGET
+        return True
+
+    @staticmethod
+    def _visit(node: _Node[State]) -> None:
+        current: _Node[State] | None = node
+        while current is not None:
+            current.visits += 1
+            current = current.parent
+
+    def _settle(self, node: _Node[State], reward: float, is_leaf: bool) -> None:
+        try:
+            self.run.back_propagate(node, reward, is_leaf, visit=False)
+        except _Stop as stop:
+            self.stopped = self.stopped or stop.reason
+
+
 def search(
     space: Space[State, Leaf],
     budget_s: float | None = None,
@@ -234,17 +373,13 @@ def search(
     """Searches `space` until a stop rule holds (module doc); the first leaf (the defaults
     all the way down) is always evaluated, whatever the budget. `known`: the scores of an
     earlier search of the same space, by leaf key, continued here."""
-    start = clock()
-    deadline = start + budget_s if budget_s is not None else None
-    run = _Search(space, exploration, random.Random(seed), deadline, patience, max_trials,
-                  on_trial, clock, known=known or {})  # fmt: skip
-    root: _Node[State] = _Node(space.root(), None)
-    stopped = EXHAUSTED
+    run = BatchSearch(space, budget_s, patience, max_trials, seed, exploration, on_trial, clock,
+                      known)  # fmt: skip
     try:
-        while not root.exhausted:  # a tree of one leaf is exhausted by its first round
-            run.iterate(root)
-    except _Stop as stop:
-        stopped = stop.reason
+        while (proposal := run.propose()) is not None:
+            start = clock()
+            score = space.score(proposal.leaf)
+            run.complete(proposal.key, score, clock() - start)
     except KeyboardInterrupt:
-        stopped = INTERRUPTED
-    return SearchResult(run.trials, stopped, clock() - start)
+        run.interrupt()
+    return run.result()

@@ -9,6 +9,9 @@ with its reason; it never stops the search. The winner is stored in the cache un
 kernel's hash, the evaluator's target, toolchain and cost source, which is where `compile`
 and `run` find it again (`replay.py`).
 
+Here candidates are scored one at a time in this process; `parallel.py` scores them on a
+pool of Ray workers (`tune --workers N`), with the same records and cache.
+
 The program's budget is shared: each kernel still to tune gets an equal part of what is
 left, capped at `kernel_budget_s`, so time a small kernel does not need goes to the next.
 
@@ -109,6 +112,9 @@ class TuneProgress(Protocol):
 
     def kernel_finished(self, result: KernelResult) -> None: ...
 
+    def pool(self, busy: int, workers: int, per_s: float) -> None:
+        """Parallel runs (`parallel.py`): workers busy of all, variants scored per second."""
+
 
 def candidate_scorer(
     kernel: loop.KernelOp,
@@ -157,7 +163,7 @@ def tune_kernel(
 ) -> SearchResult[Candidate]:
     """Searches one kernel's schedules (module doc); the result lists every variant.
     `earlier`: a record cut short, whose variants the search continues from."""
-    known = _known_scores(earlier) if earlier is not None else {}
+    known = known_scores(earlier) if earlier is not None else {}
     scorer = candidate_scorer(kernel, evaluator, options.check, options.seed, not known)
     space = KernelSpace(kernel, scorer)
     if known and evaluator.measured:  # the heuristic's schedule, scored before, is the reference
@@ -195,7 +201,7 @@ def retimed(result: SearchResult[Candidate], evaluator: Evaluator) -> SearchResu
     return result
 
 
-def _known_scores(record: TuneRecord) -> dict[tuple[tuple[str, int], ...], Score]:
+def known_scores(record: TuneRecord) -> dict[tuple[tuple[str, int], ...], Score]:
     """An earlier search's variants as `mcts` knows leaves: by knobs (`space.rollout`'s key)."""
     return {tuple(v.knobs.items()): Score(v.time_us, v.status, v.detail) for v in record.variants}
 
@@ -266,6 +272,12 @@ def distinct_kernels(module: ModuleOp) -> list[tuple[loop.KernelOp, str, int]]:
 class NoVariantError(RuntimeError):
     """Every variant of a kernel failed (its heuristic schedule included)."""
 
+    @classmethod
+    def of(cls, name: str, trials: list[Trial[Candidate]]) -> NoVariantError:
+        """The error of kernel `name`, with the distinct reasons its `trials` failed."""
+        reasons = "; ".join(sorted({t.score.detail for t in trials}))
+        return cls(f"kernel @{name}: every variant failed ({reasons[:300]})")
+
 
 def tune_program(
     module: ModuleOp,
@@ -283,7 +295,7 @@ def tune_program(
         name = kernel.sym_name.data
         key = CacheKey(digest, evaluator.target, evaluator.toolchain, evaluator.cost)
         cached = cache.lookup(key) if cache is not None and not options.retune else None
-        budget = _kernel_budget(options, clock() - start, len(kernels) - index)
+        budget = kernel_budget(options, clock() - start, len(kernels) - index)
         if cached is not None and not searches_on(cached, options, budget):
             result = KernelResult(name, cached, cached=True, launches=count)
         else:
@@ -291,15 +303,12 @@ def tune_program(
                 progress.kernel_started(name, index, len(kernels), budget)
             if cached is not None:  # the time it already took counts against the budget
                 budget = max(budget - cached.seconds, 0.0)
-            reporter = _Reporter(name, progress) if progress is not None else None
+            reporter = Reporter(name, progress) if progress is not None else None
             on_trial = reporter.trial if reporter is not None else None
             searched = tune_kernel(kernel, evaluator, options, budget, on_trial, cached)
             record = record_of(key, name, searched, options.seed, cached)
             if record is None:
-                reasons = {t.score.detail for t in searched.trials}
-                raise NoVariantError(
-                    f"kernel @{name}: every variant failed ({'; '.join(sorted(reasons))[:300]})"
-                )
+                raise NoVariantError.of(name, searched.trials)
             if cache is not None:
                 cache.store(record, replace=options.retune)
             continued = cached.trials if cached is not None else 0
@@ -315,7 +324,9 @@ def tune_program(
     return outcome
 
 
-def _kernel_budget(options: TuneOptions, spent: float, left: int) -> float:
+def kernel_budget(options: TuneOptions, spent: float, left: int) -> float:
+    """A kernel's share of what is left of the program's budget (module doc), `left`
+    kernels still to tune."""
     if options.budget_s is None:
         return options.kernel_budget_s
     share = max(options.budget_s - spent, 0.0) / max(left, 1)
@@ -323,7 +334,7 @@ def _kernel_budget(options: TuneOptions, spent: float, left: int) -> float:
 
 
 @dataclass
-class _Reporter:
+class Reporter:
     """Tells `progress` each variant of one kernel, with the best so far."""
 
     name: str

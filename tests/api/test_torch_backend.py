@@ -128,3 +128,46 @@ def test_an_unsupported_op_runs_eagerly_with_one_warning():
         y = torch.compile(Gamma(), backend="deplodock", dynamic=False)(x)
     assert len(caught) == 1
     assert torch.equal(y, Gamma()(x))
+
+
+def test_the_fallback_is_per_graph_not_per_model(monkeypatch: pytest.MonkeyPatch):
+    """Dynamo splits the model at a graph break: the graph deplodock can compile runs
+    compiled, and only the graph with the unsupported op runs eagerly (one warning)."""
+    outcomes: list[str] = []
+    runs: list[tuple[int, ...]] = []
+    real_compile = deplodock_api.compile
+
+    def recording(module, example_inputs, *args, **kwargs):
+        try:
+            compiled = real_compile(module, example_inputs, *args, **kwargs)
+        except Exception:
+            outcomes.append("eager")
+            raise
+        outcomes.append("compiled")
+
+        def counted(*inputs):
+            runs.append(tuple(inputs[-1].shape))
+            return compiled(*inputs)
+
+        return counted
+
+    class TwoGraphs(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.a, self.b = nn.Linear(4, 8), nn.Linear(8, 3)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            y = torch.relu(self.a(x))
+            torch._dynamo.graph_break()
+            return self.b(torch.lgamma(y.abs() + 1))  # `lgamma`: no handler, no decomposition
+
+    monkeypatch.setattr(deplodock_api, "compile", recording)
+    model = TwoGraphs()
+    x = torch.randn(2, 4)
+    with torch.no_grad(), pytest.warns(DeplodockFallbackWarning, match="aten.lgamma") as caught:
+        y = torch.compile(model, backend="deplodock", dynamic=False)(x)
+        expected = copy.deepcopy(model).double()(x.double())
+    assert outcomes == ["compiled", "eager"]
+    assert runs == [(2, 4)]  # the first graph's program ran, once, on `x`
+    assert len(caught) == 1
+    assert rel_err(y, expected) <= 1e-5

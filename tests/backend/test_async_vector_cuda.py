@@ -152,12 +152,12 @@ def _sass_tool() -> list[str] | None:
     return None if tool is None else [tool, "-sass"]
 
 
-def sass_of(source: str, tmp_path: Path) -> str:
+def sass_of(source: str, tmp_path: Path, arch: str = "sm_90") -> str:
     tool = _sass_tool()
     if tool is None:
         pytest.skip("cuobjdump not found: pip install 'deplodock[sass]' to check the SASS")
     cubin = tmp_path / "k.cubin"
-    cubin.write_bytes(compile_cubin(source, arch="sm_90", extra_flags=["-O3"]).cubin)
+    cubin.write_bytes(compile_cubin(source, arch=arch, extra_flags=["-O3"]).cubin)
     # cuobjdump runs nvdisasm; the wheels put both in one bin directory, maybe not on PATH.
     path = f"{Path(tool[0]).parent}{os.pathsep}{os.environ.get('PATH', '')}"
     return subprocess.run(

@@ -117,16 +117,16 @@ def test_ctrl_c_keeps_what_was_found(db, monkeypatch):
     from deplodock.tune import mcts
 
     calls = 0
-    real = mcts._Search.evaluate
+    real = mcts.BatchSearch.complete
 
-    def interrupted_after_three(self, state):
+    def interrupted_after_three(self, key, score, seconds):
         nonlocal calls
         calls += 1
         if calls == 4:
             raise KeyboardInterrupt
-        return real(self, state)
+        return real(self, key, score, seconds)
 
-    monkeypatch.setattr(mcts._Search, "evaluate", interrupted_after_three)
+    monkeypatch.setattr(mcts.BatchSearch, "complete", interrupted_after_three)
     result = invoke("deplodock", ["tune", "-c", EXPR, "--cache-db", str(db), "--no-check"])
     assert result.status == 130
     assert "searched (interrupted)" in result.stdout
@@ -173,3 +173,31 @@ def test_a_starved_tune_says_so_and_a_larger_budget_continues_it(db):
     assert "2 variant(s)" in retune.stderr and "continued" not in retune.stderr
     listing = invoke("deplodock", ["cache", "ls", "--cache-db", str(db)]).stdout.splitlines()
     assert listing[1].endswith("  stopped") and listing[2].endswith("  trials")
+
+
+def test_the_live_display_of_a_parallel_run_shows_workers_rate_and_each_best():
+    import io
+
+    from rich.console import Console
+    from rich.live import Live
+
+    from deplodock.cli.tune import TuneDisplay
+    from deplodock.dialects.common.schedule import Schedule
+    from deplodock.tune.evaluate import Score
+    from deplodock.tune.mcts import Trial
+    from deplodock.tune.space import Candidate
+
+    screen = io.StringIO()
+    display = TuneDisplay(verbose=True, quiet=False)
+    display.live = Live(console=Console(file=screen, force_terminal=True, width=120))
+    with display.live:  # as `with display` starts it on a terminal
+        display.kernel_started("sum_kernel", 0, 2, 60.0)
+        display.pool(1, 2, 0.75)
+        for name, time_us in (("sum_kernel", 3.5), ("softmax_kernel", 4.25)):
+            trial = Trial(1, Candidate(Schedule({"threads": 128}), None), Score(time_us), 0.1, True)
+            display.variant(name, trial, trial)
+        display.live.refresh()
+    text = screen.getvalue()
+    assert "1/2 busy, 0.75 variant(s)/s" in text
+    assert "best of sum_kernel" in text and "3.50 us (trial 1)" in text
+    assert "best of softmax_kernel" in text and "4.25 us (trial 1)" in text

@@ -77,6 +77,23 @@ def _sig(inputs: Sequence[tuple[Shape, str]], result: tuple[Shape, str]) -> str:
     return f"({', '.join(ttype(s, t) for s, t in inputs)}) -> {ttype(*result)}"
 
 
+def _recurrence(cell: str, reverse: bool = False) -> Callable[..., torch.Tensor]:
+    """PyTorch's own cell (`torch.lstm_cell`, ...) stepped over precomputed gates: the input
+    weight is the identity, so the cell's input projection is the gates themselves."""
+    step = {"lstm": torch.lstm_cell, "gru": torch.gru_cell, "rnn_tanh": torch.rnn_tanh_cell}[cell]
+
+    def ref(gates, weight, bias, h0, c0=None):
+        eye = torch.eye(gates.shape[-1], dtype=gates.dtype)
+        state = (h0, c0) if c0 is not None else h0
+        out = [None] * gates.shape[0]
+        for t in reversed(range(gates.shape[0])) if reverse else range(gates.shape[0]):
+            state = step(gates[t], state, eye, weight, None, bias)
+            out[t] = torch.cat(state, -1) if isinstance(state, tuple) else state
+        return torch.stack(out)
+
+    return ref
+
+
 def _sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask=None, **kw) -> torch.Tensor:
     return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, **kw)
 
@@ -599,6 +616,32 @@ CASES: list[Case] = [
         lambda x, i: x[i - 6],
         prelude=[],
         int_high=6,
+    ),
+    # recurrences: every step's state (h, then c for the LSTM)
+    Case(
+        "recurrence_lstm_reverse",
+        "torch.recurrence %a0, %a1, %a2, %a3, %a4 {cell = #tensor<cell lstm>, reverse} : "
+        f"({ttype((5, 2, 12))}, {ttype((12, 3))}, {ttype((12,))}, {ttype((2, 3))}, "
+        f"{ttype((2, 3))}) -> {ttype((5, 2, 6))}",
+        [(5, 2, 12), (12, 3), (12,), (2, 3), (2, 3)],
+        (5, 2, 6),
+        _recurrence("lstm", reverse=True),
+    ),
+    Case(
+        "recurrence_gru",
+        "torch.recurrence %a0, %a1, %a2, %a3 {cell = #tensor<cell gru>} : "
+        f"({ttype((4, 2, 9))}, {ttype((9, 3))}, {ttype((9,))}, {ttype((2, 3))}) -> {ttype((4, 2, 3))}",
+        [(4, 2, 9), (9, 3), (9,), (2, 3)],
+        (4, 2, 3),
+        _recurrence("gru"),
+    ),
+    Case(
+        "recurrence_rnn_tanh",
+        "torch.recurrence %a0, %a1, %a2, %a3 {cell = #tensor<cell rnn_tanh>} : "
+        f"({ttype((3, 1, 4))}, {ttype((4, 4))}, {ttype((4,))}, {ttype((1, 4))}) -> {ttype((3, 1, 4))}",
+        [(3, 1, 4), (4, 4), (4,), (1, 4)],
+        (3, 1, 4),
+        _recurrence("rnn_tanh"),
     ),
     # attention
     Case(

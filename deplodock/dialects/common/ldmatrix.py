@@ -61,6 +61,7 @@ from deplodock.dialects.common.async_memory import (
     verify_contiguous,
 )
 from deplodock.dialects.common.memory import _verify_indices
+from deplodock.dialects.common.syntax import parse_memref_type
 from deplodock.dialects.hardware import WARP_SIZE, is_shared
 
 #: Rows and columns of one matrix, and elements of one row (16 bytes of b16).
@@ -164,12 +165,7 @@ class LdmatrixOpBase(IRDLOperation):
             parser.raise_error(f"expected x1, x2 or x4, got {keyword}", pos)
         trans = parser.parse_optional_keyword(cls.TRANS) is not None
         attrs = parser.parse_optional_attr_dict()
-        parser.parse_punctuation(":")
-        pos = parser.pos
-        memref_type = parser.parse_type()
-        if not isinstance(memref_type, MemRefType):
-            parser.raise_error(f"expected a memref type, got {memref_type}", pos)
-        buf_value = parser.resolve_operand(buf, memref_type)
+        buf_value = parser.resolve_operand(buf, parse_memref_type(parser))
         op = cls(buf_value, _resolve_indices(parser, indices), int(keyword[1:]), trans)
         op.attributes |= attrs
         return op

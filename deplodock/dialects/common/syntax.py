@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
-from xdsl.dialects.builtin import FunctionType
+from xdsl.dialects.builtin import FunctionType, MemRefType
 from xdsl.ir import Attribute, SSAValue
 from xdsl.parser import Parser, UnresolvedOperand
 from xdsl.printer import Printer
@@ -68,3 +68,13 @@ def print_signature(
     printer.print_op_attributes(attributes)
     printer.print_string(" : ")
     printer.print_function_type([v.type for v in inputs], outputs)
+
+
+def parse_memref_type(parser: Parser) -> MemRefType:
+    """`: memref<...>` after an access: the type, or a parse error naming what came instead."""
+    parser.parse_punctuation(":")
+    pos = parser.pos
+    memref_type = parser.parse_type()
+    if not isinstance(memref_type, MemRefType):
+        parser.raise_error(f"expected a memref type, got {memref_type}", pos)
+    return memref_type

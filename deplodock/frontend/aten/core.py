@@ -50,6 +50,9 @@ class Emitter:
         self.env = env
         #: every op emitted so far, in order (what a registration checks its `emits` with)
         self.emitted: list[T.TorchOp] = []
+        #: what a multi-output op builds once for all its outputs (each output is its own
+        #: handler call), keyed by the handler: an RNN's layers
+        self.shared: dict[Any, Any] = {}
 
     def emit(self, op: T.TorchOp) -> SSAValue:
         self.builder.insert(op)

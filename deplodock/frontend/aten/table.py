@@ -37,7 +37,9 @@ SECTIONS = {
     "deplodock.frontend.aten.elementwise": "Elementwise: arithmetic, activations, comparisons",
     "deplodock.frontend.aten.arithmetic": "Math functions, rounding, remainders, bitwise ops",
     "deplodock.frontend.aten.structured": "Reductions, contractions, layout, gathers",
-    "deplodock.frontend.aten.composite": "Composites: norms, losses, pooling, convolution",
+    "deplodock.frontend.aten.composite": (
+        "Composites: norms, losses, pooling, convolution, recurrent layers"
+    ),
 }
 
 

@@ -23,7 +23,11 @@ a tf32 one calls `dd_mma_m16n8k8_tf32(d0, ..., a0, ..., a3, b0, b1, c0, ..., c3)
 `kernel.split_tf32` is `float hi, lo; dd_split_tf32(x, hi, lo);`. A `kernel.ldmatrix`
 declares its fragment elements the same way: `__nv_bfloat16 r0, ..., r7;` then
 `dd_ldmatrix<4, false>(&a_s[i], r0, ..., r7);` (matrices, `.trans`; the address is this
-lane's row).
+lane's row). The sm_90a warpgroup MMA: `kernel.wgmma_desc` is `dd_wgmma_desc(&a_s[i], a_s,
+0x...ull)` (the fields other than the address encoded here), the fence, commit and wait are
+`dd_wgmma_fence()`, `dd_wgmma_commit()`, `dd_wgmma_wait<N>()`, and `kernel.wgmma` declares
+`float d0 = c0, ...;` and prints its PTX inline for the GPU (the operand list grows with N)
+next to `dd_wgmma_emulate<N>(...)` for the CPU; its operands' arrays are `__align__(1024)`.
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ from xdsl.dialects.builtin import MemRefType
 from xdsl.ir import Attribute, Block, BlockArgument, Operation, SSAValue
 
 from deplodock.dialects import kernel
+from deplodock.dialects.common.wgmma import OPERAND_ALIGNMENT, ptx_wgmma
 from deplodock.dialects.effects import dead_ops, is_pure
 from deplodock.dialects.element_types import ELEMENT_TYPES, buffer_bytes
 from deplodock.dialects.hardware import (
@@ -122,6 +127,11 @@ PRIMITIVE_OPS = (
     kernel.MmaSyncOp,
     kernel.LdmatrixOp,
     kernel.SplitTf32Op,
+    kernel.WgmmaDescOp,
+    kernel.WgmmaFenceOp,
+    kernel.WgmmaOp,
+    kernel.WgmmaCommitOp,
+    kernel.WgmmaWaitOp,
 )
 
 
@@ -161,6 +171,11 @@ def _vector_aligned_buffers(func: kernel.FuncOp) -> set[SSAValue]:
     return buffers
 
 
+def _wgmma_buffers(func: kernel.FuncOp) -> set[SSAValue]:
+    """Shared arrays a wgmma descriptor points into (aligned to `OPERAND_ALIGNMENT`)."""
+    return {op.memref for op in func.walk() if isinstance(op, kernel.WgmmaDescOp)}
+
+
 @dataclass(frozen=True)
 class PrintedKernel:
     """One kernel's CUDA C and the facts about it the host code needs."""
@@ -191,6 +206,8 @@ class KernelPrinter:
         #: Past the static limit, the next shared array's byte offset in dynamic shared memory.
         self.dynamic_offset: int | None = 0 if needs_dynamic_shared(func.shared_bytes()) else None
         self.unread = unread_ops(func)
+        #: C variables that hold a wgmma's accumulator registers (a next wgmma reuses them).
+        self.accumulators: set[str] = set()
 
     # ---- names ---------------------------------------------------------------------------
 
@@ -320,7 +337,12 @@ class KernelPrinter:
                     if op.result in _vector_aligned_buffers(self.func)
                     else ""
                 )
+                wgmma_operand = op.result in _wgmma_buffers(self.func)
+                if wgmma_operand:
+                    align = f"__align__({OPERAND_ALIGNMENT}) "
                 ctype = element_c_type(t.element_type)
+                if wgmma_operand and self.dynamic_offset is not None:
+                    raise PrinterError("a wgmma operand in dynamic shared memory is not supported")
                 if self.dynamic_offset is None:
                     self.line(f"__shared__ {align}{ctype} {var}[{_elements(t)}];")
                 else:
@@ -364,6 +386,16 @@ class KernelPrinter:
                 self.print_mma_sync(op)
             case kernel.LdmatrixOp():
                 self.print_ldmatrix(op)
+            case kernel.WgmmaDescOp():
+                self.print_wgmma_desc(op)
+            case kernel.WgmmaFenceOp():
+                self.line("dd_wgmma_fence();")
+            case kernel.WgmmaOp():
+                self.print_wgmma(op)
+            case kernel.WgmmaCommitOp():
+                self.line("dd_wgmma_commit();")
+            case kernel.WgmmaWaitOp():
+                self.line(f"dd_wgmma_wait<{op.groups}>();")
             case kernel.SplitTf32Op():
                 hi, lo = self.fresh(op.hi, "hi"), self.fresh(op.lo, "lo")
                 self.line(f"float {hi}, {lo};")
@@ -419,6 +451,51 @@ class KernelPrinter:
         self.line(f"{LDMATRIX_HELPER}<{op.count}, {trans}>(&{at}, {', '.join(results)});")
         for r, var in zip(op.res, results, strict=True):
             self.values[r] = name(var)
+
+    # ---- wgmma (sm_90a; common/wgmma.py) ---------------------------------------------------
+
+    def print_wgmma_desc(self, op: kernel.WgmmaDescOp) -> None:
+        """`const unsigned long long da = dd_wgmma_desc(&a_s[i], a_s, 0x...ull);`: the
+        descriptor's fields other than the start address, encoded here (their one home)."""
+        fields = op.descriptor(0).encode()
+        at = self.element(op.memref, op.indices)
+        array = self.operand(op.memref).text
+        self.declare(op.res, name(f"dd_wgmma_desc(&{at}, {array}, {fields:#x}ull)"))
+
+    def print_wgmma(self, op: kernel.WgmmaOp) -> None:
+        """`float d0 = c0, ...;` then the PTX inline (its operand list grows with N) for the
+        GPU, `dd_wgmma_emulate<N>(...)` for the CPU (`cpu_simt.h`). An accumulator that is
+        the only use of an earlier wgmma's result is that result's variable, updated in
+        place: copying it would read a register the earlier wgmma may still be writing."""
+        results, fresh = [], []
+        for c, d in zip(op.c, op.d, strict=True):
+            init = self.operand(c).text
+            if init in self.accumulators and c.has_one_use():
+                results.append(init)  # chained in place: no copy of a register in flight
+                continue
+            results.append(self.fresh(d, "d"))
+            fresh.append(f"{results[-1]} = {init}")
+        if fresh:
+            self.line(f"float {', '.join(fresh)};")
+        self.accumulators.update(results)
+        da, db = self.operand(op.a_desc).text, self.operand(op.b_desc).text
+        assert isinstance(op.a_buf.type, MemRefType)
+        element = {"bf16": "bf16", "f16": "f16", "f32": "tf32"}[str(op.a_buf.type.element_type)]
+        n = len(results)
+        ptx = ptx_wgmma(op.shape, element, [f"%{i}" for i in range(n)], f"%{n}", f"%{n + 1}")
+        outputs = ", ".join(f'"+f"({d})' for d in results)
+        self.line("#if defined(__CUDA_ARCH__)")
+        self.line(
+            f'asm volatile("{{\\n.reg .pred p;\\nsetp.ne.b32 p, 1, 0;\\n{ptx}\\n}}\\n" '
+            f': {outputs} : "l"({da}), "l"({db}) : "memory");'
+        )
+        self.line("#elif !defined(__CUDACC__)")
+        a, b = self.operand(op.a_buf).text, self.operand(op.b_buf).text
+        targets = ", ".join(f"&{d}" for d in results)
+        self.line(f"dd_wgmma_emulate<{op.shape.n}>({da}, {db}, {a}, {b}, {{{targets}}});")
+        self.line("#endif")
+        for d, var in zip(op.d, results, strict=True):
+            self.values[d] = name(var)
 
     def print_scalar(self, op: Operation) -> None:
         if len(op.results) != 1:

@@ -7,7 +7,8 @@
 - `matmul`: matmul, bmm, linear;
 - `attention`: scaled_dot_product_attention;
 - `layout`: transpose, permute, reshape, unsqueeze, expand, slice, cat;
-- `gather`: embedding, index.
+- `gather`: embedding, index;
+- `recurrent`: one RNN/LSTM/GRU layer (`torch.recurrence`).
 
 `lowered_op_types()` says which torch ops have a pattern (`tests/test_op_registry.py`
 compares it with the dialect).
@@ -24,6 +25,7 @@ from deplodock.passes.torch_to_tensor import (
     layout,
     matmul,
     normalization,
+    recurrent,
     reductions,
 )
 from deplodock.passes.torch_to_tensor.builders import TorchLowering
@@ -36,6 +38,7 @@ ALL_PATTERNS: tuple[TorchLowering, ...] = (
     *attention.PATTERNS,
     *layout.PATTERNS,
     *gather.PATTERNS,
+    *recurrent.PATTERNS,
 )
 
 

@@ -347,6 +347,10 @@ class TensorBuilder:
     def scan(self, value: SSAValue, kind: tensor.ReduceKind, dim: int) -> SSAValue:
         return self._add(tensor.ScanOp(value, kind, dim))
 
+    def recurrence(self, op: tensor.RecurrenceOp) -> SSAValue:
+        """A whole `tensor.recurrence`, built by the caller (it has many operands)."""
+        return self._add(op)
+
     def gather(self, source: SSAValue, indices: SSAValue, dim: int = 0) -> SSAValue:
         return self._add(tensor.GatherOp(source, indices, dim))
 
