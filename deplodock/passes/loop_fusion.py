@@ -697,8 +697,9 @@ def _score_matrix(consumer: loop.KernelOp, position: int, producer: Producer) ->
     product with V, to be fused by recomputing the scores where they are read.
 
     The producer reduces (`q . k`); its output has a dimension (the keys) that every
-    reader in the consumer reduces over, as row statistics (max, sum) and as the operand
-    of a contraction (`P @ V`); once nothing else reads it, it fuses. Its size is the product of two
+    reader in the consumer reduces over, as row statistics (max, sum: at least one) and as
+    the operand of a contraction (`P @ V`) over at most `MAX_RECOMPUTING_COLUMNS` columns
+    (the head dimension, one block of columns); once nothing else reads it, it fuses. Its size is the product of two
     sequence lengths, the memory that long contexts cannot hold (7.5 GB per layer of
     Qwen2.5-7B at 8k tokens). At the loop level the fused kernel recomputes each score for
     every use; the tile passes compute it once per K chunk: `tile-prologue-product` as a
@@ -714,12 +715,22 @@ def _score_matrix(consumer: loop.KernelOp, position: int, producer: Producer) ->
     dims = _reduced_dimensions(consumer, position)
     if len(dims) != 1 or not _contraction_operand(consumer, position):
         return False
+    if not any(_row_statistic_read(load) for load in loads):
+        return False  # no softmax: a product of products (relu(x @ w1) @ w2) is no score matrix
+    if _recomputing_columns(consumer, position) > MAX_RECOMPUTING_COLUMNS:
+        return False
     (keys,) = dims
     buffer = consumer.body.block.args[position].type
     assert isinstance(buffer, MemRefType)
     if buffer.get_shape()[keys] % SCORE_CHUNK:
         return False
     return min(_statistic_rows(consumer, load) for load in loads) >= MIN_TILED_EXTENT
+
+
+def _row_statistic_read(load: loop.LoadOp) -> bool:
+    """Whether the load feeds a reduction that no output column encloses: a row statistic
+    (the softmax's max or sum), not a contraction's operand."""
+    return all(not _broadcast_loops(user, _indexed_by(load)) for user in _users(load))
 
 
 def _costly_prologue(

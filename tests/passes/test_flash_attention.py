@@ -69,6 +69,15 @@ def test_sdpa_is_one_kernel_with_no_buffer_of_two_sequence_lengths() -> None:
                 assert not (48 in shape and 64 in shape), f"{value.type}"
 
 
+def test_a_product_of_products_is_no_score_matrix() -> None:
+    """relu(x @ w1) @ w2 reads its intermediate only inside the second product's reduction,
+    as a score matrix would, but no softmax reads it: it is not recomputed per column."""
+    program = at_loop(
+        "torch.relu(torch.randn(64, 128) @ torch.randn(128, 256)) @ torch.randn(256, 32)"
+    )
+    assert len(kernels(program)) == 2
+
+
 def test_the_fused_kernel_runs_both_products_on_tensor_cores_with_running_statistics() -> None:
     """The default schedule: the scores and `P @ V` are `tile.mma_sync` loops, the softmax
     keeps `online_s` (no statistics sweeps before the K loop), the causal K loop is shifted

@@ -139,7 +139,8 @@ def default_block(
     """The heuristic BM x BN: the best `tile_score` among `DEFAULT_TILES`. On a tie, a tile
     whose grid keeps at least half the SMs busy, then the first listed (the larger: a fused
     prologue is recomputed once per tile, so fewer tiles recompute it less often). With
-    `max_rows`, no taller tile than that (`prologue_product_rows`)."""
+    `max_rows` (`prologue_product_rows`: attention in one kernel), no taller tile than that,
+    and none narrower than the output: a block of columns would compute every score again."""
     large = [
         (bm, bn)
         for bm, bn in TENSOR_CORE_TILES
@@ -147,8 +148,8 @@ def default_block(
     ]
     tiles = (*large, *DEFAULT_TILES) if tensor_cores else DEFAULT_TILES
     candidates = [(bm, bn) for bm, bn in tiles if bm <= 2 * m and bn <= 2 * n]
-    if max_rows is not None:
-        candidates = [(bm, bn) for bm, bn in candidates if bm <= max_rows]
+    if max_rows is not None:  # and every column in one block: each block computes the scores
+        candidates = [(bm, bn) for bm, bn in candidates if bm <= max_rows and bn >= n]
     if not candidates:
         return (32, 32)
 

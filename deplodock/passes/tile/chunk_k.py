@@ -42,6 +42,7 @@ from xdsl.utils.exceptions import PassFailedException
 
 from deplodock.dialects import tile
 from deplodock.dialects.common.schedule import Schedule
+from deplodock.dialects.element_types import byte_size
 from deplodock.dialects.hardware import MAX_SHARED_BYTES, MAX_VECTOR_BYTES
 from deplodock.passes.constant_pool import ConstantPool
 from deplodock.passes.tile import schedule
@@ -88,6 +89,8 @@ def default_chunk(kernel: tile.KernelOp, loop: tile.ForOp) -> int:
     threads = max(1, schedule.read_knob(kernel, "threads", 1))
     k, computed = loop.upper, computes_an_operand(loop)
     element = operand_bytes(kernel)
+    if (product := nested_product(loop)) is not None:
+        return product_chunk(k, bm, bn, element, *product)
     mma = schedule.read_knob(kernel, "mma", 0) == 1
     if not mma and computed:
         return DEFAULT_CHUNK
@@ -108,6 +111,42 @@ def default_chunk(kernel: tile.KernelOp, loop: tile.ForOp) -> int:
     # a chunk that divides K leaves no cleanup loop, whose reads skip shared memory
     whole = [bk for bk in fitting if k % bk == 0]
     return (whole or fitting or [DEFAULT_CHUNK])[0]
+
+
+#: Chunks of keys attention in one kernel may take, deepest first (`product_chunk`).
+PRODUCT_CHUNKS: tuple[int, ...] = (64, 32, 16)
+
+
+def nested_product(loop: tile.ForOp) -> tuple[int, int] | None:
+    """(length, element bytes) of the dot product a K loop computes its operand with
+    (attention in one kernel: the score `q . k` over the head dimension), or None."""
+    nested = [
+        (
+            op.upper,
+            max(
+                (byte_size(i.res.type) for i in op.walk() if isinstance(i, tile.LoadOp)), default=4
+            ),
+        )
+        for op in body_ops(loop)
+        if isinstance(op, tile.ForOp) and op.is_reduce and not op.iter_args == loop.iter_args
+    ]
+    return max(nested) if nested else None
+
+
+def product_chunk(k: int, bm: int, bn: int, element: int, length: int, product_bytes: int) -> int:
+    """The deepest of `PRODUCT_CHUNKS` dividing K (`tile-streaming-softmax` has no tail) whose
+    buffers fit a block's shared memory once: the block's queries (`bm x length`), a chunk
+    of keys (`bk x length`) and of values (`bk x bn`), the chunk's P and its fp32 scores
+    (`bk x bm` each), each row padded by one widest vector; else the smallest dividing K."""
+
+    def fits(bk: int) -> bool:
+        rows = [(bm, length * product_bytes), (bk, length * product_bytes), (bk, bn * element)]
+        rows += [(bk, bm * element), (bk, bm * 4)]
+        total = sum(count * (width + MAX_VECTOR_BYTES) for count, width in rows)
+        return total <= MAX_SHARED_BYTES
+
+    whole = [bk for bk in PRODUCT_CHUNKS if k % bk == 0 and k >= 2 * bk]
+    return next((bk for bk in whole if fits(bk)), whole[-1] if whole else DEFAULT_CHUNK)
 
 
 def _is_chunked(loop: tile.ForOp) -> bool:
