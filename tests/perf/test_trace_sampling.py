@@ -1,0 +1,116 @@
+"""A staged K loop traced as a window of whole slot turns plus its last iterations
+(`trace._sample_length`) counts what tracing every iteration counts, within 2 %, on the
+suite's kernel families lowered with their default schedules: GEMMs (fp32 FMA/tf32 and bf16
+`ldmatrix` + `mma.sync`, `cp.async` pipelines of 2 and 3 slots, a fused epilogue and
+prologue) and attention (a causal P.V loop whose trips vary by block). A small GEMM of each
+dtype runs by default (shapes the heuristic does not split along K); the suite's 512-token
+cases are slow."""
+
+from __future__ import annotations
+
+import pytest
+from xdsl.dialects import arith
+
+from deplodock.dialects import kernel
+from deplodock.driver import lower_program, program_from_expression
+from deplodock.perf import trace
+from deplodock.perf.trace import KernelCounters, trace_kernel
+from deplodock.tune.evaluate import Score
+from deplodock.tune.kernels import loop_kernels
+from deplodock.tune.space import KernelSpace, lower_candidate
+
+TOLERANCE = 0.02
+
+SMALL = {
+    "fp32": "nn.Linear(1024, 128, bias=True)(torch.randn(1, 64, 1024))",
+    "bf16": (
+        "nn.Linear(1024, 512, bias=False, dtype=torch.bfloat16)"
+        "(torch.randn(1, 512, 1024, dtype=torch.bfloat16))"
+    ),
+}
+
+
+def kernel_funcs(expression: str) -> list[kernel.FuncOp]:
+    """Every `kernel.func` of the program's loop kernels, each lowered with the schedule
+    the tuner scores first (the passes' own choices)."""
+    program = program_from_expression(expression)
+    lower_program(program, "loop")
+    funcs = []
+    for loop_kernel in loop_kernels(program.module):
+        space = KernelSpace(loop_kernel, lambda _: Score(1.0))
+        _, candidate = space.rollout(space.root())
+        module = lower_candidate(candidate)
+        funcs += [op for op in module.ops if isinstance(op, kernel.FuncOp)]
+    return funcs
+
+
+def sampled_loops(fn: kernel.FuncOp) -> int:
+    """How many staged loops of `fn` the trace samples (a constant lower bound assumed; a
+    loop starting elsewhere counts as sampled when its whole range is long enough)."""
+    count = 0
+    for op in fn.walk():
+        if not isinstance(op, kernel.ForOp):
+            continue
+        window = trace._sample_length(op)
+        if window is None or not window.tail:
+            continue
+        owner = op.lb.owner
+        lower = owner.value.value.data if isinstance(owner, arith.ConstantOp) else 0
+        count += -(-(op.upper - lower) // op.step_value) > window.head + window.tail
+    return count
+
+
+def assert_close(sampled: KernelCounters, full: KernelCounters) -> None:
+    """Every counter the model reads agrees within `TOLERANCE`."""
+    for name, count in full.instructions.items():
+        assert sampled.instructions[name] == pytest.approx(count, rel=TOLERANCE), name
+    for name in trace._SCALAR_COUNTERS:
+        assert sampled.total(name) == pytest.approx(full.total(name), rel=TOLERANCE), name
+    for kind in ("load", "store"):
+        got, want = sampled.footprint_bytes(kind), full.footprint_bytes(kind)
+        assert got == pytest.approx(want, rel=TOLERANCE), kind
+    assert sampled.bytes_in_flight_per_warp == pytest.approx(
+        full.bytes_in_flight_per_warp, rel=TOLERANCE
+    )
+    assert sampled.heaviest_block == pytest.approx(full.heaviest_block, rel=TOLERANCE)
+
+
+def compare_traces(expression: str, monkeypatch: pytest.MonkeyPatch) -> int:
+    """Traces every kernel of `expression` sampled and whole; the number of sampled loops."""
+    funcs = kernel_funcs(expression)
+    sampled = [trace_kernel(fn) for fn in funcs]
+    with monkeypatch.context() as patch:
+        patch.setattr(trace, "SAMPLED_STAGED_ITERATIONS", 10**9)
+        full = [trace_kernel(fn) for fn in funcs]
+    for one, whole in zip(sampled, full, strict=True):
+        assert_close(one, whole)
+    return sum(sampled_loops(fn) for fn in funcs)
+
+
+@pytest.mark.parametrize("dtype", sorted(SMALL))
+def test_a_small_gemm_samples_its_k_loop_within_two_percent(
+    dtype: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert compare_traces(SMALL[dtype], monkeypatch) >= 1
+
+
+SUITE = [
+    ("q_proj/qwen2.5-7b/s512", "fp32"),
+    ("q_proj/qwen2.5-7b/s512", "bf16"),
+    ("down_proj/tinyllama-1.1b/s512", "bf16"),
+    ("o_proj_residual/tinyllama-1.1b/s512", "fp32"),
+    ("silu_mul_down/tinyllama-1.1b/s512", "bf16"),
+    ("sdpa_gqa/tinyllama-1.1b/s512", "bf16"),
+    ("attention/tinyllama-1.1b/s512", "fp32"),
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("name", "dtype"), SUITE)
+def test_the_suites_kernels_sample_within_two_percent(
+    name: str, dtype: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from bench.cases import find_cases
+
+    (case,) = find_cases([name])
+    assert compare_traces(case.expression(dtype), monkeypatch) >= 1
