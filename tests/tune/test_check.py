@@ -10,6 +10,8 @@ its sampled blocks.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 from xdsl.dialects import arith
@@ -260,7 +262,7 @@ def test_keyboard_interrupt_propagates(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_a_reference_that_does_not_run_fails_every_candidate(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     found = loop_kernel(RMSNORM)
     module = candidate(found)
@@ -270,6 +272,7 @@ def test_a_reference_that_does_not_run_fails_every_candidate(
         calls.append(1)
         raise RuntimeError("no loop interpreter today")
 
+    monkeypatch.setattr(check_module, "cache_root", lambda: tmp_path)  # none kept by others
     monkeypatch.setattr(check_module, "run_module", broken)
     checker = KernelCheck(found)
     for _ in range(2):
