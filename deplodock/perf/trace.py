@@ -22,9 +22,11 @@ them in our kernels, except an embedding's row index, for which row 0 is as good
 Shared memory is real, with the race detector on.
 
 The whole grid is extrapolated by block class: the interior block stands for every block but
-the first and the last. `bytes_in_flight_per_warp` estimates memory-level parallelism: the
-global bytes a warp can have outstanding at once, i.e. the loads of one loop body (times
-nvcc's usual unroll of 4 for a loop without a pragma) or of a straight-line region.
+the first and the last. Within a block, a long loop runs a window of its iterations, scaled
+(a K loop's last iterations, where its pipeline drains, exactly: `_sample_length`).
+`bytes_in_flight_per_warp` estimates memory-level parallelism: the global bytes a warp can
+have outstanding at once, i.e. the loads of one loop body (times nvcc's usual unroll of 4
+for a loop without a pragma) or of a straight-line region.
 """
 
 from __future__ import annotations
@@ -583,9 +585,10 @@ def _sample_length(op: kernel.ForOp, staged_sampling: bool = True) -> SampledWin
     one window of whole turns of the rotation (every slot's bank pattern counted equally),
     scales it to the steady state, and traces the last iterations, where the pipeline
     drains, exactly; the prologue and the epilogue around the loop are traced as always.
-    The counters stay within 2 % of the whole trace on the suite's GEMMs
-    (tests/perf/test_trace_sampling.py), at a quarter of the 24 iterations traced before
-    (a 512-token GEMM's trace: bench/scoring_cost.py). A staged loop is sampled only where
+    The counters stay within 2 % of the whole trace on the suite's GEMM and attention
+    kernels (tests/perf/test_trace_sampling.py; on the 512-token GEMMs they are equal), from
+    6 to 9 iterations where a fixed window traced 24 (a 512-token GEMM's trace about 5 times
+    cheaper: bench/results/scoring-cost.md). A staged loop is sampled only where
     it carries values (a K loop's accumulators): one that carries none fills shared memory
     for what follows it (a row's statistics), which must see all of it."""
     scalar = kernel.LoadOp | kernel.StoreOp | kernel.AtomicAddOp

@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import pytest
 from xdsl.dialects import arith
+from xdsl.dialects.builtin import DictionaryAttr, IntegerAttr
 
 from deplodock.dialects import kernel
 from deplodock.driver import lower_program, program_from_expression
+from deplodock.passes.pipelines import lower
 from deplodock.perf import trace
-from deplodock.perf.trace import KernelCounters, trace_kernel
+from deplodock.perf.trace import KernelCounters, SampledWindow, staged_window, trace_kernel
 from deplodock.tune.evaluate import Score
-from deplodock.tune.kernels import loop_kernels
+from deplodock.tune.kernels import loop_kernels, standalone
 from deplodock.tune.space import KernelSpace, lower_candidate
 
 TOLERANCE = 0.02
@@ -30,16 +32,22 @@ SMALL = {
 }
 
 
-def kernel_funcs(expression: str) -> list[kernel.FuncOp]:
+def kernel_funcs(expression: str, **knobs: int) -> list[kernel.FuncOp]:
     """Every `kernel.func` of the program's loop kernels, each lowered with the schedule
-    the tuner scores first (the passes' own choices)."""
+    the tuner scores first (the passes' own choices), or with `knobs` where given."""
     program = program_from_expression(expression)
     lower_program(program, "loop")
     funcs = []
     for loop_kernel in loop_kernels(program.module):
-        space = KernelSpace(loop_kernel, lambda _: Score(1.0))
-        _, candidate = space.rollout(space.root())
-        module = lower_candidate(candidate)
+        if knobs:
+            schedule = {name: IntegerAttr(value, 64) for name, value in knobs.items()}
+            loop_kernel.attributes["schedule"] = DictionaryAttr(schedule)
+            module = standalone(loop_kernel)
+            lower(module, "kernel", start="loop")
+        else:
+            space = KernelSpace(loop_kernel, lambda _: Score(1.0))
+            _, candidate = space.rollout(space.root())
+            module = lower_candidate(candidate)
         funcs += [op for op in module.ops if isinstance(op, kernel.FuncOp)]
     return funcs
 
@@ -75,9 +83,9 @@ def assert_close(sampled: KernelCounters, full: KernelCounters) -> None:
     assert sampled.heaviest_block == pytest.approx(full.heaviest_block, rel=TOLERANCE)
 
 
-def compare_traces(expression: str, monkeypatch: pytest.MonkeyPatch) -> int:
+def compare_traces(expression: str, monkeypatch: pytest.MonkeyPatch, **knobs: int) -> int:
     """Traces every kernel of `expression` sampled and whole; the number of sampled loops."""
-    funcs = kernel_funcs(expression)
+    funcs = kernel_funcs(expression, **knobs)
     sampled = [trace_kernel(fn) for fn in funcs]
     with monkeypatch.context() as patch:
         patch.setattr(trace, "SAMPLED_STAGED_ITERATIONS", 10**9)
@@ -92,6 +100,26 @@ def test_a_small_gemm_samples_its_k_loop_within_two_percent(
     dtype: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     assert compare_traces(SMALL[dtype], monkeypatch) >= 1
+
+
+def test_the_window_is_whole_turns_of_the_slots_and_the_tail_a_turn() -> None:
+    assert staged_window(1) == SampledWindow(4, 2)
+    assert staged_window(2) == SampledWindow(4, 2)
+    assert staged_window(3) == SampledWindow(6, 3)
+    assert staged_window(4) == SampledWindow(4, 4)
+    assert staged_window(None) is None
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("depth", [1, 3, 4])
+def test_every_multibuffer_depth_samples_within_two_percent(
+    depth: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The slot rotation `_slot_count` finds (`chunk % depth`) sets the window."""
+    funcs = kernel_funcs(SMALL["bf16"], depth=depth)
+    loops = [op for fn in funcs for op in fn.walk() if isinstance(op, kernel.ForOp) and op.inits]
+    assert max(trace._slot_count(op) or 0 for op in loops) == depth
+    assert compare_traces(SMALL["bf16"], monkeypatch, depth=depth) >= 1
 
 
 SUITE = [
