@@ -86,7 +86,7 @@ def measure_case(name: str, dtype: str) -> dict[str, Any]:
     from deplodock.tune.kernels import loop_kernels
     from deplodock.tune.space import KernelSpace, lower_candidate
 
-    (case,) = find_cases([name])
+    case = next(c for c in find_cases([name]) if c.name == name)
     program = program_from_expression(case.expression(dtype))
     lower_program(program, "loop")
     loop_kernel = loop_kernels(program.module)[0]
@@ -170,6 +170,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--dtype", action="append", choices=("fp32", "bf16"))
     parser.add_argument("--out", type=Path, default=OUT)
     args = parser.parse_args(argv)
+    from bench.cases import all_cases
+
+    known = {case.name for case in all_cases()}
+    unknown = [name for name in args.case or () if name not in known]
+    if unknown:
+        print(
+            f"scoring_cost: error: no suite case {unknown[0]!r} (bench.kernels --list)",
+            file=sys.stderr,
+        )
+        return 2
     os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="scoring-cost-")
     import deplodock
 
