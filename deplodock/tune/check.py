@@ -18,6 +18,11 @@ them (zeroing, combine) run the blocks that complete the sampled tiles. The foot
 whole grid also shows what a sample would miss: an output element nobody writes, or a
 workspace element read before anybody wrote it (`_check_coverage`).
 
+The reference is also kept on disk (`reference_path`: keyed by the kernel's structural
+hash, the seed, and the source of everything that computes it), so each worker of a parallel
+search, and every later search of the same kernel, loads it in a fraction of a second
+instead of interpreting the whole loop kernel again.
+
 The chosen elements: the last of each output (the edge tile, where masks go wrong), then
 one at the golden-ratio point of the output when the budget `SAMPLE_SECONDS` allows (a
 block whose tile coordinates differ from each other, unlike the first and last blocks of a
@@ -31,10 +36,15 @@ result = check.check(kernel_level_module)      # CheckResult(ok, status, detail,
 
 from __future__ import annotations
 
+import hashlib
+import io
 import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cache
+from importlib.metadata import version
+from pathlib import Path
 
 import numpy as np
 from xdsl.dialects import arith
@@ -46,6 +56,7 @@ from deplodock.backend.benchmark import first_line
 from deplodock.dialects import kernel, loop
 from deplodock.dialects.element_types import is_narrow_float, numpy_dtype, round_to_type
 from deplodock.dialects.queries import forward_function, read_arguments, written_arguments
+from deplodock.files import WriteError, cache_root, write_atomic
 from deplodock.interpreters import make_interpreter, run_module
 from deplodock.interpreters.blocks import default_blocks_per_batch
 from deplodock.interpreters.common import lookup_kernel
@@ -61,7 +72,7 @@ from deplodock.numerics import (
     schedule_error,
 )
 from deplodock.tune.footprint import Host, Launch, NotAnalysable, footprints, select_blocks, widen
-from deplodock.tune.kernels import standalone
+from deplodock.tune.kernels import kernel_hash, standalone
 
 #: A candidate the interpreter estimate (`estimate_interpretation`) puts below this runs
 #: every block and is compared everywhere. The estimate runs low on MMA GEMMs: a 1024^2
@@ -253,6 +264,52 @@ def run_blocks(
     return [np.asarray(result) for result in results]
 
 
+# --- the reference, kept on disk ------------------------------------------------------------
+
+_PACKAGE = Path(__file__).resolve().parents[1]
+#: The sources that decide a reference: the dialects and interpreters that run the loop
+#: kernel, the random inputs and the numerics they are drawn with.
+REFERENCE_SOURCES = ("dialects", "interpreters", "numerics.py", "tune/check.py")
+
+
+@cache
+def _reference_digest() -> str:
+    digest = hashlib.sha256()
+    for name in REFERENCE_SOURCES:
+        root = _PACKAGE / name
+        for path in sorted(root.rglob("*.py")) if root.is_dir() else [root]:
+            digest.update(str(path.relative_to(_PACKAGE)).encode() + b"\0" + path.read_bytes())
+    for package in ("numpy", "xdsl"):
+        digest.update(f"{package} {version(package)}".encode())
+    return digest.hexdigest()
+
+
+def reference_path(loop_kernel: loop.KernelOp, seed: int) -> Path:
+    """Where the reference outputs of `loop_kernel` on the inputs of `seed` are kept."""
+    key = hashlib.sha256(f"{kernel_hash(loop_kernel)} {seed} {_reference_digest()}".encode())
+    return cache_root() / "check-references" / f"{key.hexdigest()[:32]}.npz"
+
+
+def load_reference(path: Path) -> list[np.ndarray] | None:
+    """The outputs kept at `path`, or None (absent or unreadable: computed again)."""
+    try:
+        with np.load(path, allow_pickle=False) as kept:
+            return [kept[f"arr_{i}"] for i in range(len(kept.files))]
+    except (OSError, ValueError, KeyError):
+        return None
+
+
+def save_reference(path: Path, outputs: Sequence[np.ndarray]) -> None:
+    """Keeps `outputs` at `path`; a cache that cannot be written is only slower."""
+    buffer = io.BytesIO()
+    np.savez(buffer, *outputs)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(path, buffer.getvalue())
+    except (OSError, WriteError):
+        pass
+
+
 class KernelCheck:
     """Checks candidates of one loop-level kernel against it, on inputs drawn from `seed`.
 
@@ -285,21 +342,29 @@ class KernelCheck:
 
     @property
     def reference(self) -> list[np.ndarray]:
-        """The loop kernel's outputs (the arguments it writes, in order) on `inputs`; what
-        running it raised, raised again on every later call."""
+        """The loop kernel's outputs (the arguments it writes, in order) on `inputs`, from
+        the disk (`reference_path`) when an earlier check kept them; what running it raised,
+        raised again on every later call."""
         if self._reference is None:
             if self._reference_error is not None:
                 raise self._reference_error
             start = time.perf_counter()
+            path = reference_path(self.loop_kernel, self.seed)
             try:
-                with np.errstate(all="ignore"):
-                    self._reference = run_module(standalone(self.loop_kernel), self.inputs)
+                self._reference = load_reference(path) or self._run_reference(path)
             except Exception as error:
                 self._reference_error = error
                 raise
             finally:
                 self.reference_seconds = time.perf_counter() - start
         return self._reference
+
+    def _run_reference(self, path: Path) -> list[np.ndarray]:
+        """The loop kernel run whole on `inputs`, its outputs kept at `path`."""
+        with np.errstate(all="ignore"):
+            outputs = [np.asarray(r) for r in run_module(standalone(self.loop_kernel), self.inputs)]
+        save_reference(path, outputs)
+        return outputs
 
     def check(self, module: ModuleOp) -> CheckResult:
         """The verdict on `module`, a candidate lowered to the kernel level."""
@@ -435,6 +500,7 @@ __all__ = [
     "KernelCheck",
     "compare",
     "random_inputs",
+    "reference_path",
     "run_blocks",
     "tolerance_of",
 ]

@@ -10,6 +10,8 @@ its sampled blocks.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 from xdsl.dialects import arith
@@ -260,7 +262,7 @@ def test_keyboard_interrupt_propagates(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_a_reference_that_does_not_run_fails_every_candidate(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     found = loop_kernel(RMSNORM)
     module = candidate(found)
@@ -270,6 +272,7 @@ def test_a_reference_that_does_not_run_fails_every_candidate(
         calls.append(1)
         raise RuntimeError("no loop interpreter today")
 
+    monkeypatch.setattr(check_module, "cache_root", lambda: tmp_path)  # none kept by others
     monkeypatch.setattr(check_module, "run_module", broken)
     checker = KernelCheck(found)
     for _ in range(2):
@@ -302,14 +305,14 @@ def test_a_candidate_with_other_arguments_is_failed() -> None:
 
 def test_a_bigger_gemm_runs_only_its_sampled_blocks() -> None:
     """Above the full-run estimate, only the blocks behind the sampled elements run: the
-    whole kernel would take several seconds, the sample a fraction of one."""
+    whole kernel would take several seconds, the sample a fraction of one (counted in
+    blocks, not timed: a timed assertion fails on a loaded machine)."""
     found = loop_kernel("nn.Linear(1024, 1024, bias=True)(torch.randn(1, 256, 1024))")
     module = candidate(found)
     (fn,) = funcs(module)
     result = KernelCheck(found).check(module)
     assert result.ok, result.detail
     assert 0 < result.blocks <= 2 < fn.grid_size == 128
-    assert result.seconds < 5.0
 
 
 def test_a_cheap_candidate_runs_whole() -> None:
