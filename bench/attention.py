@@ -64,7 +64,7 @@ def attention_cases() -> list[Case]:
 
 
 def largest_buffer_bytes(expression: str) -> int:
-    """The largest buffer the program allocates between its kernels (loop level)."""
+    """The largest buffer the program allocates (loop level): its output, or a score matrix."""
     from xdsl.dialects.builtin import MemRefType
 
     from deplodock.dialects import loop
@@ -74,9 +74,9 @@ def largest_buffer_bytes(expression: str) -> int:
     program = program_from_expression(expression)
     lower_program(program, "loop")
     sizes = [
-        buffer_bytes(op.result.type)
+        buffer_bytes(op.results[0].type)
         for op in program.module.walk()
-        if isinstance(op, loop.AllocOp) and isinstance(op.result.type, MemRefType)
+        if isinstance(op, loop.AllocOp) and isinstance(op.results[0].type, MemRefType)
     ]
     return max(sizes, default=0)
 
@@ -120,8 +120,8 @@ def markdown(doc: dict[str, Any]) -> str:
         f"`{doc['command']}`. % SOL is `deplodock/perf/sol.py`'s: the program's ideal time "
         "(compulsory bytes at the datasheet bandwidth, or its kernels' useful flops at the "
         "dtype's dense peak) over its whole modeled time, launches included. `largest buffer`: "
-        "the largest buffer passed between kernels (a `queries x keys` score matrix before "
-        "attention was one kernel).",
+        "the largest buffer the program allocates at the loop level (with attention in one "
+        "kernel, its output; before, the `queries x keys` score matrix).",
         "",
         "| case | kernels | modeled us | % SOL | limiter | largest buffer MB |",
         "|---|---:|---:|---:|---|---:|",

@@ -43,7 +43,7 @@ from deplodock.passes.tile import schedule
 from deplodock.passes.tile.choices import Tunable, grid
 from deplodock.passes.tile.contraction import accumulated_product, block_slice
 from deplodock.passes.tile.nests import body_ops
-from deplodock.passes.tile.stage import _build_stage, find_stages
+from deplodock.passes.tile.stage import _build_stage, find_prologue_stages, find_stages
 from deplodock.passes.tile.thread import BOTH, COL, ROW, Replicator, mma_grid
 
 
@@ -203,18 +203,21 @@ def _stage_product(product: tile.ForOp, ko: tile.ForOp, threads: tile.ThreadsOp)
     vector read once per block, as `tile-stage` stages a contraction's operands, over the
     whole reduced length. An operand that does not move with the chunk (attention's
     queries) is copied once, before the K loop."""
-    stages = find_stages(product, threads)
-    if not stages:
-        return
     pool = ConstantPool.adopting(threads.body.block)
-    for stage in stages:
-        template = stage.template
-        ops = [*block_slice(template.root.operands, threads), template.root]
-        moves = any(ko.induction_var in op.operands for op in ops)
-        point = InsertPoint.before(product) if moves else InsertPoint.before(ko)
-        _build_stage(stage, ko, product, threads, pool, point)
-    erase_dead(list(product.body.block.ops))
-    Rewriter.insert_op(tile.BarrierOp(), InsertPoint.before(product))
+    built = False
+    # as `tile-stage` does: a computed operand (RoPE's rotation of q and k) as its value, in
+    # one slab, then the plain loads
+    for find in (find_prologue_stages, find_stages):
+        for stage in find(product, threads):
+            template = stage.template
+            ops = [*block_slice(template.root.operands, threads), template.root]
+            moves = any(ko.induction_var in op.operands for op in ops)
+            point = InsertPoint.before(product) if moves else InsertPoint.before(ko)
+            _build_stage(stage, ko, product, threads, pool, point)
+            built = True
+        erase_dead(list(product.body.block.ops))
+    if built:
+        Rewriter.insert_op(tile.BarrierOp(), InsertPoint.before(product))
 
 
 def tile_prologue_products(kernel: tile.KernelOp) -> bool:
