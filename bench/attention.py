@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
