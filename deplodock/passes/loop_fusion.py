@@ -696,17 +696,17 @@ def _score_matrix(consumer: loop.KernelOp, position: int, producer: Producer) ->
     """Whether the producer is attention's score matrix and the consumer its softmax and
     product with V, to be fused by recomputing the scores where they are read.
 
-    The producer reduces (`q . k`); its output has a dimension (the keys) that every
-    reader in the consumer reduces over, as row statistics (max, sum: at least one) and as
-    the operand of a contraction (`P @ V`) over at most `MAX_RECOMPUTING_COLUMNS` columns
-    (the head dimension, one block of columns); once nothing else reads it, it fuses. Its
-    size is the product of two sequence lengths, the memory that long contexts cannot hold
-    (7.5 GB per layer of Qwen2.5-7B at 8k tokens). At the loop level the fused kernel
-    recomputes each score for every use; the tile passes compute it once per K chunk: `tile-prologue-product` as a
-    register tile of the `P` slab on tensor cores, `tile-streaming-softmax` with running
-    statistics instead of the sweeps. Both need rows to block (at least
-    `MIN_TILED_EXTENT` queries: a decoding step keeps its two kernels, whose scores are one
-    row) and whole chunks of `SCORE_CHUNK` keys."""
+    The producer reduces (`q . k`); its output has a dimension (the keys) that every reader
+    in the consumer reduces over, as row statistics (max, sum: at least one) and as the
+    operand of a contraction (`P @ V`) over at most `MAX_RECOMPUTING_COLUMNS` columns (the
+    head dimension, one block of columns); once nothing else reads it, it fuses. Its size is
+    the product of two sequence lengths, the memory that long contexts cannot hold (7.5 GB
+    per layer of Qwen2.5-7B at 8k tokens). At the loop level the fused kernel recomputes
+    each score for every use; the tile passes compute it once per K chunk:
+    `tile-prologue-product` as a register tile of the `P` slab on tensor cores,
+    `tile-streaming-softmax` with running statistics instead of the sweeps. Both need rows
+    to block (at least `MIN_TILED_EXTENT` queries: a decoding step keeps its two kernels,
+    whose scores are one row) and whole chunks of `SCORE_CHUNK` keys."""
     if not reduction_iterations(producer.kernel):
         return False
     loads = _argument_loads(consumer, position)
