@@ -44,7 +44,7 @@ from deplodock.passes.tile.choices import Tunable, grid
 from deplodock.passes.tile.contraction import accumulated_product, block_slice
 from deplodock.passes.tile.nests import body_ops
 from deplodock.passes.tile.stage import _build_stage, find_prologue_stages, find_stages
-from deplodock.passes.tile.thread import BOTH, COL, ROW, Replicator, mma_grid
+from deplodock.passes.tile.thread import BOTH, CellTiles, mma_grid
 
 
 @dataclass
@@ -172,17 +172,9 @@ def tile_product_copy(found: ProductCopy, threads: tile.ThreadsOp, mma: bool) ->
     fm, fn = cells
     thread_grid = (found.rows // fm, found.columns // fn)
     layouts = ("mma", "mma") if mma else ("blocked", "interleaved")
-    row_tile = tile.ThreadTileOp(threads.iv, 0, thread_grid, fm, layouts[0], "rows")
-    col_tile = tile.ThreadTileOp(threads.iv, 1, thread_grid, fn, layouts[1], "rows")
     point = InsertPoint.before(found.copy)
-    Rewriter.insert_op([row_tile, col_tile], point)
-    for k, value in enumerate(row_tile.positions):
-        value.name_hint = f"pr_{k}"
-    for k, value in enumerate(col_tile.positions):
-        value.name_hint = f"pc_{k}"
-    rep = Replicator(fm, fn)
-    rep.seed(found.position, ROW, {(i, 0): v for i, v in enumerate(row_tile.positions)})
-    rep.seed(found.column, COL, {(0, j): v for j, v in enumerate(col_tile.positions)})
+    tiles = CellTiles(threads.iv, thread_grid, (fm, fn), layouts, "rows", ("pr", "pc"))
+    rep = tiles.insert(point, found.position, found.column)
     split = {found.position.owner, found.column.owner}
     product: tile.ForOp | None = None
     for op in body_ops(found.copy):

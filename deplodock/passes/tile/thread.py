@@ -246,6 +246,37 @@ class Replicator:
         return new
 
 
+@dataclass(frozen=True)
+class CellTiles:
+    """The row and column `tile.thread_tile` ops of a `grid` of threads holding `cells`
+    register cells each (`layouts`, thread `order`), their positions named `names[0]_k` and
+    `names[1]_k`: what `tile-thread` gives a contraction's output tile and
+    `tile-prologue-product` a copy's chunk of scores."""
+
+    thread: SSAValue
+    grid: tuple[int, int]
+    cells: tuple[int, int]
+    layouts: tuple[str, str]
+    order: str
+    names: tuple[str, str]
+
+    def insert(self, point: InsertPoint, row: SSAValue, column: SSAValue) -> Replicator:
+        """Inserts the two tiles at `point`; returns a `Replicator` with the cell indices
+        `row` and `column` seeded by their positions."""
+        tiles = [
+            tile.ThreadTileOp(self.thread, axis, self.grid, count, layout, self.order)
+            for axis, (count, layout) in enumerate(zip(self.cells, self.layouts, strict=True))
+        ]
+        Rewriter.insert_op(tiles, point)
+        for tile_op, name in zip(tiles, self.names, strict=True):
+            for k, value in enumerate(tile_op.positions):
+                value.name_hint = f"{name}_{k}"
+        rep = Replicator(*self.cells)
+        rep.seed(row, ROW, {(i, 0): v for i, v in enumerate(tiles[0].positions)})
+        rep.seed(column, COL, {(0, j): v for j, v in enumerate(tiles[1].positions)})
+        return rep
+
+
 def _cell_name(hint: str | None, cell: tuple[int, int], axes: Axes) -> str | None:
     if hint is None:
         return None
@@ -290,16 +321,8 @@ def thread_contraction(
     point = InsertPoint.before(rows)
     layouts = ("mma", "mma") if mma else ("interleaved" if quads else "blocked", "interleaved")
     order = "quads" if quads else "rows"
-    row_tile = tile.ThreadTileOp(threads.iv, 0, grid, fm, layouts[0], order)
-    col_tile = tile.ThreadTileOp(threads.iv, 1, grid, fn, layouts[1], order)
-    Rewriter.insert_op([row_tile, col_tile], point)
-    for k, value in enumerate(row_tile.positions):
-        value.name_hint = f"mm_{k}"
-    for k, value in enumerate(col_tile.positions):
-        value.name_hint = f"nn_{k}"
-    rep = Replicator(fm, fn)
-    rep.seed(rows.induction_var, ROW, {(i, 0): v for i, v in enumerate(row_tile.positions)})
-    rep.seed(cols.induction_var, COL, {(0, j): v for j, v in enumerate(col_tile.positions)})
+    cells = CellTiles(threads.iv, grid, (fm, fn), layouts, order, ("mm", "nn"))
+    rep = cells.insert(point, rows.induction_var, cols.induction_var)
     for op in body_ops(cols):
         if isinstance(op, tile.ForOp) and op.is_reduce and rep.op_axes(op) == BOTH:
             rep.interchange(op, point)
