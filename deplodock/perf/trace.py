@@ -82,8 +82,8 @@ MAX_SLOTS = 8
 #: block's diagonal shifts) is traced for this many iterations, scaled, and no tail: a
 #: whole number of turns of 1, 2, 3, 4, 6 or 8 slots. Its first iterations read fewer
 #: sectors that the block has not read before than its later ones: the short window
-#: undercounted the bf16 TinyLlama attention's distinct loads by 11 %, this one by 5.5 %
-#: as before (a known limit, tests/perf/test_trace_sampling.py).
+#: undercounted the two-kernel bf16 TinyLlama attention's distinct loads by 11 %, this one
+#: by 5.5 %; attention in one kernel samples within 2 % (tests/perf/test_trace_sampling.py).
 SHIFTED_STAGED_ITERATIONS = 24
 
 _SCALAR_COUNTERS = (
@@ -598,8 +598,7 @@ def _sample_length(op: kernel.ForOp, staged_sampling: bool = True) -> SampledWin
     scales it to the steady state, and traces the last iterations, where the pipeline
     drains, exactly; the prologue and the epilogue around the loop are traced as always.
     The counters stay within 2 % of the whole trace on the suite's GEMM and attention
-    kernels (tests/perf/test_trace_sampling.py; on the 512-token GEMMs they are equal; the
-    distinct loads of causal attention's P.V, as before, 5.5 % under), from
+    kernels (tests/perf/test_trace_sampling.py; on the 512-token GEMMs they are equal), from
     6 to 11 iterations where a fixed window traced 24 (a 512-token GEMM's trace 2 to 4 times
     cheaper: bench/results/scoring-cost.md). A staged loop is sampled only where
     it carries values (a K loop's accumulators): one that carries none fills shared memory
