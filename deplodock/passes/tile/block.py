@@ -42,7 +42,6 @@ from xdsl.utils.exceptions import PassFailedException
 from deplodock.dialects import tile
 from deplodock.dialects.common.schedule import Schedule
 from deplodock.dialects.effects import is_pure
-from deplodock.dialects.element_types import byte_size
 from deplodock.dialects.hardware import MAX_SHARED_BYTES
 from deplodock.passes.constant_pool import ConstantPool
 from deplodock.passes.tile import schedule
@@ -50,6 +49,7 @@ from deplodock.passes.tile.choices import Tunable
 from deplodock.passes.tile.contraction import (
     Contraction,
     find_contraction,
+    nested_product,
     sixteen_bit_product,
 )
 from deplodock.passes.tile.nests import body_ops, trip_count
@@ -173,22 +173,10 @@ def prologue_product_rows(found: Contraction) -> int | None:
     `tile-prologue-product` stages the block's rows of that product's row operand (the
     queries) whole, which must leave half of a block's shared memory to the K and V
     chunks and the `P` slab (fp32 queries of head dim 128: 64 rows of 512 bytes)."""
-    loop = found.reduce[-1]
-    lengths = [
-        (trip_count(op), operand_bytes_of(op))
-        for op in body_ops(loop)
-        if isinstance(op, tile.ForOp) and op.is_reduce
-    ]
-    if not lengths:
+    if (product := nested_product(found.reduce[-1])) is None:
         return None
-    length, element = max(lengths)
+    length, element = product
     return min(MAX_PRODUCT_ROWS, MAX_SHARED_BYTES // (2 * length * element))
-
-
-def operand_bytes_of(loop: tile.ForOp) -> int:
-    """The widest element the loop loads (the staged operands' element size)."""
-    sizes = [byte_size(op.res.type) for op in loop.walk() if isinstance(op, tile.LoadOp)]
-    return max(sizes, default=4)
 
 
 def legal_blocks(found: Contraction) -> list[tuple[int, int]]:

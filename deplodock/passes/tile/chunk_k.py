@@ -42,12 +42,11 @@ from xdsl.utils.exceptions import PassFailedException
 
 from deplodock.dialects import tile
 from deplodock.dialects.common.schedule import Schedule
-from deplodock.dialects.element_types import byte_size
 from deplodock.dialects.hardware import MAX_SHARED_BYTES, MAX_VECTOR_BYTES
 from deplodock.passes.constant_pool import ConstantPool
 from deplodock.passes.tile import schedule
 from deplodock.passes.tile.choices import Tunable, grid
-from deplodock.passes.tile.contraction import k_loop_of, operand_bytes
+from deplodock.passes.tile.contraction import k_loop_of, nested_product, operand_bytes
 from deplodock.passes.tile.multibuffer import DEFAULT_DEPTH
 from deplodock.passes.tile.nests import body_ops, start_of
 
@@ -115,22 +114,6 @@ def default_chunk(kernel: tile.KernelOp, loop: tile.ForOp) -> int:
 
 #: Chunks of keys attention in one kernel may take, deepest first (`product_chunk`).
 PRODUCT_CHUNKS: tuple[int, ...] = (64, 32, 16)
-
-
-def nested_product(loop: tile.ForOp) -> tuple[int, int] | None:
-    """(length, element bytes) of the dot product a K loop computes its operand with
-    (attention in one kernel: the score `q . k` over the head dimension), or None."""
-    nested = [
-        (
-            op.upper,
-            max(
-                (byte_size(i.res.type) for i in op.walk() if isinstance(i, tile.LoadOp)), default=4
-            ),
-        )
-        for op in body_ops(loop)
-        if isinstance(op, tile.ForOp) and op.is_reduce and not op.iter_args == loop.iter_args
-    ]
-    return max(nested) if nested else None
 
 
 def product_chunk(k: int, bm: int, bn: int, element: int, length: int, product_bytes: int) -> int:

@@ -99,9 +99,8 @@ def values_computed_into(value: SSAValue) -> set[SSAValue]:
             if current in seen:
                 continue
             seen.add(current)
-            owner = current.owner
-            if isinstance(owner, Operation) and owner.regions:
-                work.extend(v for inner in owner.walk() for v in inner.operands)
+            if isinstance(current.owner, Operation):
+                work.extend(captured_values(current.owner))
     return seen
 
 
@@ -205,6 +204,24 @@ def find_contraction(kernel: tile.KernelOp) -> Contraction | None:
     return found
 
 
+def nested_product(loop: tile.ForOp) -> tuple[int, int] | None:
+    """(length, widest element bytes) of the dot product a K loop computes an operand with
+    (attention in one kernel: the score `q . k` over the head dimension), or None. A chunk
+    loop carrying the K loop's accumulators is not one."""
+    carried = list(loop.iter_args)
+    nested = [
+        (
+            trip_count(op),
+            max(
+                (byte_size(i.res.type) for i in op.walk() if isinstance(i, tile.LoadOp)), default=4
+            ),
+        )
+        for op in body_ops(loop)
+        if isinstance(op, tile.ForOp) and op.is_reduce and list(op.inits) != carried
+    ]
+    return max(nested) if nested else None
+
+
 # --- finding the tiled form again ------------------------------------------------------------
 
 
@@ -271,13 +288,8 @@ def captured_values(op: Operation) -> list[SSAValue]:
         for inner in op.walk()
         if inner is not op
         for value in inner.operands
-        if not _defined_within(value, op)
+        if not any(defined_in(value, block) for region in op.regions for block in region.blocks)
     ]
-
-
-def _defined_within(value: SSAValue, op: Operation) -> bool:
-    owner = value.block.parent_op() if isinstance(value, BlockArgument) else value.owner
-    return isinstance(owner, Operation) and (owner is op or op.is_ancestor(owner))
 
 
 def program_order(op: Operation) -> tuple[int, ...]:

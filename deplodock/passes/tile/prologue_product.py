@@ -43,7 +43,7 @@ from deplodock.passes.tile import schedule
 from deplodock.passes.tile.choices import Tunable, grid
 from deplodock.passes.tile.contraction import accumulated_product, block_slice
 from deplodock.passes.tile.nests import body_ops
-from deplodock.passes.tile.stage import _build_stage, find_prologue_stages, find_stages
+from deplodock.passes.tile.stage import build_stage, find_prologue_stages, find_stages
 from deplodock.passes.tile.thread import BOTH, CellTiles, mma_grid
 
 
@@ -205,7 +205,7 @@ def _stage_product(product: tile.ForOp, ko: tile.ForOp, threads: tile.ThreadsOp)
             ops = [*block_slice(template.root.operands, threads), template.root]
             moves = any(ko.induction_var in op.operands for op in ops)
             point = InsertPoint.before(product) if moves else InsertPoint.before(ko)
-            _build_stage(stage, ko, product, threads, pool, point)
+            build_stage(stage, ko, product, threads, pool, point)
             built = True
         erase_dead(list(product.body.block.ops))
     if built:

@@ -245,7 +245,7 @@ def _loads_of(root: Operation, ops: list[Operation]) -> list[tile.LoadOp]:
     return [op for op in ops if isinstance(op, tile.LoadOp)]
 
 
-def _build_stage(
+def build_stage(
     stage: Stage,
     ko_loop: tile.ForOp,
     ki_loop: tile.ForOp,
@@ -364,7 +364,7 @@ def stage_operands(kernel: tile.KernelOp, mask: int) -> int:
     for find in (find_prologue_stages, find_stages):
         stages = [s for s in find(ki_loop, threads) if OPERAND_BITS[s.operand] & mask]
         for stage in stages:
-            _build_stage(stage, ko_loop, ki_loop, threads, pool, copy_point)
+            build_stage(stage, ko_loop, ki_loop, threads, pool, copy_point)
         erase_dead(list(ki_loop.body.block.ops))
         built += stages
     if not built:
