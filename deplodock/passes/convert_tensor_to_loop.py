@@ -11,7 +11,8 @@ and `func.return` switch from tensors to memrefs of the same shapes. Lifted bodi
   accumulate in f32 (`arith.extf` of each load, one `arith.truncf` before the store);
 - index_map: free loops over the output, the affine map as `arith` index ops, load, store;
   a concat gets one loop nest per source over its own segment of the output, so every load
-  stays in bounds;
+  stays in bounds, except a pad (one source, constant fills), which is one nest that loads
+  the source at a clamped index and selects the fills outside it, so it can fuse;
 - gather: free loops over the output, a load of the index, `arith.index_cast` to `index`,
   the load of the source at that index, a store.
 
@@ -39,7 +40,7 @@ from xdsl.pattern_rewriter import (
 from xdsl.utils.exceptions import PassFailedException
 
 from deplodock.dialects.queries import find_function, kernel_symbols, memref_of, symbol_name
-from deplodock.passes.tensor_to_loop import KernelNamer, lift_patterns
+from deplodock.passes.tensor_to_loop import KernelNamer, find_pads, lift_patterns
 
 
 class ForwardToMemrefs(RewritePattern):
@@ -99,8 +100,9 @@ class ConvertTensorToLoopPass(ModulePass):
             raise PassFailedException("convert-tensor-to-loop: the module has no @forward")
         _check_not_empty(op)
         namer = KernelNamer({symbol_name(kernel) for kernel in kernel_symbols(op)} | {"forward"})
+        pads = find_pads(op)
         PatternRewriteWalker(ForwardToMemrefs(), apply_recursively=False).rewrite_module(op)
-        patterns: list[RewritePattern] = list(lift_patterns(namer))
+        patterns: list[RewritePattern] = list(lift_patterns(namer, pads))
         PatternRewriteWalker(
             GreedyRewritePatternApplier(patterns, dce_enabled=False), apply_recursively=False
         ).rewrite_module(op)

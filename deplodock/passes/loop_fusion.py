@@ -515,19 +515,23 @@ def _takes_over(
     consumer: loop.LaunchOp,
     kernel: loop.KernelOp,
     position: int,
-    producer: loop.LaunchOp,
+    producer: Producer,
 ) -> bool:
     """Whether the consumer can compute a reducing producer's output B and store it for B's
     other readers, so that the producer's launch goes (a multi-output fusion): the consumer
     reduces too (two statistics of the same rows become one row kernel; a matmul is not
     turned into a kernel with two outputs for a copy of it), it loads B once, in loops that
     each index B and none a reduction (so it stores every element exactly once), and every
-    other reader of B comes after it and reads B as a contraction operand.
+    other reader of B comes after it and would never clone the producer: it reads B as a
+    contraction operand, or cloning would redo the producer's reduction (`_recomputes`).
 
     Softmax before `@ V` is the case: the row max is read by the row sum's kernel and by
     the P.V product; the sum's kernel computes the max itself and writes it, so the two
     statistics are one kernel (whose loops `tile-online-softmax` then merges into one
-    sweep) instead of two launches."""
+    sweep) instead of two launches. GroupNorm is the other: its mean, its mean's correction
+    and its variance are three reductions over a group's rows, each read again by the
+    normalisation, whose loops run over channels (four per group, say), so it cannot clone
+    them; the variance's kernel takes over the other two, and the statistics are one kernel."""
     if not reduction_iterations(kernel):
         return False
     argument = kernel.body.block.args[position]
@@ -541,8 +545,39 @@ def _takes_over(
             return False
         parent = parent.parent_op()
     buffer = consumer.args[position]
-    readers = {use.operation for use in buffer.uses} - {consumer, producer}
-    return all(_contraction_reader(module, consumer, reader, buffer) for reader in readers)
+    readers = {use.operation for use in buffer.uses} - {consumer, producer.launch}
+    return all(
+        _contraction_reader(module, consumer, reader, buffer)
+        or _recomputes(module, consumer, reader, buffer, producer)
+        for reader in readers
+    )
+
+
+def _recomputes(
+    module: ModuleOp,
+    consumer: loop.LaunchOp,
+    reader: Operation,
+    buffer: SSAValue,
+    producer: Producer,
+) -> bool:
+    """Whether `reader`, a launch after `consumer`, would redo the producer's reduction if it
+    cloned it (it reads B inside loops that do not index B), so the recompute guard keeps it
+    reading B: nothing is lost when the consumer takes the producer over."""
+    if (
+        not isinstance(reader, loop.LaunchOp)
+        or reader.parent_block() is not consumer.parent_block()
+        or not consumer.is_before_in_block(reader)
+        or (kernel := kernel_of(module, reader)) is None
+    ):
+        return False
+    budget = reduction_iterations(kernel) + reduction_iterations(producer.kernel)
+    for position in (k for k, arg in enumerate(reader.args) if arg is buffer):
+        fused, _ = fuse(kernel, reader.args, position, producer)
+        grows = reduction_iterations(fused) > budget
+        fused.erase()
+        if not grows:
+            return False
+    return True
 
 
 def _single_output(kernel: loop.KernelOp) -> bool:
@@ -619,7 +654,7 @@ class FuseProducers(RewritePattern):
             keep = bool(reductions) and _read_elsewhere(op.args[position], op, producer.launch)
             if keep and not (
                 _single_output(producer.kernel)
-                and _takes_over(module, op, consumer, position, producer.launch)
+                and _takes_over(module, op, consumer, position, producer)
             ):
                 continue  # not rejected: retried once the other readers are fused away
             parts = self.names.of(consumer) + self.names.of(producer.kernel)

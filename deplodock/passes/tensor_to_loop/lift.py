@@ -71,9 +71,13 @@ class LiftPattern(RewritePattern, Generic[OpT]):
         func = op.parent_op()
         return isinstance(func, FuncOp) and func.sym_name.data == "forward"
 
+    def kernel_inputs(self, op: Operation) -> list[SSAValue]:
+        """The operands the kernel reads, each once (a pad's constant fills are not)."""
+        return list(dict.fromkeys(op.operands))
+
     def new_kernel(self, op: Operation) -> tuple[KernelBuilder, list[SSAValue]]:
         """A kernel over the op's (distinct) input buffers then its result buffer."""
-        inputs = list(dict.fromkeys(op.operands))
+        inputs = self.kernel_inputs(op)
         result = op.results[0]
         name = self.namer(op.name.removeprefix("tensor."), result.name_hint)
         types = [memref_of(v.type) for v in (*inputs, result)]
