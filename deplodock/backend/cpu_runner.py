@@ -8,8 +8,11 @@ as the emulation header defines what they declare); the caller names the kernels
 knows from the IR. A memcheck run (`run_kernel(..., memcheck=True)`) builds an instrumented
 variant that checks every access, in a forked process (`backend/memcheck.py`).
 Compiled shared objects are cached by content (source, header, compiler, flags) under
-`$XDG_CACHE_HOME/deplodock/cpu-simt`, so a test suite compiles each kernel once. The C++
-compiler is `g++`, or `$DEPLODOCK_CXX` (read when a kernel is compiled).
+`$XDG_CACHE_HOME/deplodock/cpu-simt`, so a test suite compiles each kernel once. The header
+is compiled once too, as a precompiled header beside them (`precompiled_header`): parsing
+its two thousand lines of templates was two thirds of each kernel's g++ time. The C++
+compiler is `g++`, or `$DEPLODOCK_CXX` (read when a kernel is compiled); a compiler that
+cannot use the precompiled header includes the header as text, with the same result.
 """
 
 from __future__ import annotations
@@ -60,10 +63,19 @@ def compiler_version(compiler: str) -> str:
     return out.stdout.splitlines()[0] if out.stdout else compiler
 
 
-def translation_unit(source: str, names: Sequence[str], memcheck: bool = False) -> str:
-    """The emulation header, the kernel source, and one `launch_<name>` per named kernel
-    (`memcheck`: the header's checks switched on and the source instrumented for them, see
-    `backend.memcheck`)."""
+def emulation_header(memcheck: bool = False) -> str:
+    """The text every translation unit starts with: `cpu_simt.h` (`memcheck`: with its
+    checks switched on)."""
+    header = HEADER_PATH.read_text().replace("#pragma once", "", 1)
+    return f"#define DEPLODOCK_MEMCHECK 1\n{header}" if memcheck else header
+
+
+def translation_unit(
+    source: str, names: Sequence[str], memcheck: bool = False, header: Path | None = None
+) -> str:
+    """The emulation header (as text, or an `#include` of `header`, its precompiled copy),
+    the kernel source, and one `launch_<name>` per named kernel (`memcheck`: the header's
+    checks switched on and the source instrumented for them, see `backend.memcheck`)."""
     if not names:
         raise ValueError("no kernel to launch: name the __global__ functions of the source")
     wrappers = "\n".join(
@@ -71,33 +83,75 @@ def translation_unit(source: str, names: Sequence[str], memcheck: bool = False) 
         f"{{ return deplodock_simt::launch(&{n}, args, grid, block, workers); }}"
         for n in names
     )
-    header = HEADER_PATH.read_text().replace("#pragma once", "", 1)
     if memcheck:
         from deplodock.backend.memcheck import instrument
 
-        header = f"#define DEPLODOCK_MEMCHECK 1\n{header}"
         source = instrument(source)
-    return f'{header}\n#line 1 "kernel.cu"\n{source}\n\n{wrappers}\n'
+    prelude = f'#include "{header}"' if header is not None else emulation_header(memcheck)
+    return f'{prelude}\n#line 1 "kernel.cu"\n{source}\n\n{wrappers}\n'
 
 
 #: Added for memcheck builds: line tables, so a failed check maps back to a line of the kernel.
 DEBUG_FLAGS = ("-g",)
 
 
+def _key(*parts: str) -> str:
+    return hashlib.sha256("\0".join(parts).encode()).hexdigest()
+
+
+def precompiled_header(compiler: str, flags: Sequence[str], memcheck: bool = False) -> Path:
+    """The emulation header in the cache, precompiled (`<header>.gch` beside it, which g++
+    reads instead of the text when the flags match) for `compiler` and `flags`.
+
+    Built once per header text, compiler and flags; where the build fails (a compiler
+    without g++'s precompiled headers), that is noted and the text alone is included.
+    Written to temporary names and renamed, so processes compiling at once never see half
+    a file."""
+    header = emulation_header(memcheck)
+    directory = (
+        cache_dir() / f"header-{_key(compiler_version(compiler), ' '.join(flags), header)[:24]}"
+    )
+    path = directory / "cpu_simt.h"
+    precompiled = directory / "cpu_simt.h.gch"
+    refused = directory / "not-precompiled"  # this compiler could not: include the text
+    if path.exists() and (precompiled.exists() or refused.exists()):
+        return path
+    directory.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=directory) as tmp:
+        text = Path(tmp) / "cpu_simt.h"
+        text.write_text(header)
+        if not path.exists():
+            os.replace(text, path)
+        built = Path(tmp) / "cpu_simt.h.gch"
+        command = [compiler, *_header_flags(flags), f"-I{STUB_INCLUDES}", "-x", "c++-header"]
+        proc = subprocess.run(
+            [*command, "-o", str(built), str(path)], capture_output=True, text=True
+        )
+        if proc.returncode == 0:
+            os.replace(built, precompiled)
+        else:
+            refused.write_text(proc.stderr)
+    return path
+
+
+def _header_flags(flags: Sequence[str]) -> list[str]:
+    """The flags a precompiled header is built with: the kernel's, less linking ones."""
+    return [f for f in flags if f != "-shared"]
+
+
 def compile_source(source: str, names: Sequence[str], memcheck: bool = False) -> Path:
     """Compile (or find in the cache) the shared object that runs the kernels `names` of
     `source` on the CPU (`memcheck`: a checking build with line tables)."""
-    tu = translation_unit(source, names, memcheck)
     compiler = cxx()
     flags = (*CXX_FLAGS, *DEBUG_FLAGS) if memcheck else CXX_FLAGS
-    key = hashlib.sha256(
-        "\0".join((compiler_version(compiler), " ".join(flags), tu)).encode()
-    ).hexdigest()
+    version = compiler_version(compiler)
+    key = _key(version, " ".join(flags), translation_unit(source, names, memcheck))
     out_dir = cache_dir()
     so_path = out_dir / f"{key}.so"
     if so_path.exists():
         return so_path
-    out_dir.mkdir(parents=True, exist_ok=True)
+    header = precompiled_header(compiler, flags, memcheck)
+    tu = translation_unit(source, names, memcheck, header)
     with tempfile.TemporaryDirectory(dir=out_dir) as tmp:
         cpp = Path(tmp) / "kernel.cpp"
         cpp.write_text(tu)

@@ -153,6 +153,41 @@ def test_compiled_objects_are_cached_by_content(tmp_path, monkeypatch) -> None:
     assert (y == 1.0).all()
 
 
+def test_the_header_is_precompiled_once_and_used(tmp_path, monkeypatch) -> None:
+    """Two kernels share one precompiled header, and g++ reads it (`-H` marks a used
+    precompiled header with `!`) rather than the header's text."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    for value in ("1.0f", "2.0f"):
+        src = f'extern "C" __global__ void k(float* y) {{ y[threadIdx.x] = {value}; }}'
+        cpu_runner.compile_source(src, ["k"])
+    headers = list((tmp_path / "deplodock" / "cpu-simt").glob("header-*/cpu_simt.h.gch"))
+    assert len(headers) == 1
+    tu = tmp_path / "k.cpp"
+    tu.write_text(cpu_runner.translation_unit(src, ["k"], header=headers[0].with_suffix("")))
+    flags = [*cpu_runner.CXX_FLAGS, f"-I{cpu_runner.STUB_INCLUDES}", "-H", "-fsyntax-only"]
+    shown = subprocess.run(["g++", *flags, str(tu)], capture_output=True, text=True, check=True)
+    assert f"! {headers[0]}" in shown.stderr
+
+
+def test_a_compiler_without_precompiled_headers_includes_the_text(tmp_path, monkeypatch) -> None:
+    """A compiler that fails to precompile (here g++ behind a script refusing
+    `-x c++-header`) is noted once and still builds every kernel from the header's text."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    script = tmp_path / "cxx"
+    script.write_text(
+        '#!/bin/sh\ncase "$*" in *c++-header*) echo "no pch" >&2; exit 1;; esac\nexec g++ "$@"\n'
+    )
+    script.chmod(0o755)
+    monkeypatch.setenv(cpu_runner.CXX_ENV, str(script))
+    src = 'extern "C" __global__ void three(float* y) { y[threadIdx.x] = 3.0f; }'
+    y = np.zeros(32, np.float32)
+    run_kernel(src, "three", [y], grid=1, block=32)
+    assert (y == 3.0).all()
+    cache = tmp_path / "deplodock" / "cpu-simt"
+    assert [p.read_text() for p in cache.glob("header-*/not-precompiled")] == ["no pch\n"]
+    assert not list(cache.glob("header-*/*.gch"))
+
+
 def test_errors_are_clear() -> None:
     with pytest.raises(CpuCompileError, match=r"g\+\+ failed.*error"):
         cpu_runner.compile_source(
