@@ -70,6 +70,18 @@ def commit() -> str:
     return head + ("+dirty" if dirty else "")
 
 
+def _simt_cache() -> Path:
+    """Where the emitted C's shared objects are cached (`cpu_runner.cache_dir`)."""
+    from deplodock.backend.cpu_runner import cache_dir
+
+    return cache_dir()
+
+
+def _cache_empty() -> bool:
+    """Whether no kernel's C is built yet: the `cuda` rows then include every g++ run."""
+    return not any(_simt_cache().glob("*.so"))
+
+
 def row(name: str, stage: str, r: dict[str, object]) -> str:
     if "failure" in r:
         return f"| {name} | {stage} | | | | {r['failure']} |"
@@ -101,6 +113,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"- date: {datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC",
         f"- command: `python -m bench.net_times {' '.join(argv or sys.argv[1:])}`".rstrip(),
         f"- commit: {commit()}",
+        f"- load average at the start: {os.getloadavg()[0]:.1f}",
+        f"- C build cache: `{_simt_cache()}`"
+        f" ({'empty' if _cache_empty() else 'warm'} at the start)",
         "",
         "`compile`: capture and lowering (s); `run`: one call (s); `wall`: the child process",
         "(imports, reference, g++ when not cached); `error`: max relative error vs float64.",
@@ -115,6 +130,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             result = measure(name, stage, args.timeout)
             lines.append(row(name, stage, result))
             print(lines[-1], flush=True)
+    lines += ["", f"- load average at the end: {os.getloadavg()[0]:.1f}"]
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text("\n".join(lines) + "\n")
     print(f"wrote {args.out}")

@@ -618,6 +618,8 @@ NETS: tuple[Net, ...] = (
     Net("rnn_2layer_bidir", lambda: Recurrent(nn.RNN), lambda: _input(2, 6, 8), slow=True),
     Net("lstm_2layer_bidir", lambda: Recurrent(nn.LSTM), lambda: _input(2, 6, 8), slow=True),
     Net("gru_2layer_bidir", lambda: Recurrent(nn.GRU), lambda: _input(2, 6, 8), slow=True),
+    # Issue 38's yardstick for the CPU path: a 2-layer LSTM over 64 steps.
+    Net("lstm_64_steps", lambda: Recurrent(nn.LSTM), lambda: _input(2, 64, 8), slow=True),
 )
 
 
