@@ -31,6 +31,7 @@ its shared arrays are `shared_memory.SharedBuffer`s that remember writers per ep
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -58,6 +59,16 @@ def describe(name: str, op: Operation | None) -> str:
     """`buffer %x in tile.load` for error messages."""
     where = f" in {op.name}" if op is not None else ""
     return f"buffer {name}{where}"
+
+
+@functools.cache
+def row_major_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
+    """Element strides of a row-major buffer of `shape` (asked for every load and store of
+    the interpreted kernels, so computed once per shape)."""
+    strides = [1] * len(shape)
+    for dim in range(len(shape) - 2, -1, -1):
+        strides[dim] = strides[dim + 1] * shape[dim + 1]
+    return tuple(strides)
 
 
 @dataclass
@@ -169,12 +180,15 @@ class LockstepState:
             )
         mask = self.current_mask
         flat = np.zeros(self.num_lanes, dtype=np.int64)
-        strides = np.cumprod((1, *buf.shape[:0:-1]))[::-1]  # row-major element strides
+        strides = row_major_strides(buf.shape)
         for dim, (index, size) in enumerate(zip(indices, buf.shape, strict=True)):
+            if isinstance(index, int | np.integer) and 0 <= index < size:
+                flat += int(index) * strides[dim]  # one index for every lane: no reductions
+                continue
             index = np.asarray(index)
             if index.min() < 0 or index.max() >= size:
                 index = self._checked(self.lanes(index), size, dim, name, op)
-            flat += index.astype(np.int64, copy=False) * int(strides[dim])
+            flat += index.astype(np.int64, copy=False) * strides[dim]
         return flat if mask.all() else np.where(mask, flat, 0)
 
     def _checked(
