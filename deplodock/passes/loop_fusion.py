@@ -752,6 +752,8 @@ def _score_matrix(consumer: loop.KernelOp, position: int, producer: Producer) ->
         return False
     if not any(_row_statistic_read(load) for load in loads):
         return False  # no softmax: a product of products (relu(x @ w1) @ w2) is no score matrix
+    if not _exponentiated(consumer, loads):
+        return False  # a LayerNorm before a linear has row statistics too, but no softmax
     if _recomputing_columns(consumer, position) > MAX_RECOMPUTING_COLUMNS:
         return False
     (keys,) = dims
@@ -760,6 +762,17 @@ def _score_matrix(consumer: loop.KernelOp, position: int, producer: Producer) ->
     if buffer.get_shape()[keys] % SCORE_CHUNK:
         return False
     return min(_statistic_rows(consumer, load) for load in loads) >= MIN_TILED_EXTENT
+
+
+def _exponentiated(consumer: loop.KernelOp, loads: Sequence[loop.LoadOp]) -> bool:
+    """Whether the consumer takes `exp` of a value computed from the loads: a softmax of
+    them, which the tile passes stream (`tile-streaming-softmax`). A norm's mean and
+    variance are row statistics too (linear -> LayerNorm -> linear has the score matrix's
+    shape), but no streaming form of them exists: fused, the producer would be recomputed
+    for every use."""
+    ops = list(consumer.walk())
+    moving = computed_from([load.res for load in loads], ops)
+    return any(isinstance(op, math.ExpOp) and any(v in moving for v in op.operands) for op in ops)
 
 
 def _row_statistic_read(load: loop.LoadOp) -> bool:
