@@ -10,26 +10,21 @@ committed groups; copies not yet committed belong to no group; src-size 0 zero-f
 
 from __future__ import annotations
 
-import importlib.util
-import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
-import pytest
 
 from deplodock.backend.cpu_runner import run_kernel
 from deplodock.backend.cuda_source import kernels_text
-from deplodock.backend.nvcc import compile_cubin, nvcc_available
+from deplodock.backend.nvcc import compile_cubin
 from deplodock.dialects import cuda, make_context
 from deplodock.passes.convert_kernel_to_cuda import ConvertKernelToCudaPass
 from deplodock.passes.convert_tile_to_kernel import ConvertTileToKernelPass
+from tests.backend.sass import needs_nvcc, sass_of
 from tests.helpers import parse, run
 from tests.interpreters.test_async_copy import staged
-
-needs_nvcc = pytest.mark.skipif(not nvcc_available(), reason="nvcc is not on PATH")
 
 # --------------------------------------------------------------------------------------------
 # The emulation against the PTX rules (hand-written CUDA C using the header's primitives)
@@ -138,35 +133,6 @@ def test_printed_cp_async_kernel_runs_on_the_cpu_like_numpy() -> None:
     x = np.random.default_rng(1).standard_normal((4, 256)).astype(np.float32)
     (y,) = run(module, x)
     np.testing.assert_array_equal(y, x[:, ::-1])
-
-
-def _sass_tool() -> list[str] | None:
-    """`cuobjdump -sass` (PATH, or the nvidia-cuda-cuobjdump wheel), else None."""
-    tool = shutil.which("cuobjdump")
-    if tool is None and (spec := importlib.util.find_spec("nvidia")) is not None:
-        for root in spec.submodule_search_locations or []:
-            found = sorted(Path(root).glob("*/bin/cuobjdump"))
-            if found:
-                tool = str(found[0])
-                break
-    return None if tool is None else [tool, "-sass"]
-
-
-def sass_of(source: str, tmp_path: Path, arch: str = "sm_90") -> str:
-    tool = _sass_tool()
-    if tool is None:
-        pytest.skip("cuobjdump not found: pip install 'deplodock[sass]' to check the SASS")
-    cubin = tmp_path / "k.cubin"
-    cubin.write_bytes(compile_cubin(source, arch=arch, extra_flags=["-O3"]).cubin)
-    # cuobjdump runs nvdisasm; the wheels put both in one bin directory, maybe not on PATH.
-    path = f"{Path(tool[0]).parent}{os.pathsep}{os.environ.get('PATH', '')}"
-    return subprocess.run(
-        [*tool, str(cubin)],
-        capture_output=True,
-        text=True,
-        check=True,
-        env={**os.environ, "PATH": path},
-    ).stdout
 
 
 @needs_nvcc

@@ -23,13 +23,11 @@ from xdsl.utils.exceptions import InterpretationError
 
 from deplodock.backend.cpu_runner import run_on_cpu
 from deplodock.backend.cuda_source import kernels_text
-from deplodock.backend.nvcc import compile_cubin, nvcc_available
+from deplodock.backend.nvcc import compile_cubin
 from deplodock.dialects import cuda
-from tests.backend.test_async_vector_cuda import sass_of
+from tests.backend.sass import needs_nvcc, sass_of
 from tests.backend.test_mma_sync import kernel_source, lowered
 from tests.helpers import parse
-
-needs_nvcc = pytest.mark.skipif(not nvcc_available(), reason="nvcc is not on PATH")
 
 WARPS = 2
 ROWS = 32  # rows of one warp's region: four 8x8 matrices

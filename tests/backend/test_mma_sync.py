@@ -28,13 +28,11 @@ from xdsl.utils.exceptions import InterpretationError
 
 from deplodock.backend.cpu_runner import run_kernel, run_on_cpu
 from deplodock.backend.cuda_source import kernels_text
-from deplodock.backend.nvcc import compile_cubin, nvcc_available
+from deplodock.backend.nvcc import compile_cubin
 from deplodock.dialects import cuda, make_context
 from deplodock.passes.convert_kernel_to_cuda import ConvertKernelToCudaPass
-from tests.backend.test_async_vector_cuda import sass_of
+from tests.backend.sass import needs_nvcc, sass_of
 from tests.helpers import parse
-
-needs_nvcc = pytest.mark.skipif(not nvcc_available(), reason="nvcc is not on PATH")
 
 M, N, K = 16, 8, 16
 

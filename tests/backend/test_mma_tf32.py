@@ -24,14 +24,11 @@ from xdsl.utils.exceptions import InterpretationError
 
 from deplodock.backend.cpu_runner import run_kernel, run_on_cpu
 from deplodock.backend.cuda_source import kernels_text
-from deplodock.backend.nvcc import nvcc_available
 from deplodock.dialects import cuda
 from deplodock.dialects.common.mma import split_tf32
-from tests.backend.test_async_vector_cuda import sass_of
+from tests.backend.sass import needs_nvcc, sass_of
 from tests.backend.test_mma_sync import _coordinate, kernel_source, lowered, mma_program
 from tests.helpers import parse
-
-needs_nvcc = pytest.mark.skipif(not nvcc_available(), reason="nvcc is not on PATH")
 
 M, N, K = 16, 8, 8
 
