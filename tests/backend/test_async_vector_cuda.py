@@ -10,8 +10,6 @@ committed groups; copies not yet committed belong to no group; src-size 0 zero-f
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -23,7 +21,7 @@ from deplodock.dialects import cuda, make_context
 from deplodock.passes.convert_kernel_to_cuda import ConvertKernelToCudaPass
 from deplodock.passes.convert_tile_to_kernel import ConvertTileToKernelPass
 from tests.backend.sass import needs_nvcc, sass_of
-from tests.helpers import parse, run
+from tests.helpers import kernel_abort, parse, run
 from tests.interpreters.test_async_copy import staged
 
 # --------------------------------------------------------------------------------------------
@@ -75,17 +73,6 @@ def test_emulation_follows_the_ptx_rules() -> None:
     np.testing.assert_array_equal(got[:, 6], 0.0)  # zero-fill of all 16 bytes
 
 
-def _abort_message(source: str, name: str, args: str) -> str:
-    script = (
-        "import numpy as np\n"
-        "from deplodock.backend.cpu_runner import run_kernel\n"
-        f"run_kernel({source!r}, {name!r}, {args}, grid=1, block=32)\n"
-    )
-    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
-    assert result.returncode != 0
-    return result.stderr
-
-
 def test_copies_left_in_flight_at_kernel_end_are_reported() -> None:
     source = (
         "#include <cpu_simt.h>\n"
@@ -95,7 +82,7 @@ def test_copies_left_in_flight_at_kernel_end_are_reported() -> None:
         "  dd_cp_async_commit();\n"
         "}\n"
     )
-    stderr = _abort_message(source, "k", "[np.zeros(128, np.float32)]")
+    stderr = kernel_abort(source, "k", "[np.zeros(128, np.float32)]")
     assert "cp.async copies not waited for" in stderr
 
 
@@ -107,7 +94,7 @@ def test_misaligned_vector_access_is_reported() -> None:
         "  x[0] = v.v[0];\n"
         "}\n"
     )
-    stderr = _abort_message(source, "k", "[np.zeros(8, np.float32)]")
+    stderr = kernel_abort(source, "k", "[np.zeros(8, np.float32)]")
     assert "misaligned 16-byte vector access" in stderr
 
 

@@ -21,8 +21,6 @@ The rules, written down here from the docs (never from `cpu_simt.h`):
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -35,6 +33,7 @@ from deplodock.backend.tensor_map import TensorMapError, tensor_map_2d
 from deplodock.interpreters.shared_memory import UninitializedReadError
 from tests.backend.sass import needs_nvcc, sass_of
 from tests.backend.test_wgmma import TABLES
+from tests.helpers import kernel_abort
 
 BOX_ROWS = 16
 THREADS = 64
@@ -220,18 +219,8 @@ def test_reading_before_the_barrier_sees_undefined_bytes() -> None:
 
 def _stderr_of(source: str, name: str, make_args: str, grid: int = 1) -> str:
     """Runs the kernel in a child process (the emulation aborts) and returns its stderr."""
-    script = (
-        "import numpy as np\n"
-        "from deplodock.backend.cpu_runner import run_kernel\n"
-        "from tests.backend.test_tma import _pipeline_inputs\n"
-        f"args = {make_args}\n"
-        f"run_kernel({source!r}, {name!r}, args, grid={grid}, block={THREADS})\n"
-    )
-    result = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, cwd=Path.cwd()
-    )
-    assert result.returncode != 0, result.stdout
-    return result.stderr
+    setup = "from tests.backend.test_tma import _pipeline_inputs\n"
+    return kernel_abort(source, name, make_args, grid, THREADS, setup)
 
 
 PIPE_ARGS = "list(_pipeline_inputs()[1:])"

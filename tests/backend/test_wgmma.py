@@ -14,8 +14,6 @@ A B^T + C in float64.
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -33,7 +31,7 @@ from deplodock.dialects.common.wgmma import (
 )
 from tests.backend.sass import cubin_sass, needs_nvcc
 from tests.backend.test_mma_sync import kernel_source, lowered
-from tests.helpers import parse
+from tests.helpers import kernel_abort, parse
 
 # -- the ISA's tables, restated ----------------------------------------------------------------
 
@@ -342,15 +340,11 @@ def test_the_emulation_reports_a_wgmma_without_a_fence() -> None:
             parse(wgmma_module(16, "bf16", (0, 128, 256), (0, 128, 256), (512, 512), fence=False))
         )
     )
-    script = (
-        "import numpy as np\n"
-        "from deplodock.backend.cpu_runner import run_kernel\n"
-        f"run_kernel({source!r}, 'wg', [np.zeros(512, np.uint16), np.zeros(512, np.uint16), "
-        "np.zeros(1024, np.float32), np.zeros(1024, np.float32)], grid=1, block=128)\n"
+    args = (
+        "[np.zeros(512, np.uint16), np.zeros(512, np.uint16), np.zeros(1024, np.float32), "
+        "np.zeros(1024, np.float32)]"
     )
-    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
-    assert result.returncode != 0
-    assert "wgmma without a wgmma_fence" in result.stderr
+    assert "wgmma without a wgmma_fence" in kernel_abort(source, "wg", args, block=128)
 
 
 def test_a_wrong_descriptor_stride_is_caught() -> None:
