@@ -45,7 +45,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 from xdsl.dialects.builtin import I64, IndexType, IntegerAttr, IntegerType, MemRefType
-from xdsl.ir import Attribute, Operation, SSAValue
+from xdsl.ir import Operation, SSAValue
 from xdsl.irdl import (
     AttrSizedOperandSegments,
     IRDLOperation,
@@ -55,7 +55,7 @@ from xdsl.irdl import (
     traits_def,
     var_operand_def,
 )
-from xdsl.parser import Parser, UnresolvedOperand
+from xdsl.parser import Parser
 from xdsl.printer import Printer
 from xdsl.traits import MemoryReadEffect, MemoryWriteEffect
 from xdsl.utils.exceptions import VerifyException
@@ -77,7 +77,7 @@ from deplodock.dialects.hardware import (
     is_shared,
 )
 
-T = TypeVar("T")
+Op = TypeVar("Op", bound=IRDLOperation)
 
 
 def swizzle_offset(offset: np.ndarray | int, span: int) -> np.ndarray | int:
@@ -131,14 +131,15 @@ def _print_on_barrier(
     _print_tail(printer, op, bar.type)
 
 
-def _parse_on_barrier(
-    parser: Parser, extra: Callable[[], T]
-) -> tuple[SSAValue, list[SSAValue], T, dict[str, Attribute]]:
-    """The barrier, its indices, what `extra` parses after them, and the attributes."""
+def _parse_on_barrier(cls: type[Op], parser: Parser, extra: Callable[[], Any]) -> Op:
+    """`cls` from the barrier, its indices and what `extra` parses after them (the syntax
+    `_print_on_barrier` prints), with the attributes."""
     (access,) = _parse_accesses(parser, 1)
     parsed = extra()
     attrs, (bar_type,) = _parse_tail(parser, 1)
-    return *_resolve_access(parser, access, bar_type), parsed, attrs
+    op = cls(*_resolve_access(parser, access, bar_type), parsed)
+    op.attributes |= attrs
+    return op
 
 
 class _BarrierOpBase(IRDLOperation):
@@ -182,10 +183,7 @@ class MbarrierInitOpBase(_BarrierOpBase):
             parser.parse_punctuation(",")
             return parser.parse_integer(allow_boolean=False)
 
-        bar, indices, arrivals, attrs = _parse_on_barrier(parser, count)
-        op = cls(bar, indices, arrivals)
-        op.attributes |= attrs
-        return op
+        return _parse_on_barrier(cls, parser, count)
 
 
 class MbarrierArriveOpBase(_BarrierOpBase):
@@ -227,10 +225,7 @@ class MbarrierArriveOpBase(_BarrierOpBase):
                 return None
             return parser.parse_integer(allow_boolean=False)
 
-        bar, indices, expect_tx, attrs = _parse_on_barrier(parser, tx)
-        op = cls(bar, indices, expect_tx)
-        op.attributes |= attrs
-        return op
+        return _parse_on_barrier(cls, parser, tx)
 
 
 class MbarrierWaitOpBase(IRDLOperation):
@@ -265,14 +260,11 @@ class MbarrierWaitOpBase(IRDLOperation):
 
     @classmethod
     def parse(cls, parser: Parser):
-        def parity() -> UnresolvedOperand:
+        def parity() -> SSAValue:
             parser.parse_punctuation(",")
-            return parser.parse_unresolved_operand()
+            return parser.resolve_operand(parser.parse_unresolved_operand(), IndexType())
 
-        bar, indices, unresolved, attrs = _parse_on_barrier(parser, parity)
-        op = cls(bar, indices, parser.resolve_operand(unresolved, IndexType()))
-        op.attributes |= attrs
-        return op
+        return _parse_on_barrier(cls, parser, parity)
 
 
 class FenceProxyAsyncOpBase(IRDLOperation):
