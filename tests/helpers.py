@@ -6,6 +6,8 @@ CLI uses, so a test exercises exactly the interpreter a user gets.
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from typing import Any
 
 import numpy as np
@@ -18,7 +20,7 @@ from deplodock.dialects import make_context
 from deplodock.dialects.queries import forward_function
 from deplodock.numerics import max_relative_error, random_array
 
-__all__ = ["parse", "random_inputs", "rel_err", "run", "tiny_llama"]
+__all__ = ["kernel_abort", "parse", "random_inputs", "rel_err", "run", "tiny_llama"]
 
 rel_err = max_relative_error
 
@@ -74,3 +76,20 @@ def fma_tile_pipeline() -> str:
 
     names = STAGE_PASSES["tile"][1:]
     return ",".join("tile-thread{tf32x3=0}" if n == "tile-thread" else n for n in names)
+
+
+def kernel_abort(
+    source: str, name: str, args: str, grid: int = 1, block: int = 32, setup: str = ""
+) -> str:
+    """The stderr of `run_kernel(source, name, ARGS, grid, block)` run in a child process, which
+    must fail (the CPU emulation aborts on what it reports; the test reads why). `args` is the
+    Python expression of the argument list, `np` in scope, after the statements `setup`."""
+    script = (
+        "import numpy as np\n"
+        "from deplodock.backend.cpu_runner import run_kernel\n"
+        f"{setup}"
+        f"run_kernel({source!r}, {name!r}, {args}, grid={grid}, block={block})\n"
+    )
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert result.returncode != 0, result.stdout
+    return result.stderr

@@ -80,6 +80,14 @@ class CellKind(StrEnum):
             raise ValueError(f"c0 {c0} is not (batch {b}, hidden {h})")
         return (t, b, self.states * h)
 
+    def result_type(self, types: Sequence[Attribute | None]) -> TensorType:
+        """The states' tensor type: `result_shape` of the operand types (None for an absent
+        c0), in the gates' element type."""
+        gates = types[0]
+        assert isinstance(gates, TensorType)
+        shapes = [t.get_shape() if isinstance(t, TensorType) else None for t in types]
+        return TensorType(gates.element_type, self.result_shape(shapes))
+
     def step(
         self, x: np.ndarray, hg: np.ndarray, h: np.ndarray, c: np.ndarray | None
     ) -> tuple[np.ndarray, np.ndarray | None]:
@@ -208,6 +216,30 @@ class RecurrenceOpBase(IRDLOperation):
     c0 = opt_operand_def(TensorType)
     cell = prop_def(CellKindAttr)
     reverse = opt_prop_def(UnitAttr)
+
+    def __init__(
+        self,
+        cell: CellKind | str,
+        gates: SSAValue,
+        weight: SSAValue,
+        bias: SSAValue,
+        h0: SSAValue,
+        c0: SSAValue | None = None,
+        reverse: bool = False,
+    ):
+        self._init([gates, weight, bias, h0, c0], self.properties_of(cell, reverse))
+
+    def _init(self, operands: Sequence[SSAValue | None], props: dict[str, Attribute]) -> None:
+        """Initialise with the states' type, `CellKind.result_type` of the operands' (the
+        torch op has `TorchOp._init` first in its bases, whose `infer` asks the same)."""
+        cell = props["cell"]
+        assert isinstance(cell, CellKindAttr)
+        IRDLOperation.__init__(
+            self,
+            operands=[[] if o is None else o for o in operands],
+            result_types=[cell.data.result_type([None if o is None else o.type for o in operands])],
+            properties=props,
+        )
 
     @staticmethod
     def properties_of(cell: CellKind | str, reverse: bool) -> dict[str, Attribute]:

@@ -10,26 +10,19 @@ committed groups; copies not yet committed belong to no group; src-size 0 zero-f
 
 from __future__ import annotations
 
-import importlib.util
-import os
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
-import pytest
 
 from deplodock.backend.cpu_runner import run_kernel
 from deplodock.backend.cuda_source import kernels_text
-from deplodock.backend.nvcc import compile_cubin, nvcc_available
+from deplodock.backend.nvcc import compile_cubin
 from deplodock.dialects import cuda, make_context
 from deplodock.passes.convert_kernel_to_cuda import ConvertKernelToCudaPass
 from deplodock.passes.convert_tile_to_kernel import ConvertTileToKernelPass
-from tests.helpers import parse, run
+from tests.backend.sass import needs_nvcc, sass_of
+from tests.helpers import kernel_abort, parse, run
 from tests.interpreters.test_async_copy import staged
-
-needs_nvcc = pytest.mark.skipif(not nvcc_available(), reason="nvcc is not on PATH")
 
 # --------------------------------------------------------------------------------------------
 # The emulation against the PTX rules (hand-written CUDA C using the header's primitives)
@@ -80,17 +73,6 @@ def test_emulation_follows_the_ptx_rules() -> None:
     np.testing.assert_array_equal(got[:, 6], 0.0)  # zero-fill of all 16 bytes
 
 
-def _abort_message(source: str, name: str, args: str) -> str:
-    script = (
-        "import numpy as np\n"
-        "from deplodock.backend.cpu_runner import run_kernel\n"
-        f"run_kernel({source!r}, {name!r}, {args}, grid=1, block=32)\n"
-    )
-    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
-    assert result.returncode != 0
-    return result.stderr
-
-
 def test_copies_left_in_flight_at_kernel_end_are_reported() -> None:
     source = (
         "#include <cpu_simt.h>\n"
@@ -100,7 +82,7 @@ def test_copies_left_in_flight_at_kernel_end_are_reported() -> None:
         "  dd_cp_async_commit();\n"
         "}\n"
     )
-    stderr = _abort_message(source, "k", "[np.zeros(128, np.float32)]")
+    stderr = kernel_abort(source, "k", "[np.zeros(128, np.float32)]")
     assert "cp.async copies not waited for" in stderr
 
 
@@ -112,7 +94,7 @@ def test_misaligned_vector_access_is_reported() -> None:
         "  x[0] = v.v[0];\n"
         "}\n"
     )
-    stderr = _abort_message(source, "k", "[np.zeros(8, np.float32)]")
+    stderr = kernel_abort(source, "k", "[np.zeros(8, np.float32)]")
     assert "misaligned 16-byte vector access" in stderr
 
 
@@ -138,35 +120,6 @@ def test_printed_cp_async_kernel_runs_on_the_cpu_like_numpy() -> None:
     x = np.random.default_rng(1).standard_normal((4, 256)).astype(np.float32)
     (y,) = run(module, x)
     np.testing.assert_array_equal(y, x[:, ::-1])
-
-
-def _sass_tool() -> list[str] | None:
-    """`cuobjdump -sass` (PATH, or the nvidia-cuda-cuobjdump wheel), else None."""
-    tool = shutil.which("cuobjdump")
-    if tool is None and (spec := importlib.util.find_spec("nvidia")) is not None:
-        for root in spec.submodule_search_locations or []:
-            found = sorted(Path(root).glob("*/bin/cuobjdump"))
-            if found:
-                tool = str(found[0])
-                break
-    return None if tool is None else [tool, "-sass"]
-
-
-def sass_of(source: str, tmp_path: Path, arch: str = "sm_90") -> str:
-    tool = _sass_tool()
-    if tool is None:
-        pytest.skip("cuobjdump not found: pip install 'deplodock[sass]' to check the SASS")
-    cubin = tmp_path / "k.cubin"
-    cubin.write_bytes(compile_cubin(source, arch=arch, extra_flags=["-O3"]).cubin)
-    # cuobjdump runs nvdisasm; the wheels put both in one bin directory, maybe not on PATH.
-    path = f"{Path(tool[0]).parent}{os.pathsep}{os.environ.get('PATH', '')}"
-    return subprocess.run(
-        [*tool, str(cubin)],
-        capture_output=True,
-        text=True,
-        check=True,
-        env={**os.environ, "PATH": path},
-    ).stdout
 
 
 @needs_nvcc

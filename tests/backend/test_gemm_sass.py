@@ -23,20 +23,17 @@ import pytest
 from xdsl.dialects.builtin import ModuleOp
 
 from deplodock.backend.cuda_source import kernels_text
-from deplodock.backend.nvcc import compile_cubin, nvcc_available
+from deplodock.backend.nvcc import compile_cubin
 from deplodock.cli.opt import DeplodockOptMain
 from deplodock.dialects import cuda, make_context, tile
 from deplodock.dialects.element_types import byte_size
 from deplodock.driver import lower_program, program_from_expression
 from deplodock.passes.pipelines import STAGE_PASSES, lower
 from deplodock.passes.tile.thread import TileThreadPass
-from tests.backend.test_async_vector_cuda import sass_of
+from tests.backend.sass import needs_nvcc, sass_of
 
 #: Each test builds GEMMs with nvcc and reads their SASS (seconds each): slow (issue #39).
-pytestmark = [
-    pytest.mark.skipif(not nvcc_available(), reason="nvcc is not on PATH"),
-    pytest.mark.slow,
-]
+pytestmark = [needs_nvcc, pytest.mark.slow]
 
 #: Kernel-suite projections at 512 tokens (`bench/cases.py`): TinyLlama's q_proj and Qwen's
 #: k/v projection with its bias, in both dtypes.

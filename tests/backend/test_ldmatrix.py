@@ -13,8 +13,6 @@ lane `l` receives, in its registers `2j` and `2j + 1`, row `l / 4`, columns `2 (
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -23,13 +21,11 @@ from xdsl.utils.exceptions import InterpretationError
 
 from deplodock.backend.cpu_runner import run_on_cpu
 from deplodock.backend.cuda_source import kernels_text
-from deplodock.backend.nvcc import compile_cubin, nvcc_available
+from deplodock.backend.nvcc import compile_cubin
 from deplodock.dialects import cuda
-from tests.backend.test_async_vector_cuda import sass_of
+from tests.backend.sass import needs_nvcc, sass_of
 from tests.backend.test_mma_sync import kernel_source, lowered
-from tests.helpers import parse
-
-needs_nvcc = pytest.mark.skipif(not nvcc_available(), reason="nvcc is not on PATH")
+from tests.helpers import kernel_abort, parse
 
 WARPS = 2
 ROWS = 32  # rows of one warp's region: four 8x8 matrices
@@ -154,15 +150,9 @@ def test_a_partial_warp_is_reported_by_the_interpreter_and_the_emulation() -> No
     with pytest.raises(InterpretationError, match="inactive while its warp runs the ldmatrix"):
         run_on_cpu(module, [rows_of()])
     source = kernel_source(lowered(module))
-    script = (
-        "import numpy as np\n"
-        "from deplodock.backend.cpu_runner import run_kernel\n"
-        f"run_kernel({source!r}, 'ldm', [np.zeros(512, np.uint16), np.zeros(512, np.uint16)], "
-        "grid=1, block=64)\n"
-    )
-    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
-    assert result.returncode != 0
-    assert "runs ldmatrix without lane 8 of its warp" in result.stderr
+    args = "[np.zeros(512, np.uint16), np.zeros(512, np.uint16)]"
+    stderr = kernel_abort(source, "ldm", args, block=64)
+    assert "runs ldmatrix without lane 8 of its warp" in stderr
 
 
 @needs_nvcc

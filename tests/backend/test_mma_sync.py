@@ -16,8 +16,6 @@ emulation with the interpreter catches on inputs whose sums round.
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -28,13 +26,11 @@ from xdsl.utils.exceptions import InterpretationError
 
 from deplodock.backend.cpu_runner import run_kernel, run_on_cpu
 from deplodock.backend.cuda_source import kernels_text
-from deplodock.backend.nvcc import compile_cubin, nvcc_available
+from deplodock.backend.nvcc import compile_cubin
 from deplodock.dialects import cuda, make_context
 from deplodock.passes.convert_kernel_to_cuda import ConvertKernelToCudaPass
-from tests.backend.test_async_vector_cuda import sass_of
-from tests.helpers import parse
-
-needs_nvcc = pytest.mark.skipif(not nvcc_available(), reason="nvcc is not on PATH")
+from tests.backend.sass import needs_nvcc, sass_of
+from tests.helpers import kernel_abort, parse
 
 M, N, K = 16, 8, 16
 
@@ -246,15 +242,7 @@ def test_the_printed_call() -> None:
 
 
 def _abort_message(source: str, block: int) -> str:
-    script = (
-        "import numpy as np\n"
-        "from deplodock.backend.cpu_runner import run_kernel\n"
-        f"run_kernel({source!r}, 'k', [np.zeros(4 * {block}, np.float32)], grid=1, "
-        f"block={block})\n"
-    )
-    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
-    assert result.returncode != 0
-    return result.stderr
+    return kernel_abort(source, "k", f"[np.zeros(4 * {block}, np.float32)]", block=block)
 
 
 def _mma_kernel(guard: str) -> str:
@@ -301,15 +289,11 @@ def test_the_printed_kernel_aborts_on_divergence_like_the_interpreter() -> None:
     with pytest.raises(InterpretationError, match="inactive while its warp runs the MMA"):
         run_on_cpu(module, list(random_operands("bf16", 1, seed=0)))
     source = kernel_source(lowered(module))
-    script = (
-        "import numpy as np\n"
-        "from deplodock.backend.cpu_runner import run_kernel\n"
-        f"run_kernel({source!r}, 'mma', [np.zeros(256, np.uint16), np.zeros(128, np.uint16), "
-        "np.zeros(128, np.float32), np.zeros(128, np.float32)], grid=1, block=32)\n"
+    args = (
+        "[np.zeros(256, np.uint16), np.zeros(128, np.uint16), np.zeros(128, np.float32), "
+        "np.zeros(128, np.float32)]"
     )
-    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
-    assert result.returncode != 0
-    assert "runs mma.sync without lane 8 of its warp" in result.stderr
+    assert "runs mma.sync without lane 8 of its warp" in kernel_abort(source, "mma", args)
 
 
 # --------------------------------------------------------------------------------------------

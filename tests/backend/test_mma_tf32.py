@@ -15,8 +15,6 @@ interpreters, checked against documented rules rather than against themselves.
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -24,14 +22,11 @@ from xdsl.utils.exceptions import InterpretationError
 
 from deplodock.backend.cpu_runner import run_kernel, run_on_cpu
 from deplodock.backend.cuda_source import kernels_text
-from deplodock.backend.nvcc import nvcc_available
 from deplodock.dialects import cuda
 from deplodock.dialects.common.mma import split_tf32
-from tests.backend.test_async_vector_cuda import sass_of
+from tests.backend.sass import needs_nvcc, sass_of
 from tests.backend.test_mma_sync import _coordinate, kernel_source, lowered, mma_program
-from tests.helpers import parse
-
-needs_nvcc = pytest.mark.skipif(not nvcc_available(), reason="nvcc is not on PATH")
+from tests.helpers import kernel_abort, parse
 
 M, N, K = 16, 8, 8
 
@@ -229,17 +224,10 @@ def test_the_emulation_aborts_on_a_non_tf32_operand() -> None:
     source = kernel_source(lowered(parse(tf32_module(warps=1))))
     a, b, c = random_operands(1, seed=2)
     a[0, 0, 0] = np.float32(1.0) + np.float32(2.0**-20)
-    script = (
-        "import numpy as np\n"
-        "from deplodock.backend.cpu_runner import run_kernel\n"
-        f"a = np.array({a.tolist()!r}, np.float32)\n"
-        f"b = np.array({b.tolist()!r}, np.float32)\n"
-        f"c = np.array({c.tolist()!r}, np.float32)\n"
-        f"run_kernel({source!r}, 'mma', [a, b, c, np.zeros_like(c)], grid=1, block=32)\n"
-    )
-    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
-    assert result.returncode != 0
-    assert "not a tf32 value" in result.stderr
+    arrays = {"a": a, "b": b, "c": c}
+    setup = "".join(f"{n} = np.array({x.tolist()!r}, np.float32)\n" for n, x in arrays.items())
+    stderr = kernel_abort(source, "mma", "[a, b, c, np.zeros_like(c)]", setup=setup)
+    assert "not a tf32 value" in stderr
 
 
 def test_the_printed_calls() -> None:

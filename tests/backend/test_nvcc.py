@@ -12,14 +12,13 @@ from deplodock.backend.nvcc import (
     NvccError,
     compile_cubin,
     first_error,
-    nvcc_available,
     parse_ptxas_report,
 )
 from deplodock.dialects import cuda, make_context
 from deplodock.passes.convert_kernel_to_cuda import ConvertKernelToCudaPass
+from tests.backend.sass import needs_nvcc
 
 INPUTS = Path(__file__).resolve().parent / "inputs"
-needs_nvcc = pytest.mark.skipif(not nvcc_available(), reason="nvcc is not on PATH")
 
 PTXAS_LOG = """\
 ptxas info    : 0 bytes gmem

@@ -17,11 +17,10 @@ from pathlib import Path
 import pytest
 
 from deplodock.backend.build import kernels_source
-from deplodock.backend.nvcc import nvcc_available
 from deplodock.driver import lower_program, program_from_expression
-from tests.backend.test_async_vector_cuda import sass_of
+from tests.backend.sass import needs_nvcc, sass_of
 
-pytestmark = pytest.mark.skipif(not nvcc_available(), reason="nvcc is not on PATH")
+pytestmark = needs_nvcc
 
 
 @pytest.mark.parametrize(("dtype", "exponentials"), [("", 16), (", dtype=torch.bfloat16", 16)])

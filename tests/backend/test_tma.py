@@ -7,9 +7,10 @@ The rules, written down here from the docs (never from `cpu_simt.h`):
   TMA to transfer multi-dimensional arrays"): the box at coordinates (c0 innermost, c1) lands
   in shared memory row after row; elements outside the tensor, on either side, are zeros.
 - The swizzle patterns (CUDA programming guide, "TMA Swizzle"): shared memory is seen as rows
-  of the span (32, 64 or 128 bytes) cut in 16-byte chunks; the table below gives, for each
-  row of the pattern's repeat (8 x span bytes), the chunk position each chunk of that row
-  lands in. They are compared byte for byte with what the emulation writes.
+  of the span (32, 64 or 128 bytes) cut in 16-byte chunks; the tables give, for each row of
+  the pattern's repeat (8 x span bytes), the chunk position each chunk of that row lands in
+  (the same patterns as the PTX ISA's wgmma swizzles: `TABLES`, restated in `test_wgmma`).
+  They are compared byte for byte with what the emulation writes.
 - mbarrier (PTX ISA, "mbarrier"): a phase completes when all its expected arrivals are in and
   its tx-count (raised by `arrive.expect_tx`, lowered by each copy's bytes) is zero; a
   `try_wait.parity p` succeeds once the phase of parity p has completed. A wait that can never
@@ -20,8 +21,6 @@ The rules, written down here from the docs (never from `cpu_simt.h`):
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -29,38 +28,12 @@ import pytest
 
 from deplodock.backend.cpu_runner import run_kernel
 from deplodock.backend.device_header import device_part
-from deplodock.backend.nvcc import compile_cubin, nvcc_available
+from deplodock.backend.nvcc import compile_cubin
 from deplodock.backend.tensor_map import TensorMapError, tensor_map_2d
 from deplodock.interpreters.shared_memory import UninitializedReadError
-from tests.backend.test_async_vector_cuda import sass_of
-
-needs_nvcc = pytest.mark.skipif(not nvcc_available(), reason="nvcc is not on PATH")
-
-#: The CUDA programming guide's swizzle tables: SWIZZLE_TABLE[span][row] lists where chunks
-#: 0, 1, ... of that row of the repeat land (16-byte chunk positions within the row).
-SWIZZLE_TABLE: dict[int, list[list[int]]] = {
-    128: [
-        [0, 1, 2, 3, 4, 5, 6, 7],
-        [1, 0, 3, 2, 5, 4, 7, 6],
-        [2, 3, 0, 1, 6, 7, 4, 5],
-        [3, 2, 1, 0, 7, 6, 5, 4],
-        [4, 5, 6, 7, 0, 1, 2, 3],
-        [5, 4, 7, 6, 1, 0, 3, 2],
-        [6, 7, 4, 5, 2, 3, 0, 1],
-        [7, 6, 5, 4, 3, 2, 1, 0],
-    ],
-    64: [
-        [0, 1, 2, 3],
-        [0, 1, 2, 3],
-        [1, 0, 3, 2],
-        [1, 0, 3, 2],
-        [2, 3, 0, 1],
-        [2, 3, 0, 1],
-        [3, 2, 1, 0],
-        [3, 2, 1, 0],
-    ],
-    32: [[0, 1], [0, 1], [0, 1], [0, 1], [1, 0], [1, 0], [1, 0], [1, 0]],
-}
+from tests.backend.sass import needs_nvcc, sass_of
+from tests.backend.test_wgmma import TABLES
+from tests.helpers import kernel_abort
 
 BOX_ROWS = 16
 THREADS = 64
@@ -113,7 +86,7 @@ def expected_tile(x: np.ndarray, row0: int, col0: int, box_cols: int, span: int)
     chunks = linear.reshape(-1, span // 16, 16)  # rows of the span, in 16-byte chunks
     out = np.empty_like(chunks)
     for row in range(chunks.shape[0]):
-        for chunk, lands in enumerate(SWIZZLE_TABLE[span][row % 8]):
+        for chunk, lands in enumerate(TABLES[span][row % 8]):
             out[row, lands] = chunks[row, chunk]
     return out.reshape(-1)
 
@@ -145,7 +118,7 @@ def test_tma_tiles_land_as_the_swizzle_tables_say(span: int, origin: tuple[int, 
 
 
 def test_the_tables_are_permutations_that_differ_from_the_identity() -> None:
-    for span, table in SWIZZLE_TABLE.items():
+    for span, table in TABLES.items():
         assert all(sorted(row) == list(range(span // 16)) for row in table)
         assert any(row != sorted(row) for row in table)
 
@@ -246,18 +219,8 @@ def test_reading_before_the_barrier_sees_undefined_bytes() -> None:
 
 def _stderr_of(source: str, name: str, make_args: str, grid: int = 1) -> str:
     """Runs the kernel in a child process (the emulation aborts) and returns its stderr."""
-    script = (
-        "import numpy as np\n"
-        "from deplodock.backend.cpu_runner import run_kernel\n"
-        "from tests.backend.test_tma import _pipeline_inputs\n"
-        f"args = {make_args}\n"
-        f"run_kernel({source!r}, {name!r}, args, grid={grid}, block={THREADS})\n"
-    )
-    result = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, cwd=Path.cwd()
-    )
-    assert result.returncode != 0, result.stdout
-    return result.stderr
+    setup = "from tests.backend.test_tma import _pipeline_inputs\n"
+    return kernel_abort(source, name, make_args, grid, THREADS, setup)
 
 
 PIPE_ARGS = "list(_pipeline_inputs()[1:])"

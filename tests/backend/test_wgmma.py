@@ -14,9 +14,6 @@ A B^T + C in float64.
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -25,23 +22,22 @@ from xdsl.utils.exceptions import InterpretationError, VerifyException
 
 from deplodock.backend.cpu_runner import run_on_cpu
 from deplodock.backend.cuda_source import kernels_text
-from deplodock.backend.nvcc import compile_cubin, nvcc_available
+from deplodock.backend.nvcc import compile_cubin
 from deplodock.dialects import cuda
 from deplodock.dialects.common.wgmma import (
     MatrixDescriptor,
     accumulator_position,
     swizzle_address,
 )
-from tests.backend.test_async_vector_cuda import _sass_tool
+from tests.backend.sass import cubin_sass, needs_nvcc
 from tests.backend.test_mma_sync import kernel_source, lowered
-from tests.helpers import parse
-
-needs_nvcc = pytest.mark.skipif(not nvcc_available(), reason="nvcc is not on PATH")
+from tests.helpers import kernel_abort, parse
 
 # -- the ISA's tables, restated ----------------------------------------------------------------
 
 #: Where the 16-byte chunk `c` of row `r` of a swizzle pattern lands (the ISA's swizzle
-#: figures: rows of 128, 64 and 32 bytes, 8 rows per pattern of 1024, 512 and 256 bytes).
+#: figures: rows of 128, 64 and 32 bytes, 8 rows per pattern of 1024, 512 and 256 bytes; the
+#: CUDA programming guide's "TMA Swizzle" tables are the same, and `test_tma` reads them here).
 SWIZZLE_128B = [
     [0, 1, 2, 3, 4, 5, 6, 7],
     [1, 0, 3, 2, 5, 4, 7, 6],
@@ -344,15 +340,11 @@ def test_the_emulation_reports_a_wgmma_without_a_fence() -> None:
             parse(wgmma_module(16, "bf16", (0, 128, 256), (0, 128, 256), (512, 512), fence=False))
         )
     )
-    script = (
-        "import numpy as np\n"
-        "from deplodock.backend.cpu_runner import run_kernel\n"
-        f"run_kernel({source!r}, 'wg', [np.zeros(512, np.uint16), np.zeros(512, np.uint16), "
-        "np.zeros(1024, np.float32), np.zeros(1024, np.float32)], grid=1, block=128)\n"
+    args = (
+        "[np.zeros(512, np.uint16), np.zeros(512, np.uint16), np.zeros(1024, np.float32), "
+        "np.zeros(1024, np.float32)]"
     )
-    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
-    assert result.returncode != 0
-    assert "wgmma without a wgmma_fence" in result.stderr
+    assert "wgmma without a wgmma_fence" in kernel_abort(source, "wg", args, block=128)
 
 
 def test_a_wrong_descriptor_stride_is_caught() -> None:
@@ -411,15 +403,7 @@ def test_nvcc_compiles_it_for_sm_90a_to_hgmma(case: str, tmp_path: Path) -> None
     flags = ["-O3", "-gencode=arch=compute_90a,code=sm_90a"]
     cubin = compile_cubin(source, arch="sm_90a", extra_flags=flags)
     assert not cubin.kernels["wg"].spills
-    tool = _sass_tool()
-    if tool is None:
-        pytest.skip("cuobjdump not found: pip install 'deplodock[sass]' to check the SASS")
-    path = tmp_path / "k.cubin"
-    path.write_bytes(cubin.cubin)
-    env = {**os.environ, "PATH": f"{Path(tool[0]).parent}{os.pathsep}{os.environ['PATH']}"}
-    sass = subprocess.run(
-        [*tool, str(path)], capture_output=True, text=True, check=True, env=env
-    ).stdout
+    sass = cubin_sass(cubin.cubin, tmp_path)
     hgmma = [line for line in sass.splitlines() if "HGMMA" in line]
     assert len(hgmma) == 1, hgmma
     assert f"HGMMA.64x{n}x{k}.F32.{'BF16' if element == 'bf16' else 'TF32'}" in hgmma[0]

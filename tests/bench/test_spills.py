@@ -5,9 +5,7 @@ from __future__ import annotations
 import pytest
 
 import bench.spills as spills
-from deplodock.backend.nvcc import nvcc_available
-
-needs_nvcc = pytest.mark.skipif(not nvcc_available(), reason="nvcc is not on PATH")
+from tests.backend.sass import needs_nvcc
 
 
 @needs_nvcc

@@ -18,11 +18,12 @@ from xdsl.rewriter import InsertPoint, Rewriter
 
 from deplodock.backend.cpu_runner import run_on_cpu
 from deplodock.backend.cuda_source import kernels_text
-from deplodock.backend.nvcc import compile_cubin, nvcc_available
+from deplodock.backend.nvcc import compile_cubin
 from deplodock.dialects import cuda, tile
 from deplodock.interpreters.shared_memory import RaceError
 from deplodock.passes.pipelines import lower
 from deplodock.passes.tile.row_on_chip import SHARED
+from tests.backend.sass import needs_nvcc
 from tests.passes.reduction_rows import (
     LENGTHS,
     OPS,
@@ -35,7 +36,6 @@ from tests.passes.reduction_rows import (
 )
 
 ROWS_OPTIONS = {"tile-rows": {"min_blocks": 1}}
-needs_nvcc = pytest.mark.skipif(not nvcc_available(), reason="nvcc is not on PATH")
 
 
 def input_loads(module: ModuleOp) -> list[tile.LoadOp]:

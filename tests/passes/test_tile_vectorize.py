@@ -17,7 +17,7 @@ from deplodock.passes.convert_tile_to_kernel import ConvertTileToKernelPass
 from deplodock.passes.pipelines import STAGE_PASSES
 from deplodock.passes.tile.grid_stride import TileGridStridePass
 from deplodock.passes.tile.vectorize import TileVectorizePass
-from tests.backend.test_async_vector_cuda import needs_nvcc, sass_of
+from tests.backend.sass import needs_nvcc, sass_of
 from tests.helpers import parse, run
 
 

@@ -113,6 +113,51 @@ def _resolve_indices(parser: Parser, indices: Sequence[UnresolvedOperand]) -> li
     return [parser.resolve_operand(i, IndexType()) for i in indices]
 
 
+def _print_accesses(printer: Printer, *accesses: tuple[SSAValue, Sequence[SSAValue]]) -> None:
+    """` %a[...], %b[...]`: each buffer with its indices, after a space."""
+    printer.print_string(" ")
+    printer.print_list(accesses, lambda access: _print_access(printer, *access))
+
+
+def _parse_accesses(
+    parser: Parser, count: int
+) -> list[tuple[UnresolvedOperand, list[UnresolvedOperand]]]:
+    """`count` comma-separated `%buf[...]` (what `_print_accesses` prints)."""
+    accesses = [_parse_access(parser)]
+    for _ in range(count - 1):
+        parser.parse_punctuation(",")
+        accesses.append(_parse_access(parser))
+    return accesses
+
+
+def _resolve_access(
+    parser: Parser,
+    access: tuple[UnresolvedOperand, Sequence[UnresolvedOperand]],
+    buf_type: Attribute,
+) -> tuple[SSAValue, list[SSAValue]]:
+    """A parsed `%buf[...]` resolved: the buffer, of `buf_type`, and its index operands."""
+    buf, indices = access
+    return parser.resolve_operand(buf, buf_type), _resolve_indices(parser, indices)
+
+
+def _print_tail(printer: Printer, op: Operation, *types: Attribute) -> None:
+    """An op's attributes, then ` : ` and `types`, comma-separated."""
+    printer.print_op_attributes(op.attributes)
+    printer.print_string(" : ")
+    printer.print_list(types, printer.print_attribute)
+
+
+def _parse_tail(parser: Parser, count: int) -> tuple[dict[str, Attribute], list[Attribute]]:
+    """The attributes and the `count` types that `_print_tail` prints."""
+    attrs = parser.parse_optional_attr_dict()
+    parser.parse_punctuation(":")
+    types = [parser.parse_type()]
+    for _ in range(count - 1):
+        parser.parse_punctuation(",")
+        types.append(parser.parse_type())
+    return attrs, types
+
+
 class CpAsyncOpBase(IRDLOperation):
     """`X.cp_async %dst[...], %src[...], BYTES [if %p] : memref<..., 3>, memref<...>`."""
 
@@ -180,38 +225,23 @@ class CpAsyncOpBase(IRDLOperation):
         verify_contiguous(self, self.src, self.src_indices, count, "copy")
 
     def print(self, printer: Printer) -> None:
-        printer.print_string(" ")
-        _print_access(printer, self.dst, self.dst_indices)
-        printer.print_string(", ")
-        _print_access(printer, self.src, self.src_indices)
+        _print_accesses(printer, (self.dst, self.dst_indices), (self.src, self.src_indices))
         printer.print_string(f", {self.num_bytes}")
         if self.pred is not None:
             printer.print_string(" if ")
             printer.print_ssa_value(self.pred)
-        printer.print_op_attributes(self.attributes)
-        printer.print_string(" : ")
-        printer.print_attribute(self.dst.type)
-        printer.print_string(", ")
-        printer.print_attribute(self.src.type)
+        _print_tail(printer, self, self.dst.type, self.src.type)
 
     @classmethod
     def parse(cls, parser: Parser):
-        dst, dst_indices = _parse_access(parser)
-        parser.parse_punctuation(",")
-        src, src_indices = _parse_access(parser)
+        dst, src = _parse_accesses(parser, 2)
         parser.parse_punctuation(",")
         nbytes = parser.parse_integer(allow_boolean=False)
         pred = parser.parse_unresolved_operand() if parser.parse_optional_keyword("if") else None
-        attrs = parser.parse_optional_attr_dict()
-        parser.parse_punctuation(":")
-        dst_type = parser.parse_type()
-        parser.parse_punctuation(",")
-        src_type = parser.parse_type()
+        attrs, (dst_type, src_type) = _parse_tail(parser, 2)
         op = cls(
-            parser.resolve_operand(dst, dst_type),
-            _resolve_indices(parser, dst_indices),
-            parser.resolve_operand(src, src_type),
-            _resolve_indices(parser, src_indices),
+            *_resolve_access(parser, dst, dst_type),
+            *_resolve_access(parser, src, src_type),
             nbytes,
             None if pred is None else parser.resolve_operand(pred, i1),
         )
@@ -298,9 +328,7 @@ class LoadVectorOpBase(IRDLOperation):
         printer.print_string(" ")
         _print_access(printer, self.memref, self.indices)
         printer.print_string(f" width {self.width}")
-        printer.print_op_attributes(self.attributes)
-        printer.print_string(" : ")
-        printer.print_attribute(self.memref.type)
+        _print_tail(printer, self, self.memref.type)
 
     @classmethod
     def parse(cls, parser: Parser):
@@ -354,9 +382,7 @@ class StoreVectorOpBase(IRDLOperation):
             printer.print_ssa_value(value)
             printer.print_string(", ")
         _print_access(printer, self.memref, self.indices)
-        printer.print_op_attributes(self.attributes)
-        printer.print_string(" : ")
-        printer.print_attribute(self.memref.type)
+        _print_tail(printer, self, self.memref.type)
 
     @classmethod
     def parse(cls, parser: Parser):

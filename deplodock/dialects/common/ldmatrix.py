@@ -57,6 +57,7 @@ from xdsl.utils.exceptions import VerifyException
 from deplodock.dialects.common.async_memory import (
     _parse_access,
     _print_access,
+    _print_tail,
     _resolve_indices,
     verify_contiguous,
 )
@@ -152,9 +153,7 @@ class LdmatrixOpBase(IRDLOperation):
         printer.print_string(f" x{self.count}")
         if self.is_trans:
             printer.print_string(f" {self.TRANS}")
-        printer.print_op_attributes(self.attributes)
-        printer.print_string(" : ")
-        printer.print_attribute(self.memref.type)
+        _print_tail(printer, self, self.memref.type)
 
     @classmethod
     def parse(cls, parser: Parser):

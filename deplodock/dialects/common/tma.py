@@ -45,7 +45,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 from xdsl.dialects.builtin import I64, IndexType, IntegerAttr, IntegerType, MemRefType
-from xdsl.ir import Attribute, Operation, SSAValue
+from xdsl.ir import Operation, SSAValue
 from xdsl.irdl import (
     AttrSizedOperandSegments,
     IRDLOperation,
@@ -55,12 +55,18 @@ from xdsl.irdl import (
     traits_def,
     var_operand_def,
 )
-from xdsl.parser import Parser, UnresolvedOperand
+from xdsl.parser import Parser
 from xdsl.printer import Printer
 from xdsl.traits import MemoryReadEffect, MemoryWriteEffect
 from xdsl.utils.exceptions import VerifyException
 
-from deplodock.dialects.common.async_memory import _parse_access, _print_access, _resolve_indices
+from deplodock.dialects.common.async_memory import (
+    _parse_accesses,
+    _parse_tail,
+    _print_accesses,
+    _print_tail,
+    _resolve_access,
+)
 from deplodock.dialects.common.memory import _verify_indices, index_range
 from deplodock.dialects.element_types import UnsupportedElementType, byte_size
 from deplodock.dialects.hardware import (
@@ -71,7 +77,7 @@ from deplodock.dialects.hardware import (
     is_shared,
 )
 
-T = TypeVar("T")
+Op = TypeVar("Op", bound=IRDLOperation)
 
 
 def swizzle_offset(offset: np.ndarray | int, span: int) -> np.ndarray | int:
@@ -117,27 +123,23 @@ def _print_on_barrier(
     printer: Printer, op: IRDLOperation, bar: SSAValue, indices: Sequence[SSAValue], extra: Any
 ) -> None:
     """` %bar[...]`, then `extra` (text, or a callable that prints), attributes, `: type`."""
-    printer.print_string(" ")
-    _print_access(printer, bar, indices)
+    _print_accesses(printer, (bar, indices))
     if callable(extra):
         extra()
     else:
         printer.print_string(extra)
-    printer.print_op_attributes(op.attributes)
-    printer.print_string(" : ")
-    printer.print_attribute(bar.type)
+    _print_tail(printer, op, bar.type)
 
 
-def _parse_on_barrier(
-    parser: Parser, extra: Callable[[], T]
-) -> tuple[SSAValue, list[SSAValue], T, dict[str, Attribute]]:
-    """The barrier, its indices, what `extra` parses after them, and the attributes."""
-    bar, indices = _parse_access(parser)
+def _parse_on_barrier(cls: type[Op], parser: Parser, extra: Callable[[], Any]) -> Op:
+    """`cls` from the barrier, its indices and what `extra` parses after them (the syntax
+    `_print_on_barrier` prints), with the attributes."""
+    (access,) = _parse_accesses(parser, 1)
     parsed = extra()
-    attrs = parser.parse_optional_attr_dict()
-    parser.parse_punctuation(":")
-    bar_type = parser.parse_type()
-    return parser.resolve_operand(bar, bar_type), _resolve_indices(parser, indices), parsed, attrs
+    attrs, (bar_type,) = _parse_tail(parser, 1)
+    op = cls(*_resolve_access(parser, access, bar_type), parsed)
+    op.attributes |= attrs
+    return op
 
 
 class _BarrierOpBase(IRDLOperation):
@@ -181,10 +183,7 @@ class MbarrierInitOpBase(_BarrierOpBase):
             parser.parse_punctuation(",")
             return parser.parse_integer(allow_boolean=False)
 
-        bar, indices, arrivals, attrs = _parse_on_barrier(parser, count)
-        op = cls(bar, indices, arrivals)
-        op.attributes |= attrs
-        return op
+        return _parse_on_barrier(cls, parser, count)
 
 
 class MbarrierArriveOpBase(_BarrierOpBase):
@@ -226,10 +225,7 @@ class MbarrierArriveOpBase(_BarrierOpBase):
                 return None
             return parser.parse_integer(allow_boolean=False)
 
-        bar, indices, expect_tx, attrs = _parse_on_barrier(parser, tx)
-        op = cls(bar, indices, expect_tx)
-        op.attributes |= attrs
-        return op
+        return _parse_on_barrier(cls, parser, tx)
 
 
 class MbarrierWaitOpBase(IRDLOperation):
@@ -264,14 +260,11 @@ class MbarrierWaitOpBase(IRDLOperation):
 
     @classmethod
     def parse(cls, parser: Parser):
-        def parity() -> UnresolvedOperand:
+        def parity() -> SSAValue:
             parser.parse_punctuation(",")
-            return parser.parse_unresolved_operand()
+            return parser.resolve_operand(parser.parse_unresolved_operand(), IndexType())
 
-        bar, indices, unresolved, attrs = _parse_on_barrier(parser, parity)
-        op = cls(bar, indices, parser.resolve_operand(unresolved, IndexType()))
-        op.attributes |= attrs
-        return op
+        return _parse_on_barrier(cls, parser, parity)
 
 
 class FenceProxyAsyncOpBase(IRDLOperation):
@@ -379,40 +372,25 @@ class TmaLoadOpBase(IRDLOperation):
             )
 
     def print(self, printer: Printer) -> None:
-        printer.print_string(" ")
-        _print_access(printer, self.dst, self.dst_indices)
-        printer.print_string(", ")
-        _print_access(printer, self.src, self.src_indices)
-        printer.print_string(", ")
-        _print_access(printer, self.bar, self.bar_indices)
+        _print_accesses(
+            printer,
+            (self.dst, self.dst_indices),
+            (self.src, self.src_indices),
+            (self.bar, self.bar_indices),
+        )
         printer.print_string(f" swizzle {self.span}")
-        printer.print_op_attributes(self.attributes)
-        printer.print_string(" : ")
-        printer.print_list((self.dst.type, self.src.type, self.bar.type), printer.print_attribute)
+        _print_tail(printer, self, self.dst.type, self.src.type, self.bar.type)
 
     @classmethod
     def parse(cls, parser: Parser):
-        dst, dst_indices = _parse_access(parser)
-        parser.parse_punctuation(",")
-        src, src_indices = _parse_access(parser)
-        parser.parse_punctuation(",")
-        bar, bar_indices = _parse_access(parser)
+        dst, src, bar = _parse_accesses(parser, 3)
         parser.parse_keyword("swizzle")
         span = parser.parse_integer(allow_boolean=False)
-        attrs = parser.parse_optional_attr_dict()
-        parser.parse_punctuation(":")
-        dst_type = parser.parse_type()
-        parser.parse_punctuation(",")
-        src_type = parser.parse_type()
-        parser.parse_punctuation(",")
-        bar_type = parser.parse_type()
+        attrs, (dst_type, src_type, bar_type) = _parse_tail(parser, 3)
         op = cls(
-            parser.resolve_operand(dst, dst_type),
-            _resolve_indices(parser, dst_indices),
-            parser.resolve_operand(src, src_type),
-            _resolve_indices(parser, src_indices),
-            parser.resolve_operand(bar, bar_type),
-            _resolve_indices(parser, bar_indices),
+            *_resolve_access(parser, dst, dst_type),
+            *_resolve_access(parser, src, src_type),
+            *_resolve_access(parser, bar, bar_type),
             span,
         )
         op.attributes |= attrs

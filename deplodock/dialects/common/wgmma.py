@@ -81,7 +81,12 @@ from xdsl.parser import Parser, UnresolvedOperand
 from xdsl.printer import Printer
 from xdsl.utils.exceptions import VerifyException
 
-from deplodock.dialects.common.async_memory import _parse_access, _print_access, _resolve_indices
+from deplodock.dialects.common.async_memory import (
+    _parse_access,
+    _print_access,
+    _print_tail,
+    _resolve_indices,
+)
 from deplodock.dialects.common.memory import _verify_indices
 from deplodock.dialects.common.syntax import parse_memref_type
 from deplodock.dialects.hardware import WARP_SIZE, WARPGROUP_SIZE, is_shared
@@ -339,9 +344,7 @@ class WgmmaDescOpBase(IRDLOperation):
             f" swizzle {self.swizzle.value.data} lbo {self.lbo.value.data}"
             f" sbo {self.sbo.value.data}"
         )
-        printer.print_op_attributes(self.attributes)
-        printer.print_string(" : ")
-        printer.print_attribute(self.memref.type)
+        _print_tail(printer, self, self.memref.type)
 
     @classmethod
     def parse(cls, parser: Parser) -> WgmmaDescOpBase:
@@ -426,11 +429,7 @@ class WgmmaOpBase(IRDLOperation):
         printer.print_string(" c(")
         printer.print_list(self.c, printer.print_ssa_value)
         printer.print_string(")")
-        printer.print_op_attributes(self.attributes)
-        printer.print_string(" : ")
-        printer.print_attribute(self.a_buf.type)
-        printer.print_string(", ")
-        printer.print_attribute(self.b_buf.type)
+        _print_tail(printer, self, self.a_buf.type, self.b_buf.type)
 
     @classmethod
     def parse(cls, parser: Parser) -> WgmmaOpBase:

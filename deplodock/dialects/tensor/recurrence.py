@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from xdsl.dialects.builtin import TensorType
-from xdsl.ir import SSAValue
 from xdsl.irdl import (
     irdl_op_definition,
     result_def,
@@ -42,26 +41,6 @@ class RecurrenceOp(RecurrenceOpBase):
     result = result_def(TensorType)
 
     traits = traits_def(Pure())
-
-    def __init__(
-        self,
-        cell: CellKind | str,
-        gates: SSAValue,
-        weight: SSAValue,
-        bias: SSAValue,
-        h0: SSAValue,
-        c0: SSAValue | None = None,
-        reverse: bool = False,
-    ):
-        kind = CellKind(cell)
-        shapes = [
-            shape_of(v.type) if v is not None else None for v in (gates, weight, bias, h0, c0)
-        ]
-        super().__init__(
-            operands=[gates, weight, bias, h0, [] if c0 is None else [c0]],
-            result_types=[TensorType(element_type_of(gates.type), kind.result_shape(shapes))],
-            properties=self.properties_of(kind, reverse),
-        )
 
     def verify_(self) -> None:
         try:

@@ -12,14 +12,12 @@ from __future__ import annotations
 from typing import ClassVar
 
 from xdsl.dialects.builtin import TensorType
-from xdsl.ir import SSAValue
 from xdsl.irdl import (
     irdl_op_definition,
 )
 
-from deplodock.dialects.cell_kind import CellKind, CellKindAttr, RecurrenceOpBase
-from deplodock.dialects.queries import shape_of
-from deplodock.dialects.torch.base import Props, TorchOp, Types, fail, like
+from deplodock.dialects.cell_kind import CellKindAttr, RecurrenceOpBase
+from deplodock.dialects.torch.base import Props, TorchOp, Types, fail
 
 
 @irdl_op_definition
@@ -32,25 +30,12 @@ class RecurrenceOp(TorchOp, RecurrenceOpBase):
     name = "torch.recurrence"
     SAME_OPERAND_TYPES: ClassVar[bool] = True
 
-    def __init__(
-        self,
-        cell: CellKind | str,
-        gates: SSAValue,
-        weight: SSAValue,
-        bias: SSAValue,
-        h0: SSAValue,
-        c0: SSAValue | None = None,
-        reverse: bool = False,
-    ):
-        self._init([gates, weight, bias, h0, c0], self.properties_of(cell, reverse))
-
     @classmethod
     def infer(cls, types: Types, props: Props) -> TensorType:
         cell = props["cell"]
         assert isinstance(cell, CellKindAttr)
-        shapes = [shape_of(t) if t is not None else None for t in types]
         try:
-            return like(types[0], cell.data.result_shape(shapes))
+            return cell.data.result_type(types)
         except ValueError as error:
             fail(cls.name, str(error))
 

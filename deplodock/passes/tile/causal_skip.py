@@ -138,6 +138,12 @@ def mask_of(op: arith.CmpiOp) -> Mask | None:
     if (bound := key_bound(op)) is None:
         return None
     key, query, strict = bound
+    return _mask(key, query, strict)
+
+
+def _mask(key: SSAValue, query: SSAValue, strict: bool) -> Mask | None:
+    """The mask `key <= query` (`<`: `strict`) when the key is an offset within the chunk
+    and the query an offset from a block's origin; else None."""
     key_offset, query_offset = offset_of(key), offset_of(_unclamped(query))
     if key_offset is None or query_offset is None:
         return None
@@ -258,12 +264,7 @@ def chunk_mask_of(op: arith.CmpiOp, ko: SSAValue) -> Mask | None:
     if not isinstance(owner, arith.AddiOp) or ko not in (owner.lhs, owner.rhs):
         return None
     within = owner.rhs if owner.lhs is ko else owner.lhs
-    key_offset, query_offset = offset_of(within), offset_of(_unclamped(query))
-    if key_offset is None or query_offset is None:
-        return None
-    if key_offset.base is not None or key_offset.low < 0 or query_offset.base is None:
-        return None
-    return Mask(key_offset, query_offset, strict)
+    return _mask(within, query, strict)
 
 
 def scores_masks(loop: tile.ForOp) -> list[Mask]:
