@@ -326,7 +326,11 @@ class BatchSearch(Generic[State, Leaf]):
             node = self.run.select(node, live)
 
     def _blocked(self, node: _Node[State]) -> bool:
-        """Whether everything left below `node` waits on leaves in flight."""
+        """Whether everything left below `node` waits on leaves in flight. A node whose
+        choices were never asked has no children: only its own leaf can wait, and asking
+        would cost the space a decision (`space.py`) the descent may never need."""
+        if node.options is None and not node.waiting:
+            return False
         options = self.run.options(node)
         if not options:
             return node.waiting
