@@ -363,22 +363,14 @@ class BatchSearch(Generic[State, Leaf]):
             self.stopped = self.stopped or stop.reason
 
 
-def search(
-    space: Space[State, Leaf],
-    budget_s: float | None = None,
-    patience: int | None = None,
-    max_trials: int | None = None,
-    seed: int = 0,
-    exploration: float = DEFAULT_EXPLORATION,
-    on_trial: Callable[[Trial[Leaf]], None] | None = None,
-    clock: Callable[[], float] = time.monotonic,
-    known: Mapping[Hashable, Score] | None = None,
-) -> SearchResult[Leaf]:
-    """Searches `space` until a stop rule holds (module doc); the first leaf (the defaults
-    all the way down) is always evaluated, whatever the budget. `known`: the scores of an
-    earlier search of the same space, by leaf key, continued here."""
-    run = BatchSearch(space, budget_s, patience, max_trials, seed, exploration, on_trial, clock,
-                      known)  # fmt: skip
+def search(space: Space[State, Leaf], **options: Any) -> SearchResult[Leaf]:
+    """Searches `space` until a stop rule holds (module doc), one leaf at a time, scored in
+    this process by the space; `options` are `BatchSearch`'s (the budget, the stop rules,
+    the seed, `known`: the scores of an earlier search of the same space, by leaf key,
+    continued here). The first leaf (the defaults all the way down) is always evaluated,
+    whatever the budget."""
+    run: BatchSearch[State, Leaf] = BatchSearch(space, **options)
+    clock = run.run.clock
     try:
         while (proposal := run.propose()) is not None:
             start = clock()
