@@ -3,11 +3,13 @@
 `tuner.tune_program` scores one candidate at a time in this process. Here the search stays
 in this process (the driver) and the work goes to a pool of workers:
 
-- **What runs where.** The driver walks each kernel's tree (`mcts.BatchSearch`: the
-  scheduling passes up to a leaf are cheap) and ships each leaf as the text of its
-  tile-level module; a worker parses it, lowers it to the kernel level, checks it against
-  the loop level in the CPU interpreter and scores it (`tuner.candidate_scorer`, the same
-  function the in-process search uses). What a worker needs of a kernel (its loop-level
+- **What runs where.** The driver walks each kernel's tree (`mcts.BatchSearch`) and ships
+  each leaf as the text of its tile-level module; a worker parses it, lowers it to the
+  kernel level, checks it against the loop level in the CPU interpreter and scores it
+  (`tuner.candidate_scorer`, the same function the in-process search uses). The walk is
+  the smaller part: a roll-out per leaf (the scheduling passes), and the legal choices of a
+  node (each tried on a copy of the kernel, the costly part) only for the few nodes the
+  search descends into (`space.py`). What a worker needs of a kernel (its loop-level
   text, the evaluator, the seed) is shipped once per kernel (`KernelJob`) and kept by each
   worker. Only the driver writes the cache.
 - **Reproducible.** Each kernel keeps `workers` leaves in flight and takes their scores in
