@@ -9,10 +9,12 @@ reference). Each run gets a fresh cubin cache (ptxas's registers are cached by s
 run after another would find the others' builds), and each Ray pool first scores a small
 other kernel so every worker has imported deplodock before the clock starts. Reported: the
 variants, the wall seconds of the search, variants per second and the ratio to 1 worker,
-and the CPU seconds per variant of this process and of its children. With Ray, this process
-is the search alone (walking the tree runs the scheduling passes and their legal choices);
+the CPU seconds per variant of this process and of its children, and the wall seconds one
+candidate's scoring took where it ran (a worker, or this process). With Ray, this process is
+the search alone (a roll-out per leaf, and the legal choices of the nodes it descends into);
 in process it is the search and the scoring, and its children are nvcc and ptxas. The
-search's share bounds what more workers can gain on a machine of few cores.
+search's share bounds what more workers can gain on a machine of few cores; a candidate that
+takes longer with 2 workers than with 1 says the workers did not get a core each.
 
 The machine is shared: the load average before each run is printed with it, and a ratio
 measured under others' load says less than one on a quiet machine.
@@ -31,12 +33,13 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from deplodock.driver import lower_program, program_from_expression
 from deplodock.files import write_atomic
 from deplodock.tune.evaluate import ModelEvaluator
 from deplodock.tune.parallel import RayPool, tune_program_parallel
-from deplodock.tune.tuner import ProgramResult, TuneOptions, tune_program
+from deplodock.tune.tuner import KernelResult, ProgramResult, TuneOptions, tune_program
 
 #: A matmul and a softmax (two kernels), each candidate a few seconds to check and model.
 DEFAULT_EXPRESSION = "torch.softmax(torch.randn(64, 256) @ torch.randn(256, 256), -1)"
@@ -53,6 +56,7 @@ class Run:
     load: float  # the 1-minute load average just before
     driver_cpu_s: float  # CPU seconds of this process (the search) during the run
     children_cpu_s: float  # ... of its child processes (nvcc and ptxas when it scores itself)
+    scoring_s: float  # wall seconds of every candidate's scoring, where it ran, summed
 
     @property
     def per_s(self) -> float:
@@ -74,13 +78,33 @@ def loop_module(expression: str):
     return program.module
 
 
-def timed(label: str, workers: int, tune: Callable[[], ProgramResult]) -> Run:
-    load = os.getloadavg()[0]
+class ScoringSeconds:
+    """A `TuneProgress` that sums what scoring each variant took (`Trial.seconds`)."""
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+
+    def kernel_started(self, name: str, index: int, total: int, budget_s: float) -> None:
+        pass
+
+    def variant(self, name: str, trial: Any, best: Any) -> None:
+        self.seconds += trial.seconds
+
+    def kernel_finished(self, result: KernelResult) -> None:
+        pass
+
+    def pool(self, busy: int, workers: int, per_s: float) -> None:
+        pass
+
+
+def timed(label: str, workers: int, tune: Callable[[ScoringSeconds], ProgramResult]) -> Run:
+    load, scoring = os.getloadavg()[0], ScoringSeconds()
     start, cpu, children = time.monotonic(), time.process_time(), _children_cpu()
-    result = tune()
+    result = tune(scoring)
     seconds, cpu = time.monotonic() - start, time.process_time() - cpu
     variants = sum(k.record.trials for k in result.kernels)
-    return Run(label, workers, variants, seconds, load, cpu, _children_cpu() - children)
+    return Run(label, workers, variants, seconds, load, cpu, _children_cpu() - children,
+               scoring.seconds)  # fmt: skip
 
 
 def _children_cpu() -> float:
@@ -105,14 +129,18 @@ def measure(args: argparse.Namespace) -> list[Run]:
             warm_up = TuneOptions(max_trials=2 * workers, patience=None, kernel_budget_s=3600)
             tune_program_parallel(warm, model, warm_up, pool)
             run = timed(
-                "ray", workers, lambda p=pool: tune_program_parallel(module, model, options, p)
+                "ray",
+                workers,
+                lambda heard, p=pool: tune_program_parallel(module, model, options, p, None, heard),
             )
         finally:
             pool.close()
         runs.append(run)
         print(describe(run), file=sys.stderr)
     fresh_cubin_cache()
-    runs.append(timed("in process", 1, lambda: tune_program(module, model, options)))
+    runs.append(
+        timed("in process", 1, lambda heard: tune_program(module, model, options, None, heard))
+    )
     print(describe(runs[-1]), file=sys.stderr)
     return runs
 
@@ -126,14 +154,15 @@ def table(runs: list[Run]) -> list[str]:
     base = next((r for r in runs if r.label == "ray" and r.workers == 1), runs[0])
     lines = [
         "| engine | workers | variants | seconds | variants/s | vs 1 Ray worker | load before "
-        "| this process CPU s/variant | its children's |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| this process CPU s/variant | its children's | scoring wall s/variant |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for run in runs:
         lines.append(
             f"| {run.label} | {run.workers} | {run.variants} | {run.seconds:.1f} | "
             f"{run.per_s:.3f} | {run.per_s / base.per_s:.2f}x | {run.load:.1f} | "
-            f"{run.driver_cpu_s / run.variants:.2f} | {run.children_cpu_s / run.variants:.2f} |"
+            f"{run.driver_cpu_s / run.variants:.2f} | {run.children_cpu_s / run.variants:.2f} | "
+            f"{run.scoring_s / run.variants:.2f} |"
         )
     return lines
 

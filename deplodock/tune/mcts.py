@@ -145,9 +145,14 @@ class _Search(Generic[State, Leaf]):
             node.options = list(self.space.choices(node.state))
         return node.options
 
-    def select(self, node: _Node[State], live: list[_Node[State]] | None = None) -> _Node[State]:
-        if live is None:
-            live = [c for c in node.children if not c.exhausted]
+    def select(
+        self, node: _Node[State], skip: Callable[[_Node[State]], bool] = lambda child: False
+    ) -> _Node[State] | None:
+        """The child of `node` to descend into: of those not exhausted nor `skip`ped, the
+        best value, ties broken by the generator (None when none is left). `skip` is asked
+        only of the children that could win, best value first: asking may cost the space a
+        decision (`BatchSearch._blocked`). The same child as filtering them all first."""
+        children = [c for c in node.children if not c.exhausted]
         scale = self.global_best or 1.0
         log_visits = math.log(max(node.visits, 1))
 
@@ -155,9 +160,18 @@ class _Search(Generic[State, Leaf]):
             bonus = self.exploration * math.sqrt(log_visits / max(child.visits, 1))
             return child.best / scale + bonus
 
-        values = [value(c) for c in live]
-        top = max(values)
-        return self.rng.choice([c for c, v in zip(live, values, strict=True) if v >= top - 1e-12])
+        values = [value(c) for c in children]
+        top: float | None = None
+        ties: list[int] = []
+        for i in sorted(range(len(children)), key=lambda i: -values[i]):
+            if top is not None and values[i] < top - 1e-12:
+                break
+            if not skip(children[i]):
+                top = values[i] if top is None else top
+                ties.append(i)
+        if not ties:
+            return None
+        return self.rng.choice([children[i] for i in sorted(ties)])
 
     def record(self, key: Hashable, leaf: Leaf, score: Score, seconds: float) -> float:
         """A leaf's score taken into the search: memoised, a trial, the best updated."""
@@ -320,13 +334,17 @@ class BatchSearch(Generic[State, Leaf]):
                 child = _Node(self.run.space.child(node.state, options[len(node.children)]), node)
                 node.children.append(child)
                 return child, False
-            live = [c for c in node.children if not c.exhausted and not self._blocked(c)]
-            if not live:
+            selected = self.run.select(node, self._blocked)
+            if selected is None:
                 return None
-            node = self.run.select(node, live)
+            node = selected
 
     def _blocked(self, node: _Node[State]) -> bool:
-        """Whether everything left below `node` waits on leaves in flight."""
+        """Whether everything left below `node` waits on leaves in flight. A node whose
+        choices were never asked has no children: only its own leaf can wait, and asking
+        would cost the space a decision (`space.py`) the descent may never need."""
+        if node.options is None and not node.waiting:
+            return False
         options = self.run.options(node)
         if not options:
             return node.waiting
@@ -359,22 +377,14 @@ class BatchSearch(Generic[State, Leaf]):
             self.stopped = self.stopped or stop.reason
 
 
-def search(
-    space: Space[State, Leaf],
-    budget_s: float | None = None,
-    patience: int | None = None,
-    max_trials: int | None = None,
-    seed: int = 0,
-    exploration: float = DEFAULT_EXPLORATION,
-    on_trial: Callable[[Trial[Leaf]], None] | None = None,
-    clock: Callable[[], float] = time.monotonic,
-    known: Mapping[Hashable, Score] | None = None,
-) -> SearchResult[Leaf]:
-    """Searches `space` until a stop rule holds (module doc); the first leaf (the defaults
-    all the way down) is always evaluated, whatever the budget. `known`: the scores of an
-    earlier search of the same space, by leaf key, continued here."""
-    run = BatchSearch(space, budget_s, patience, max_trials, seed, exploration, on_trial, clock,
-                      known)  # fmt: skip
+def search(space: Space[State, Leaf], **options: Any) -> SearchResult[Leaf]:
+    """Searches `space` until a stop rule holds (module doc), one leaf at a time, scored in
+    this process by the space; `options` are `BatchSearch`'s (the budget, the stop rules,
+    the seed, `known`: the scores of an earlier search of the same space, by leaf key,
+    continued here). The first leaf (the defaults all the way down) is always evaluated,
+    whatever the budget."""
+    run: BatchSearch[State, Leaf] = BatchSearch(space, **options)
+    clock = run.run.clock
     try:
         while (proposal := run.propose()) is not None:
             start = clock()

@@ -3,11 +3,13 @@
 `tuner.tune_program` scores one candidate at a time in this process. Here the search stays
 in this process (the driver) and the work goes to a pool of workers:
 
-- **What runs where.** The driver walks each kernel's tree (`mcts.BatchSearch`: the
-  scheduling passes up to a leaf are cheap) and ships each leaf as the text of its
-  tile-level module; a worker parses it, lowers it to the kernel level, checks it against
-  the loop level in the CPU interpreter and scores it (`tuner.candidate_scorer`, the same
-  function the in-process search uses). What a worker needs of a kernel (its loop-level
+- **What runs where.** The driver walks each kernel's tree (`mcts.BatchSearch`) and ships
+  each leaf as the text of its tile-level module; a worker parses it, lowers it to the
+  kernel level, checks it against the loop level in the CPU interpreter and scores it
+  (`tuner.candidate_scorer`, the same function the in-process search uses). The walk is
+  the smaller part: a roll-out per leaf (the scheduling passes), and the legal choices of a
+  node (each tried on a copy of the kernel, the costly part) only for the few nodes the
+  search descends into (`space.py`). What a worker needs of a kernel (its loop-level
   text, the evaluator, the seed) is shipped once per kernel (`KernelJob`) and kept by each
   worker. Only the driver writes the cache.
 - **Reproducible.** Each kernel keeps `workers` leaves in flight and takes their scores in
@@ -55,25 +57,25 @@ from xdsl.parser import Parser
 from deplodock.backend.benchmark import first_line
 from deplodock.dialects import loop, make_context
 from deplodock.dialects.common.schedule import Schedule
-from deplodock.tune.cache import CacheKey, TuneCache, TuneRecord
+from deplodock.tune.cache import TuneCache
 from deplodock.tune.evaluate import FAILED, Evaluator, Score
 from deplodock.tune.kernels import loop_kernels, standalone
 from deplodock.tune.mcts import INTERRUPTED, BatchSearch, Proposal, SearchResult
 from deplodock.tune.space import Candidate, KernelSpace, lower_candidate
 from deplodock.tune.tuner import (
     KernelResult,
+    KernelTuning,
     NoVariantError,
     ProgramResult,
-    Reporter,
     TuneOptions,
     TuneProgress,
     candidate_scorer,
     distinct_kernels,
+    finish_kernel,
     kernel_budget,
     known_scores,
-    record_of,
     retimed,
-    searches_on,
+    start_kernel,
 )
 
 #: How many kernels are searched at the same time.
@@ -390,13 +392,9 @@ class ClusterLostError(RuntimeError):
 class _Search:
     """One kernel being searched: its tree, and its leaves in flight in proposal order."""
 
-    index: int
-    name: str
-    key: CacheKey
-    launches: int
+    tuning: KernelTuning
     job: Any
     search: BatchSearch
-    earlier: TuneRecord | None
     evaluator: Evaluator  # what the workers score through (`Pool.measuring` when measured)
     in_flight: deque[tuple[Proposal, Any]] = field(default_factory=deque)
 
@@ -479,39 +477,32 @@ class _Driver:
         left: int,
     ) -> _Search | None:
         """A kernel's search started, or its cached record reported (None)."""
-        name = kernel.sym_name.data
         evaluator, options = self.evaluator, self.options
-        key = CacheKey(digest, evaluator.target, evaluator.toolchain, evaluator.cost)
-        cached = self.cache.lookup(key) if self.cache is not None and not options.retune else None
         together = min(CONCURRENT_KERNELS, left)
         budget = kernel_budget(options, spent, math.ceil(left / together))
-        if cached is not None and not searches_on(cached, options, budget):
-            self._report(index, KernelResult(name, cached, cached=True, launches=launches))
+        tuning = start_kernel(kernel, digest, launches, index, total, evaluator, options,
+                              budget, self.cache, self.progress)  # fmt: skip
+        if not isinstance(tuning, KernelTuning):
+            self._report(index, tuning)
             return None
-        if self.progress is not None:
-            self.progress.kernel_started(name, index, total, budget)
-        if cached is not None:
-            budget = max(budget - cached.seconds, 0.0)
-        reporter = Reporter(name, self.progress) if self.progress is not None else None
         space = KernelSpace(kernel, _never_scored)
         if evaluator.measured:  # the heuristic's schedule is what every candidate must compute
             reference = lower_candidate(space.rollout(space.root())[1])
             evaluator = self.pool.measuring(evaluator, reference)
         search = BatchSearch(
             space,
-            budget_s=budget,
+            budget_s=tuning.budget_s,
             patience=options.patience,
             max_trials=options.max_trials,
             seed=options.seed,
             exploration=options.exploration,
-            on_trial=reporter.trial if reporter is not None else None,
+            on_trial=tuning.on_trial,
             clock=self.clock,
-            known=known_scores(cached) if cached is not None else None,
+            known=known_scores(tuning.earlier) if tuning.earlier is not None else None,
         )
         job = KernelJob(f"{digest}:{uuid.uuid4().hex}", str(standalone(kernel)), evaluator,
                         options.check, options.seed)  # fmt: skip
-        job_ref = self.pool.share(job)
-        return _Search(index, name, key, launches, job_ref, search, cached, evaluator)
+        return _Search(tuning, self.pool.share(job), search, evaluator)
 
     def _top_up(self, searched: _Search) -> None:
         """Proposals until the kernel has `workers` leaves in flight."""
@@ -562,21 +553,18 @@ class _Driver:
         active.clear()
 
     def _finish(self, searched: _Search, raise_empty: bool = True) -> None:
+        """A kernel's record stored and reported; `raise_empty` False (Ctrl-C, a lost pool):
+        a kernel none of whose variants came back is left out, the others kept."""
         result: SearchResult[Candidate] = searched.search.result()
         if self.evaluator.measured and result.stopped != INTERRUPTED:
             result = retimed(result, searched.evaluator)
-        record = record_of(searched.key, searched.name, result, self.options.seed,
-                           searched.earlier)  # fmt: skip
-        if record is None:
-            if not raise_empty:
-                return
-            raise NoVariantError.of(searched.name, result.trials)
-        if self.cache is not None:
-            self.cache.store(record, replace=self.options.retune)
-        continued = searched.earlier.trials if searched.earlier is not None else 0
-        self._report(searched.index, KernelResult(searched.name, record, cached=False,
-                     stopped=result.stopped, launches=searched.launches,
-                     continued=continued))  # fmt: skip
+        try:
+            finished = finish_kernel(searched.tuning, result, self.options, self.cache)
+        except NoVariantError:
+            if raise_empty:
+                raise
+            return
+        self._report(searched.tuning.index, finished)
 
     def _report(self, index: int, result: KernelResult) -> None:
         self.results.append((index, result))

@@ -6,6 +6,13 @@ left it is one level of the tree, and its legal choices are that level's branche
 holds the standalone tile-level module at its decision point, so a child costs one pass
 (and the untunable passes up to the next decision), never a replay from the root.
 
+A child runs on to its decision point only when its own choices are asked for. Finding the
+legal choices of a pass runs it once per candidate value on a copy of the kernel, which is
+most of what walking the tree costs; most nodes of a search are rolled out once and never
+descended into again, and a roll-out needs no decision (it runs every pass with its own
+choice, as running on to the decision does), so their choices are never computed. The tree
+is the same either way: only when the work is done changes.
+
 The branches are ordered by the prior: the choice the pass makes on its own (its
 heuristic) first, then the others by how many knobs they share with it. A roll-out runs the
 remaining passes without writing a knob, so each pass takes its own choice: the first leaf
@@ -35,14 +42,16 @@ from deplodock.tune.evaluate import Score
 from deplodock.tune.kernels import standalone
 
 
-@dataclass(frozen=True)
+@dataclass
 class Point:
     """A node of the tree: the tile-level module before pass `next_pass` (an index into the
-    tile passes), and that pass's legal choices (empty past the last pass)."""
+    tile passes), and that pass's legal choices (empty past the last pass). `legal` is None
+    until the node is decided (`KernelSpace.decide`: the module run on to its decision point,
+    `next_pass` moved there); a roll-out does not need it (module doc)."""
 
     module: ModuleOp
     next_pass: int
-    legal: tuple[Schedule, ...] = ()
+    legal: tuple[Schedule, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -95,18 +104,21 @@ class KernelSpace:
     def root(self) -> Point:
         module = standalone(self.kernel)
         self.convert.apply(self.ctx, module)
-        return self._advance(module, 0)
+        return Point(module, 0)
 
     def choices(self, point: Point) -> list[Schedule]:
-        if not point.legal:
+        legal = self.decide(point)
+        if not legal:
             return []
-        return sorted(point.legal, key=_prior(self._default_knobs(point)))
+        return sorted(legal, key=_prior(self._default_knobs(point)))
 
     def child(self, point: Point, choice: Schedule) -> Point:
+        """The node after `choice` at `point`'s decision: one pass, undecided (module doc)."""
+        self.decide(point)
         module = point.module.clone()
         schedule.write_knobs(tile_kernel(module), choice)
         self.passes[point.next_pass].apply(self.ctx, module)
-        return self._advance(module, point.next_pass + 1)
+        return Point(module, point.next_pass + 1)
 
     def rollout(self, point: Point) -> tuple[Hashable, Candidate]:
         module = point.module.clone()
@@ -121,19 +133,24 @@ class KernelSpace:
 
     # --- helpers -------------------------------------------------------------------------
 
-    def _advance(self, module: ModuleOp, index: int) -> Point:
-        """Runs passes on `module` from `index` until one offers more than one legal choice
-        (a decision), or to the end: untunable passes, passes that do not apply, and forced
-        choices."""
+    def decide(self, point: Point) -> tuple[Schedule, ...]:
+        """`point` run on (in place, once) from `next_pass` until a pass offers more than
+        one legal choice (a decision), or to the end: untunable passes, passes that do not
+        apply, and forced choices; the decision's legal choices (empty at the end)."""
+        if point.legal is not None:
+            return point.legal
+        index = point.next_pass
         while index < len(self.passes):
             scheduling_pass = self.passes[index]
             if isinstance(scheduling_pass, Tunable):
-                legal = scheduling_pass.legal_choices(tile_kernel(module))
+                legal = scheduling_pass.legal_choices(tile_kernel(point.module))
                 if len(legal) > 1:
-                    return Point(module, index, tuple(legal))
-            scheduling_pass.apply(self.ctx, module)
+                    point.next_pass, point.legal = index, tuple(legal)
+                    return point.legal
+            scheduling_pass.apply(self.ctx, point.module)
             index += 1
-        return Point(module, index)
+        point.next_pass, point.legal = index, ()
+        return point.legal
 
     def _default_knobs(self, point: Point) -> Schedule:
         """What the pass at `point` chooses on its own: run it on a copy and read back."""

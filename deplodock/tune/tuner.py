@@ -292,29 +292,16 @@ def tune_program(
     kernels = distinct_kernels(module)
     outcome = ProgramResult()
     for index, (kernel, digest, count) in enumerate(kernels):
-        name = kernel.sym_name.data
-        key = CacheKey(digest, evaluator.target, evaluator.toolchain, evaluator.cost)
-        cached = cache.lookup(key) if cache is not None and not options.retune else None
         budget = kernel_budget(options, clock() - start, len(kernels) - index)
-        if cached is not None and not searches_on(cached, options, budget):
-            result = KernelResult(name, cached, cached=True, launches=count)
-        else:
-            if progress is not None:
-                progress.kernel_started(name, index, len(kernels), budget)
-            if cached is not None:  # the time it already took counts against the budget
-                budget = max(budget - cached.seconds, 0.0)
-            reporter = Reporter(name, progress) if progress is not None else None
-            on_trial = reporter.trial if reporter is not None else None
-            searched = tune_kernel(kernel, evaluator, options, budget, on_trial, cached)
-            record = record_of(key, name, searched, options.seed, cached)
-            if record is None:
-                raise NoVariantError.of(name, searched.trials)
-            if cache is not None:
-                cache.store(record, replace=options.retune)
-            continued = cached.trials if cached is not None else 0
-            result = KernelResult(name, record, cached=False, stopped=searched.stopped,
-                                  launches=count, continued=continued)  # fmt: skip
+        tuning = start_kernel(kernel, digest, count, index, len(kernels), evaluator, options,
+                              budget, cache, progress)  # fmt: skip
+        if isinstance(tuning, KernelTuning):
+            searched = tune_kernel(kernel, evaluator, options, tuning.budget_s,
+                                   tuning.on_trial, tuning.earlier)  # fmt: skip
+            result = finish_kernel(tuning, searched, options, cache)
             outcome.interrupted |= searched.stopped == INTERRUPTED
+        else:
+            result = tuning
         outcome.kernels.append(result)
         if progress is not None:
             progress.kernel_finished(result)
@@ -322,6 +309,67 @@ def tune_program(
             break
     outcome.seconds = clock() - start
     return outcome
+
+
+@dataclass
+class KernelTuning:
+    """One kernel whose search runs (`start_kernel`): what its record needs at the end
+    (`finish_kernel`), the budget left to it, and what hears its variants. The one home of
+    the per-kernel bookkeeping of `tune_program` and of `parallel.py`'s driver."""
+
+    index: int
+    name: str
+    key: CacheKey
+    launches: int
+    budget_s: float
+    earlier: TuneRecord | None  # a record cut short, which the search continues
+    on_trial: Callable[[Trial[Candidate]], None] | None
+
+
+def start_kernel(
+    kernel: loop.KernelOp,
+    digest: str,
+    launches: int,
+    index: int,
+    total: int,
+    evaluator: Evaluator,
+    options: TuneOptions,
+    budget_s: float,
+    cache: TuneCache | None,
+    progress: TuneProgress | None,
+) -> KernelResult | KernelTuning:
+    """The cache asked for the `index`-th of `total` kernels: its cached result, or, when
+    there is none or this run continues it (`searches_on`), the search to run (the display
+    told it starts; the time a continued record took counts against `budget_s`)."""
+    name = kernel.sym_name.data
+    key = CacheKey(digest, evaluator.target, evaluator.toolchain, evaluator.cost)
+    cached = cache.lookup(key) if cache is not None and not options.retune else None
+    if cached is not None and not searches_on(cached, options, budget_s):
+        return KernelResult(name, cached, cached=True, launches=launches)
+    if progress is not None:
+        progress.kernel_started(name, index, total, budget_s)
+    if cached is not None:
+        budget_s = max(budget_s - cached.seconds, 0.0)
+    on_trial = Reporter(name, progress).trial if progress is not None else None
+    return KernelTuning(index, name, key, launches, budget_s, cached, on_trial)
+
+
+def finish_kernel(
+    tuning: KernelTuning,
+    searched: SearchResult[Candidate],
+    options: TuneOptions,
+    cache: TuneCache | None,
+) -> KernelResult:
+    """A search's record stored in the cache, as the kernel's result; `NoVariantError`
+    when no variant succeeded."""
+    record = record_of(tuning.key, tuning.name, searched, options.seed, tuning.earlier)
+    if record is None:
+        raise NoVariantError.of(tuning.name, searched.trials)
+    if cache is not None:
+        cache.store(record, replace=options.retune)
+    continued = tuning.earlier.trials if tuning.earlier is not None else 0
+    return KernelResult(tuning.name, record, cached=False, stopped=searched.stopped,
+                        launches=tuning.launches, continued=continued)  # fmt: skip
 
 
 def kernel_budget(options: TuneOptions, spent: float, left: int) -> float:

@@ -63,3 +63,31 @@ def test_interrupt_drops_the_leaves_in_flight_and_keeps_the_trials():
     result = run.result()
     assert [t.leaf for t in result.trials] == [first.leaf] and result.stopped == "interrupted"
     assert second.key not in {t.leaf for t in result.trials}
+
+
+class Asked(Landscape):
+    """A landscape that keeps which states' choices were asked and which were expanded."""
+
+    def __init__(self, levels, seed):
+        super().__init__(levels, seed)
+        self.asked: set = set()
+        self.expanded: set = set()
+
+    def choices(self, state):
+        self.asked.add(state)
+        return super().choices(state)
+
+    def child(self, state, choice):
+        self.expanded.add(state)
+        return super().child(state, choice)
+
+
+@pytest.mark.parametrize("window", [1, 2, 4])
+def test_only_the_nodes_descended_into_are_asked_their_choices(window):
+    """Asking a node its choices costs a real space a decision (`tune/space.py`: every legal
+    choice tried on a copy); a node rolled out and never descended into is not asked, not
+    even to tell whether the leaves in flight block it."""
+    space = Asked((3, 6, 6, 6), seed=2)
+    batched(space, window, max_trials=12, seed=0)
+    leaves = {state for state in space.asked if len(state) == 4}
+    assert space.asked - leaves == space.expanded

@@ -75,3 +75,18 @@ def test_structural_hash_tells_shapes_apart(rmsnorm_loop, silu_mul_loop, linear_
         kernel_hash(k) for m in (rmsnorm_loop, silu_mul_loop, linear_loop) for k in loop_kernels(m)
     }
     assert len(hashes) == 3
+
+
+def test_a_child_decides_only_when_asked_and_rolls_out_the_same_either_way(linear_loop):
+    """Deciding a node (running on to its next decision, trying each legal choice) is most
+    of what a search's walk costs, so a child does it only when asked its choices; a
+    roll-out from a child never asked reaches the same leaf."""
+    space = space_of(linear_loop)
+    root = space.root()
+    choice = space.choices(root)[-1]
+    lazy, decided = space.child(root, choice), space.child(root, choice)
+    assert lazy.legal is None and lazy.next_pass == root.next_pass + 1
+    assert space.choices(decided) and decided.next_pass > lazy.next_pass
+    (lazy_key, lazy_leaf), (key, leaf) = space.rollout(lazy), space.rollout(decided)
+    assert lazy_key == key and str(lazy_leaf.module) == str(leaf.module)
+    assert lazy.legal is None  # a roll-out does not decide
