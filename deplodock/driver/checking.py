@@ -54,19 +54,25 @@ def float64_outputs(module: torch.nn.Module, inputs: Sequence[torch.Tensor]) -> 
     """`module(*inputs)` in float64, on the inputs' device (the GPU check calls it there too).
 
     The module's floating tensors are switched to float64 for the call and then restored
-    (a deepcopy would not do: the generated expression wrapper closes over itself).
+    (a deepcopy would not do: the generated expression wrapper closes over itself). So is
+    the default dtype: a tensor the computation makes itself (`torch.where(mask, 0.0, -1.0)`,
+    `torch.full(...)`) would otherwise be float32 beside float64 operands, where PyTorch does
+    not always promote (SDPA reads a float32 mask of a float64 query differently).
     """
     import torch
 
     tensors = [t for t in [*module.parameters(), *module.buffers()] if t.is_floating_point()]
     originals = [t.data for t in tensors]
     wide = [x.double() if x.is_floating_point() else x for x in inputs]
+    default = torch.get_default_dtype()
     try:
         for tensor, original in zip(tensors, originals, strict=True):
             tensor.data = original.double()
+        torch.set_default_dtype(torch.float64)
         with torch.no_grad():
             outputs = module(*wide)
     finally:
+        torch.set_default_dtype(default)
         for tensor, original in zip(tensors, originals, strict=True):
             tensor.data = original
     return list(outputs) if isinstance(outputs, tuple | list) else [outputs]
