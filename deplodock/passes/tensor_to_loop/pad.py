@@ -131,4 +131,3 @@ def _clamp(
     if high < extent - 1:
         index = builder.insert(arith.MinSIOp(index, kb.index(high))).result
     return index
-
