@@ -1,6 +1,12 @@
 """`python -m bench.tune_suite`: tune the kernel suite on the performance model, before/after.
 
     python -m bench.tune_suite --dtype fp32 --kernel-budget-s 20 --cache-db /tmp/suite.db
+    python -m bench.tune_suite --dtype bf16 --trials 40 --workers 2 --kernel-budget-s 900
+
+With `--workers N` the candidates are checked and scored on a local Ray runtime of N workers
+(`deplodock.tune.parallel`, the `distributed` extra), a case's kernels searched together.
+By default a candidate is checked only when the model says it could win
+(`tuner.candidate_scorer`); `--check-all` checks every one.
 
 Each case's kernels are tuned (`deplodock.tune`, SP-MCTS, scored by the model of `--model`,
 every candidate checked against the loop level in the CPU interpreter unless `--no-check`),
@@ -44,6 +50,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--kernel-budget-s", type=float, default=20.0, help="per kernel (20)")
     parser.add_argument("--patience", type=int, default=40)
+    parser.add_argument("--trials", type=int, help="at most N variants per kernel")
+    parser.add_argument("--workers", type=int, help="score on N local Ray workers")
+    parser.add_argument("--check-all", action="store_true", help="check even losing candidates")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--no-check", action="store_true")
     parser.add_argument("--cache-db", type=Path, help="the tune cache (default: the user's)")
@@ -54,14 +63,20 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def tune_case(case: Any, dtype: str, evaluator: Any, options: Any, cache: Any) -> dict:
-    """Tunes one case's kernels; a summary of what the search did."""
+def tune_case(
+    case: Any, dtype: str, evaluator: Any, options: Any, cache: Any, pool: Any = None
+) -> dict:
+    """Tunes one case's kernels (on `pool`'s workers when given); what the search did."""
     from deplodock.driver import lower_program, program_from_expression
+    from deplodock.tune.parallel import tune_program_parallel
     from deplodock.tune.tuner import tune_program
 
     program = program_from_expression(case.expression(dtype))
     lower_program(program, "loop")
-    result = tune_program(program.module, evaluator, options, cache)
+    if pool is None:
+        result = tune_program(program.module, evaluator, options, cache)
+    else:
+        result = tune_program_parallel(program.module, evaluator, options, pool, cache)
     return {
         "kernels": [
             {
@@ -80,8 +95,15 @@ def tune_case(case: Any, dtype: str, evaluator: Any, options: Any, cache: Any) -
     }
 
 
+def searched_kernels(tuning: dict[str, dict]) -> list[dict]:
+    """Each distinct kernel searched in this run once (a kernel found in the cache, searched
+    for an earlier case or an earlier run, is not counted again)."""
+    return [k for case in tuning.values() for k in case["kernels"] if not k["cached"]]
+
+
 def comparison(before: dict[str, dict], after: Sequence[dict], tuning: dict[str, dict]) -> dict:
-    """Per-case gains, their geomean per family, and the limiter changes."""
+    """Per-case gains and % SOL, their geomean per family, the limiter changes, and how
+    many variants each distinct kernel's search evaluated."""
     cases = []
     for row in after:
         old = before.get(row["case"])
@@ -94,6 +116,8 @@ def comparison(before: dict[str, dict], after: Sequence[dict], tuning: dict[str,
                 "before_us": old["modeled_us"],
                 "after_us": row["modeled_us"],
                 "gain": round(old["modeled_us"] / row["modeled_us"], 4),
+                "sol_before": old["sol_pct"],
+                "sol_after": row["sol_pct"],
                 "limiter_before": old["limiter"],
                 "limiter_after": row["limiter"],
                 "trials": sum(k["trials"] for k in tuning[row["case"]]["kernels"]),
@@ -101,32 +125,75 @@ def comparison(before: dict[str, dict], after: Sequence[dict], tuning: dict[str,
             }
         )
     families = sorted({c["family"] for c in cases})
+
+    def per_family(key: str) -> dict[str, float]:
+        return {
+            f: round(geomean([c[key] for c in cases if c["family"] == f]), 4) for f in families
+        } | {"all": round(geomean([c[key] for c in cases]), 4)}
+
+    searched = searched_kernels(tuning)
+    trials = sorted(k["trials"] for k in searched)
     return {
-        "geomean_gain": {
-            f: round(geomean([c["gain"] for c in cases if c["family"] == f]), 4) for f in families
-        }
-        | {"all": round(geomean([c["gain"] for c in cases]), 4)},
+        "geomean_gain": per_family("gain"),
+        "geomean_sol_before": per_family("sol_before"),
+        "geomean_sol_after": per_family("sol_after"),
         "limiter_changed": [c for c in cases if c["limiter_before"] != c["limiter_after"]],
         "cases": cases,
+        "kernels_searched": len(searched),
+        "variants": sum(trials),
+        "fewest_variants": trials[0] if trials else 0,
+        "median_variants": trials[len(trials) // 2] if trials else 0,
+        "stopped": {
+            rule: sum(k["stopped"] == rule for k in searched)
+            for rule in sorted({k["stopped"] for k in searched})
+        },
     }
 
 
 def comparison_markdown(result: dict, settings: dict) -> str:
+    trials = settings["trials"]
+    workers = settings["workers"]
+    stopped = ", ".join(f"{n} by {rule}" for rule, n in result["stopped"].items())
     lines = [
         f"# Tuning the kernel suite on the performance model: {settings['device']}, "
         f"{settings['dtype']}",
         "",
         f"MODELED, not measured. Generated {settings['date']} at commit {settings['commit']} by "
-        f"`{settings['command']}`: SP-MCTS per kernel, at most {settings['kernel_budget_s']} s "
-        f"and patience {settings['patience']} per kernel, seed {settings['seed']}, candidates "
-        f"{'checked' if settings['check'] else 'not checked'} against the loop level in the "
-        "CPU interpreter. Before: the default (heuristic) schedules "
-        f"(`kernels-modeled-{settings['device_key']}-{settings['dtype']}.json`); after: the "
-        f"tuned ones (`kernels-modeled-{settings['device_key']}-{settings['dtype']}-tuned.json`).",
+        f"`{settings['command']}`: SP-MCTS per kernel, at most "
+        + (f"{trials} variants, " if trials else "")
+        + f"{settings['kernel_budget_s']} s and patience {settings['patience']} per kernel, "
+        f"seed {settings['seed']}, "
+        + (f"scored on {workers} local Ray workers" if workers else "scored in one process")
+        + ", candidates "
+        + (
+            "not checked"
+            if not settings["check"]
+            else "all checked"
+            if settings["check_all"]
+            else "checked when the model says they could win"
+        )
+        + " against the loop level in the CPU interpreter. Before: the default (heuristic) "
+        f"schedules (`kernels-modeled-{settings['device_key']}-{settings['dtype']}.json`); "
+        f"after: the tuned ones "
+        f"(`kernels-modeled-{settings['device_key']}-{settings['dtype']}-tuned.json`).",
         "",
-        "| family | geomean modeled gain over the heuristic |",
-        "|---|---|",
-        *[f"| {f} | {g:.3f}x |" for f, g in result["geomean_gain"].items()],
+        f"The run: {settings['wall_s'] / 60:.1f} min of wall time on {settings['cores']} cores; "
+        f"{result['kernels_searched']} distinct kernels searched, {result['variants']} variants "
+        f"evaluated (per kernel: fewest {result['fewest_variants']}, median "
+        f"{result['median_variants']}); searches ended {stopped}. A kernel whose whole space "
+        "is smaller than the trial limit ends `exhausted`, every variant evaluated. A case "
+        "whose kernels were searched for an earlier case (same structure) shows 0 s.",
+        "",
+        "% SOL is the one of `deplodock/perf/sol.py` (ideal time at the datasheet's peaks, "
+        "launches included, over the modeled time).",
+        "",
+        "| family | geomean modeled gain | geomean % SOL before | after |",
+        "|---|---|---|---|",
+        *[
+            f"| {f} | {g:.3f}x | {result['geomean_sol_before'][f]:.2f} | "
+            f"{result['geomean_sol_after'][f]:.2f} |"
+            for f, g in result["geomean_gain"].items()
+        ],
         "",
         f"Cases whose limiter changed: {len(result['limiter_changed'])}"
         + (
@@ -140,12 +207,14 @@ def comparison_markdown(result: dict, settings: dict) -> str:
             else ""
         ),
         "",
-        "| case | before us | after us | gain | limiter before -> after | variants | tune s |",
-        "|---|---|---|---|---|---|---|",
+        "| case | before us | after us | gain | % SOL before -> after | limiter before -> after "
+        "| variants | tune s |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for c in result["cases"]:
         lines.append(
             f"| {c['case']} | {c['before_us']} | {c['after_us']} | {c['gain']:.3f}x | "
+            f"{c['sol_before']} -> {c['sol_after']} | "
             f"{c['limiter_before']} -> {c['limiter_after']} | {c['trials']} | "
             f"{c['tune_seconds']} |"
         )
@@ -153,6 +222,9 @@ def comparison_markdown(result: dict, settings: dict) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    import os
+    import time
+
     from bench.model_calibration import git_commit
     from deplodock.tune.cache import TuneCache
     from deplodock.tune.evaluate import ModelEvaluator
@@ -166,18 +238,30 @@ def main(argv: Sequence[str] | None = None) -> int:
     before = {r["case"]: r for r in json.loads(before_path.read_text())["rows"]}
     evaluator = ModelEvaluator(args.model)
     options = TuneOptions(kernel_budget_s=args.kernel_budget_s, patience=args.patience,
-                          seed=args.seed, check=not args.no_check)  # fmt: skip
+                          max_trials=args.trials, seed=args.seed, check=not args.no_check,
+                          check_all=args.check_all)  # fmt: skip
     cache = TuneCache(args.cache_db)
     replay = model_replay(args.model, cache.path)
     gemm_rows = published_linear_rows()
+    pool = None
+    if args.workers:
+        from deplodock.tune.parallel import ray_pool
+
+        pool = ray_pool(args.workers, None)
+    start = time.monotonic()
     rows, tuning = [], {}
-    for n, case in enumerate(cases, 1):
-        tuning[case.name] = tune_case(case, args.dtype, evaluator, options, cache)
-        row = model_case(case, args.dtype, args.model, gemm_rows, replay)
-        rows.append(row)
-        old = before.get(case.name, {}).get("modeled_us")
-        print(f"[{n:>2}/{len(cases)}] {case.name:<40} {old} -> {row.get('modeled_us')} us "
-              f"({tuning[case.name]['seconds']} s)", flush=True)  # fmt: skip
+    try:
+        for n, case in enumerate(cases, 1):
+            tuning[case.name] = tune_case(case, args.dtype, evaluator, options, cache, pool)
+            row = model_case(case, args.dtype, args.model, gemm_rows, replay)
+            rows.append(row)
+            old = before.get(case.name, {}).get("modeled_us")
+            print(f"[{n:>2}/{len(cases)}] {case.name:<40} {old} -> {row.get('modeled_us')} us "
+                  f"({tuning[case.name]['seconds']} s)", flush=True)  # fmt: skip
+    finally:
+        if pool is not None:
+            pool.close()
+    wall_s = time.monotonic() - start
     doc = document(rows, args.model, args.dtype)
     doc["tuned"] = {"cache": str(cache.path), "cases": tuning}
     write_json(args.out / f"{stem}-tuned.json", doc)
@@ -194,7 +278,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "device": doc["device_model"], "device_key": args.model, "dtype": args.dtype,
         "date": datetime.date.today().isoformat(), "commit": git_commit(),
         "kernel_budget_s": args.kernel_budget_s, "patience": args.patience, "seed": args.seed,
-        "check": not args.no_check,
+        "trials": args.trials, "workers": args.workers, "check": not args.no_check,
+        "check_all": args.check_all, "wall_s": wall_s, "cores": os.cpu_count(),
         "command": "python -m bench.tune_suite " + " ".join(argv if argv is not None
                                                             else sys.argv[1:]),
     }  # fmt: skip

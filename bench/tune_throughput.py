@@ -2,8 +2,9 @@
 
     python -m bench.tune_throughput --trials 8 --out bench/results/tune-throughput.md
 
-The same program is tuned (`deplodock.tune.parallel`, on the H100 model, every candidate
-checked in the CPU interpreter) with a fixed number of trials per kernel, once on a local
+The same program is tuned (`deplodock.tune.parallel`, on the H100 model, a candidate
+checked in the CPU interpreter when it could win, as `tune` does; every one with
+`--check-all`) with a fixed number of trials per kernel, once on a local
 Ray runtime of each worker count and once in this process (`tune` without `--workers`, for
 reference). Each run gets a fresh cubin cache (ptxas's registers are cached by source, so a
 run after another would find the others' builds), and each Ray pool first scores a small
@@ -69,6 +70,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--trials", type=int, default=8, help="variants per kernel (8)")
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--out", type=Path, help="also write the table here (markdown)")
+    parser.add_argument(
+        "--check-all", action="store_true", help="check every candidate, as `tune --check-all`"
+    )
     return parser.parse_args(argv)
 
 
@@ -120,7 +124,10 @@ def fresh_cubin_cache() -> None:
 def measure(args: argparse.Namespace) -> list[Run]:
     module, warm = loop_module(args.expression), loop_module(WARM_UP)
     model = ModelEvaluator("h100")
-    options = TuneOptions(max_trials=args.trials, patience=None, seed=0, kernel_budget_s=3600)
+    options = TuneOptions(
+        max_trials=args.trials, patience=None, seed=0, kernel_budget_s=3600,
+        check_all=args.check_all,
+    )  # fmt: skip
     runs = []
     for workers in args.workers:
         fresh_cubin_cache()
@@ -193,7 +200,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "",
         f"- date: {now}; commit: {commit()}; cores: {os.cpu_count()}",
         f"- command: `{command.strip()}`",
-        f"- program: `{args.expression}`, {args.trials} trials per kernel, seed 0, checked",
+        f"- program: `{args.expression}`, {args.trials} trials per kernel, seed 0, "
+        + ("every candidate checked" if args.check_all else "checked when it could win"),
         "",
         *table(runs),
         "",

@@ -74,6 +74,12 @@ def add_tune_parser(commands: Any) -> None:
         action="store_true",
         help="score candidates without checking them against the loop level first",
     )
+    search.add_argument(
+        "--check-all",
+        action="store_true",
+        help="check every candidate, even those the model puts behind the heuristic's "
+        "schedule (by default only a candidate that could win is checked)",
+    )
     cores = os.cpu_count() or 1
     search.add_argument(
         "--workers",
@@ -211,7 +217,13 @@ def tune_options(args: argparse.Namespace) -> Any:
     chosen = {name: value for name, (_, value) in given.items() if value is not None}
     if args.exploration is not None:
         chosen["exploration"] = args.exploration
-    return TuneOptions(seed=args.seed, check=not args.no_check, retune=args.retune, **chosen)
+    return TuneOptions(
+        seed=args.seed,
+        check=not args.no_check,
+        check_all=args.check_all,
+        retune=args.retune,
+        **chosen,
+    )
 
 
 def run_tune(args: argparse.Namespace) -> int:

@@ -96,6 +96,7 @@ class KernelJob:
     evaluator: Evaluator
     check: bool
     seed: int
+    check_all: bool = False  # `TuneOptions.check_all`
 
 
 #: Each worker process's scorers, by `KernelJob.ident`: a kernel's check reference is
@@ -109,7 +110,7 @@ def _scorer(job: KernelJob) -> Callable[[Candidate], Score]:
     scorer = _SCORERS.get(job.ident)
     if scorer is None:
         (kernel,) = loop_kernels(_parse(job.loop_text))
-        scorer = candidate_scorer(kernel, job.evaluator, job.check, job.seed, False)
+        scorer = candidate_scorer(kernel, job.evaluator, job.check, job.seed, False, job.check_all)
         while len(_SCORERS) >= KEPT_SCORERS:
             del _SCORERS[next(iter(_SCORERS))]
         _SCORERS[job.ident] = scorer
@@ -501,7 +502,7 @@ class _Driver:
             known=known_scores(tuning.earlier) if tuning.earlier is not None else None,
         )
         job = KernelJob(f"{digest}:{uuid.uuid4().hex}", str(standalone(kernel)), evaluator,
-                        options.check, options.seed)  # fmt: skip
+                        options.check, options.seed, options.check_all)  # fmt: skip
         return _Search(tuning, self.pool.share(job), search, evaluator)
 
     def _top_up(self, searched: _Search) -> None:

@@ -25,7 +25,7 @@ cache holds.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -35,7 +35,7 @@ from deplodock.backend.benchmark import first_line
 from deplodock.dialects import loop
 from deplodock.dialects.queries import launch_counts
 from deplodock.tune.cache import CacheKey, TuneCache, TuneRecord, Variant
-from deplodock.tune.evaluate import FAILED, Evaluator, Score
+from deplodock.tune.evaluate import FAILED, OK, Evaluator, Score
 from deplodock.tune.kernels import kernel_hash, loop_kernels
 from deplodock.tune.mcts import (
     DEFAULT_EXPLORATION,
@@ -64,7 +64,8 @@ class TuneOptions:
     max_trials: int | None = None
     seed: int = 0
     exploration: float = DEFAULT_EXPLORATION
-    check: bool = True  # each candidate against the loop level in the interpreter
+    check: bool = True  # candidates against the loop level in the interpreter
+    check_all: bool = False  # ... even those the model puts behind the heuristic's schedule
     retune: bool = False  # search every kernel afresh, whatever the cache holds
 
 
@@ -116,31 +117,40 @@ class TuneProgress(Protocol):
         """Parallel runs (`parallel.py`): workers busy of all, variants scored per second."""
 
 
+#: The detail of a variant the check skipped (`candidate_scorer`).
+NOT_CHECKED = "not checked: the model puts it behind the heuristic's schedule, so it cannot win"
+
+
 def candidate_scorer(
     kernel: loop.KernelOp,
     evaluator: Evaluator,
     check: bool,
     seed: int,
     needs_reference: bool = True,
+    check_all: bool = False,
 ) -> Callable[[Candidate], Score]:
     """Lower, check, evaluate: any failure is a zero score with its reason, not a crash.
     `needs_reference`: the first candidate scored is the evaluator's reference (False when
-    the caller set it: a continued search does not score the heuristic's schedule again)."""
+    the caller set it: a continued search does not score the heuristic's schedule again).
+
+    With the model (not a GPU) and `check` but not `check_all`, a candidate is checked only
+    when it could win: the model scores it first, and one slower than the heuristic's
+    schedule keeps its time with `NOT_CHECKED` as its detail. The heuristic's schedule is
+    itself checked (scored in full the first time the bar is needed), and the winner is
+    the fastest variant, so the winner is always a checked one; a wrong heuristic makes the
+    bar zero, and every candidate is checked. The check is most of a candidate's cost
+    (`bench/results/scoring-cost.md`), and most candidates lose. The bar depends only on
+    the kernel, so which worker scores what changes nothing (`parallel.py`). A GPU
+    evaluator checks every candidate first: a wrong kernel is not run on the device."""
     checker = None
     if check:
         from deplodock.tune.check import KernelCheck
 
         checker = KernelCheck(kernel, seed)
+    contenders_only = checker is not None and not check_all and not evaluator.measured
+    heuristic: list[tuple[Hashable, Score]] = []  # its knobs and full score, once known
 
-    def score(candidate: Candidate) -> Score:
-        nonlocal needs_reference
-        try:
-            kernel_module = lower_candidate(candidate)
-        except Exception as error:
-            return Score(None, FAILED, f"does not lower: {first_line(error)}")
-        if needs_reference:  # the first candidate, the heuristic's, is the GPU's reference
-            evaluator.set_reference(kernel_module)
-            needs_reference = False
+    def checked(kernel_module: ModuleOp) -> Score:
         if checker is not None:
             verdict = checker.check(kernel_module)
             if not verdict.ok:
@@ -150,7 +160,45 @@ def candidate_scorer(
         except Exception as error:
             return Score(None, FAILED, first_line(error))
 
-    return score
+    def full(candidate: Candidate) -> Score:
+        nonlocal needs_reference
+        try:
+            kernel_module = lower_candidate(candidate)
+        except Exception as error:
+            return Score(None, FAILED, f"does not lower: {first_line(error)}")
+        if needs_reference:  # the first candidate, the heuristic's, is the GPU's reference
+            evaluator.set_reference(kernel_module)
+            needs_reference = False
+        return checked(kernel_module)
+
+    def heuristic_score() -> tuple[Hashable, Score]:
+        if not heuristic:
+            space = KernelSpace(kernel, full)
+            knobs, default = space.rollout(space.root())
+            heuristic.append((knobs, full(default)))
+        return heuristic[0]
+
+    def contender(candidate: Candidate) -> Score:
+        knobs, default_score = heuristic_score()
+        if tuple(candidate.knobs.items()) == knobs:
+            return default_score
+        try:
+            kernel_module = lower_candidate(candidate)
+        except Exception as error:
+            return Score(None, FAILED, f"does not lower: {first_line(error)}")
+        try:
+            score = evaluator.evaluate(kernel_module)
+        except Exception as error:
+            return Score(None, FAILED, first_line(error))
+        if score.status != OK:
+            return score
+        if score.reward < default_score.reward:
+            return Score(score.time_us, OK, NOT_CHECKED)
+        assert checker is not None
+        verdict = checker.check(kernel_module)
+        return score if verdict.ok else Score(None, verdict.status, verdict.detail)
+
+    return contender if contenders_only else full
 
 
 def tune_kernel(
@@ -164,7 +212,9 @@ def tune_kernel(
     """Searches one kernel's schedules (module doc); the result lists every variant.
     `earlier`: a record cut short, whose variants the search continues from."""
     known = known_scores(earlier) if earlier is not None else {}
-    scorer = candidate_scorer(kernel, evaluator, options.check, options.seed, not known)
+    scorer = candidate_scorer(
+        kernel, evaluator, options.check, options.seed, not known, options.check_all
+    )
     space = KernelSpace(kernel, scorer)
     if known and evaluator.measured:  # the heuristic's schedule, scored before, is the reference
         evaluator.set_reference(lower_candidate(space.rollout(space.root())[1]))

@@ -210,7 +210,10 @@ def test_ray_with_a_worker_killed_finds_and_replays_the_same_winners(
     killing = KillingModel(model, tally, nth=3)  # the 3rd evaluation's worker is SIGKILLed
     on_ray = TuneCache(tmp_path / "ray.db")
     result = tune_program_parallel(two_kernels_loop, killing, OPTIONS, ray_pool, on_ray)
-    assert len(list(tally.iterdir())) == 2 * 5 + 1  # every variant, and the killed attempt
+    # every variant, the killed attempt, and at most one score of the heuristic's schedule
+    # per worker process and kernel (the check's bar, `tuner.candidate_scorer`): the two
+    # workers and the one that replaces the killed
+    assert 2 * 5 + 1 <= len(list(tally.iterdir())) <= 2 * 5 + 1 + 3 * 2
     assert all(k.stopped == "trials" and k.record.trials == 5 for k in result.kernels)
     assert all(v.status == "ok" for k in result.kernels for v in k.record.variants)
     in_process = TuneCache(tmp_path / "inline.db")

@@ -135,7 +135,7 @@ def test_a_wrong_candidate_is_caught_by_the_check_and_recorded(silu_mul_loop, mo
         return module
 
     monkeypatch.setattr(tuner, "lower_candidate", planted)
-    options = TuneOptions(max_trials=4, patience=None, kernel_budget_s=600)
+    options = TuneOptions(max_trials=4, patience=None, kernel_budget_s=600, check_all=True)
     record = tune_program(silu_mul_loop, model, options).kernels[0].record
     statuses = [v.status for v in record.variants]
     assert statuses[0] == "ok" and statuses[1:] == ["wrong"] * 3
@@ -196,3 +196,55 @@ def test_a_finished_search_is_not_continued_but_retune_searches_afresh(
     assert not fresh.cached and fresh.continued == 0 and fresh.record.trials == 1
     (stored,) = cache.records()
     assert stored.trials == 1 and stored.stopped == "trials"  # replaced, though not faster
+
+
+def test_only_a_candidate_that_could_win_is_checked(silu_mul_loop, model, monkeypatch):
+    """Every schedule but the heuristic's is planted wrong; the evaluator puts every other
+    one ahead of the heuristic and the rest behind. Those ahead are checked and caught; those
+    behind keep their time unchecked, and cannot win; `check_all` checks them too."""
+    from xdsl.dialects import arith
+    from xdsl.dialects.builtin import IntegerAttr
+    from xdsl.rewriter import Rewriter
+
+    from deplodock.dialects import kernel
+    from deplodock.tune import tuner
+
+    lowered = tuner.lower_candidate
+    seen: list[dict] = []
+
+    def planted(candidate):
+        module = lowered(candidate)
+        seen.append(candidate.knobs)
+        fn = next(op for op in module.ops if isinstance(op, kernel.FuncOp))
+        if len(seen) > 1:
+            product = next(op for op in fn.walk() if isinstance(op, arith.MulfOp))
+            Rewriter.replace_op(product, arith.AddfOp(product.lhs, product.rhs))
+            fn.attributes["test.pace"] = IntegerAttr(len(seen) % 2, 64)
+        return module
+
+    class Paced(Evaluator):
+        """The model's time for the heuristic; half of it (pace 0) or twice (pace 1)."""
+
+        target, toolchain, cost = model.target, model.toolchain, model.cost
+
+        def evaluate(self, kernel_module):
+            fn = next(op for op in kernel_module.ops if isinstance(op, kernel.FuncOp))
+            time_us = model.evaluate(kernel_module).time_us
+            pace = fn.attributes.get("test.pace")
+            return Score(time_us if pace is None else time_us * (0.5, 2.0)[pace.value.data])
+
+    monkeypatch.setattr(tuner, "lower_candidate", planted)
+    options = TuneOptions(max_trials=5, patience=None, kernel_budget_s=600)
+    record = tune_program(silu_mul_loop, Paced(), options).kernels[0].record
+    first, *others = record.variants
+    assert first.status == "ok" and first.detail == ""
+    ahead = [v for v in others if v.status == "wrong"]
+    behind = [v for v in others if v.status == "ok"]
+    assert ahead and behind and len(ahead) + len(behind) == len(others)
+    assert all(v.detail == tuner.NOT_CHECKED and v.time_us > first.time_us for v in behind)
+    assert record.knobs == first.knobs
+
+    seen.clear()
+    options = TuneOptions(max_trials=5, patience=None, kernel_budget_s=600, check_all=True)
+    record = tune_program(silu_mul_loop, Paced(), options).kernels[0].record
+    assert [v.status for v in record.variants] == ["ok"] + ["wrong"] * 4
