@@ -1,6 +1,6 @@
 """`python -m bench.tune_throughput`: variants scored per second by 1 and by 2 Ray workers.
 
-    python -m bench.tune_throughput --trials 8 --out bench/results/tune-throughput.md
+    python -m bench.tune_throughput --trials 8 --rounds 5 --out bench/results/tune-throughput.md
 
 The same program is tuned (`deplodock.tune.parallel`, on the H100 model, a candidate
 checked in the CPU interpreter when it could win, as `tune` does; every one with
@@ -27,12 +27,13 @@ import argparse
 import datetime
 import os
 import resource
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +59,7 @@ class Run:
     driver_cpu_s: float  # CPU seconds of this process (the search) during the run
     children_cpu_s: float  # ... of its child processes (nvcc and ptxas when it scores itself)
     scoring_s: float  # wall seconds of every candidate's scoring, where it ran, summed
+    round: int = 1  # `--rounds`: each round runs every configuration once, in turn
 
     @property
     def per_s(self) -> float:
@@ -72,6 +74,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--out", type=Path, help="also write the table here (markdown)")
     parser.add_argument(
         "--check-all", action="store_true", help="check every candidate, as `tune --check-all`"
+    )
+    parser.add_argument(
+        "--rounds", type=int, default=1, help="run every configuration N times, in turn (1)"
     )
     return parser.parse_args(argv)
 
@@ -122,6 +127,8 @@ def fresh_cubin_cache() -> None:
 
 
 def measure(args: argparse.Namespace) -> list[Run]:
+    """Every configuration once per round, in turn, so a change of the machine's load
+    during the run touches all of them alike."""
     module, warm = loop_module(args.expression), loop_module(WARM_UP)
     model = ModelEvaluator("h100")
     options = TuneOptions(
@@ -129,27 +136,54 @@ def measure(args: argparse.Namespace) -> list[Run]:
         check_all=args.check_all,
     )  # fmt: skip
     runs = []
-    for workers in args.workers:
+    for round_ in range(1, args.rounds + 1):
+        for workers in args.workers:
+            fresh_cubin_cache()
+            pool = RayPool(workers)
+            try:
+                warm_up = TuneOptions(max_trials=2 * workers, patience=None, kernel_budget_s=3600)
+                tune_program_parallel(warm, model, warm_up, pool)
+                run = timed(
+                    "ray",
+                    workers,
+                    lambda heard, p=pool: tune_program_parallel(
+                        module, model, options, p, None, heard
+                    ),
+                )
+            finally:
+                pool.close()
+            runs.append(replace(run, round=round_))
+            print(describe(runs[-1]), file=sys.stderr)
         fresh_cubin_cache()
-        pool = RayPool(workers)
-        try:
-            warm_up = TuneOptions(max_trials=2 * workers, patience=None, kernel_budget_s=3600)
-            tune_program_parallel(warm, model, warm_up, pool)
-            run = timed(
-                "ray",
-                workers,
-                lambda heard, p=pool: tune_program_parallel(module, model, options, p, None, heard),
-            )
-        finally:
-            pool.close()
-        runs.append(run)
-        print(describe(run), file=sys.stderr)
-    fresh_cubin_cache()
-    runs.append(
-        timed("in process", 1, lambda heard: tune_program(module, model, options, None, heard))
-    )
-    print(describe(runs[-1]), file=sys.stderr)
+        run = timed(
+            "in process", 1, lambda heard: tune_program(module, model, options, None, heard)
+        )
+        runs.append(replace(run, round=round_))
+        print(describe(runs[-1]), file=sys.stderr)
     return runs
+
+
+def ratio(run: Run, runs: list[Run]) -> float:
+    """`run`'s variants per second over those of 1 Ray worker in the same round."""
+    base = next(
+        (r for r in runs if r.round == run.round and r.label == "ray" and r.workers == 1),
+        next(r for r in runs if r.round == run.round),
+    )
+    return run.per_s / base.per_s
+
+
+def summary(runs: list[Run]) -> list[str]:
+    """Per configuration, the median ratio to 1 worker over the rounds, and its range."""
+    lines = []
+    for label, workers in dict.fromkeys((r.label, r.workers) for r in runs):
+        ratios = sorted(ratio(r, runs) for r in runs if (r.label, r.workers) == (label, workers))
+        lines.append(
+            f"- {label}, {workers} worker{'s' if workers > 1 else ''}: median "
+            f"{statistics.median(ratios):.2f}x the variants/s of 1 Ray worker over "
+            f"{len(ratios)} round{'s' if len(ratios) > 1 else ''} "
+            f"(range {ratios[0]:.2f}x-{ratios[-1]:.2f}x)"
+        )
+    return lines
 
 
 def describe(run: Run) -> str:
@@ -158,16 +192,15 @@ def describe(run: Run) -> str:
 
 
 def table(runs: list[Run]) -> list[str]:
-    base = next((r for r in runs if r.label == "ray" and r.workers == 1), runs[0])
     lines = [
-        "| engine | workers | variants | seconds | variants/s | vs 1 Ray worker | load before "
-        "| this process CPU s/variant | its children's | scoring wall s/variant |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| round | engine | workers | variants | seconds | variants/s | vs 1 Ray worker "
+        "| load before | this process CPU s/variant | its children's | scoring wall s/variant |",
+        "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for run in runs:
         lines.append(
-            f"| {run.label} | {run.workers} | {run.variants} | {run.seconds:.1f} | "
-            f"{run.per_s:.3f} | {run.per_s / base.per_s:.2f}x | {run.load:.1f} | "
+            f"| {run.round} | {run.label} | {run.workers} | {run.variants} | {run.seconds:.1f} | "
+            f"{run.per_s:.3f} | {ratio(run, runs):.2f}x | {run.load:.1f} | "
             f"{run.driver_cpu_s / run.variants:.2f} | {run.children_cpu_s / run.variants:.2f} | "
             f"{run.scoring_s / run.variants:.2f} |"
         )
@@ -189,8 +222,8 @@ def commit() -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
-    if args.trials < 1 or any(w < 1 for w in args.workers):
-        print("tune_throughput: --trials and --workers must be positive", file=sys.stderr)
+    if args.trials < 1 or args.rounds < 1 or any(w < 1 for w in args.workers):
+        print("tune_throughput: --trials, --rounds and --workers must be positive", file=sys.stderr)
         return 1
     runs = measure(args)
     now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
@@ -204,6 +237,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         + ("every candidate checked" if args.check_all else "checked when it could win"),
         "",
         *table(runs),
+        "",
+        *summary(runs),
         "",
     ])  # fmt: skip
     print(text)
