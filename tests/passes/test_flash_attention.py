@@ -69,6 +69,60 @@ def test_sdpa_is_one_kernel_with_no_buffer_of_two_sequence_lengths() -> None:
                 assert not (48 in shape and 64 in shape), f"{value.type}"
 
 
+def two_lengths(program, lengths: set[int]) -> list:
+    """The buffers `program` allocates (its inputs aside: a mask is the user's) with two
+    dimensions whose sizes are sequence lengths."""
+    return [
+        op.results[0].type
+        for op in program.module.walk()
+        if isinstance(op, loop.AllocOp)
+        and sum(n in lengths for n in op.results[0].type.get_shape()) >= 2
+    ]
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        dict(sq=40, sk=40, causal=True),
+        dict(sq=40, sk=50, causal=False, mask="torch.randn(40, 50)"),
+        dict(sq=24, sk=20, d=16, causal=False, mask="torch.rand(24, 20) > 0.3"),
+    ],
+    ids=["causal-40", "additive-40x50", "bool-24x20"],
+)
+def test_keys_not_a_whole_chunk_are_padded_and_stay_one_kernel(case: dict) -> None:
+    """Key counts that are not a whole number of 16-key chunks: k and v are padded to the
+    next chunk and the padded keys masked by their index (`torch_to_tensor/attention.py`),
+    so attention is still one kernel with no buffer of two lengths; every level, the
+    emitted C included, matches PyTorch."""
+    program = at_loop(expression(**case))
+    assert len(kernels(program)) == 1
+    padded = -(-case["sk"] // 16) * 16
+    assert not two_lengths(program, {case["sq"], case["sk"], padded})
+    check_levels(program)
+
+
+def test_padded_keys_left_unmasked_are_caught(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without the index mask the zero-padded keys score 0 and take a share of every row's
+    softmax: the numerics check fails."""
+    from deplodock.passes.torch_to_tensor import attention
+
+    monkeypatch.setattr(attention, "real_key", lambda s, dim, valid: s.cmp("ge", s.index(dim), 0))
+    program = at_loop(expression(sq=40, sk=40, causal=False))
+    lower_program(program, "kernel")
+    assert not run_and_compare(program, seed=4).ok
+
+
+def test_a_decoding_step_keeps_its_keys_unpadded() -> None:
+    """One query row: no streaming form to feed (decoding keeps its scores, softmax and
+    product kernels), so nothing is padded."""
+    program = at_loop(expression(sq=1, sk=40, causal=False))
+    assert len(kernels(program)) == 3
+    for op in program.module.walk():
+        for value in op.results:
+            if isinstance(value.type, MemRefType):
+                assert 48 not in value.type.get_shape()
+
+
 def test_a_product_of_products_is_no_score_matrix() -> None:
     """relu(x @ w1) @ w2 reads its intermediate only inside the second product's reduction,
     as a score matrix would, but no softmax reads it: it is not recomputed per column."""
@@ -114,6 +168,7 @@ def test_every_level_matches_pytorch(case: dict) -> None:
         dict(hq=4, hk=1, d=64, causal=False, bf16=True),  # GQA 4:1
         dict(d=80, sq=48, sk=48, bf16=True),  # head dim 80
         dict(d=128, sq=32, sk=32),  # head dim 128
+        dict(hq=7, hk=1, d=80, sq=37, sk=37, bf16=True),  # GQA 7:1, 37 keys padded to 48
         dict(causal=False, mask="torch.randn(64, 64)"),  # an additive mask
         dict(causal=False, mask="torch.rand(64, 64) > 0.3"),  # a boolean mask
         dict(
@@ -121,7 +176,16 @@ def test_every_level_matches_pytorch(case: dict) -> None:
             mask="torch.zeros(64, 64).masked_fill(torch.arange(64) >= 40, float('-inf'))",
         ),
     ],
-    ids=["gqa7-d16", "gqa4-d64-bf16", "d80-bf16", "d128", "additive", "bool", "padding"],
+    ids=[
+        "gqa7-d16",
+        "gqa4-d64-bf16",
+        "d80-bf16",
+        "d128",
+        "gqa7-d80-bf16-keys37",
+        "additive",
+        "bool",
+        "padding",
+    ],
 )
 def test_more_shapes_and_masks_match_pytorch(case: dict) -> None:
     check_levels(at_loop(expression(**case)))

@@ -15,6 +15,14 @@ except the probabilities, which are rounded to the inputs' type before `@ v`, as
 fused kernels round them (its CPU flash kernel and FlashAttention both multiply P in the
 16-bit type): both products are then 16-bit, so both run on tensor cores.
 
+**Keys padded to whole chunks.** Attention runs as one kernel (`loop_fusion`'s score
+matrix, FlashAttention's streaming softmax) only over whole chunks of `SCORE_CHUNK` keys:
+its tile passes have no tail chunk. With enough queries to block (`MIN_TILED_EXTENT`; a
+decoding step keeps its two kernels) and a key count that is not a whole number of chunks,
+k and v are padded with zeros to the next chunk (one small copy each, O(S)), the mask with
+anything, and a padded key is masked out by its index (`s < S`), as the causal mask masks
+by index: 1000 keys compute as 1008, 0.8 % more work instead of the S x S scores in DRAM.
+
 The scores (with the scale and mask) are named `attention_scores` and the softmax
 `attention_softmax`, so the kernels lifted from them say which part of attention they
 compute; the product with `v` keeps the torch op's name.
@@ -31,6 +39,8 @@ from xdsl.ir.affine import AffineExpr, AffineMap
 from deplodock.dialects import torch as t
 from deplodock.dialects.element_types import accumulator_type
 from deplodock.dialects.tensor import ReduceKind
+from deplodock.passes.loop_fusion import SCORE_CHUNK
+from deplodock.passes.tile.contraction import MIN_TILED_EXTENT
 from deplodock.passes.torch_to_tensor.builders import (
     ScalarBuilder,
     TensorBuilder,
@@ -38,6 +48,7 @@ from deplodock.passes.torch_to_tensor.builders import (
     element_type_of,
     shape_of,
 )
+from deplodock.passes.torch_to_tensor.layout import pad
 from deplodock.passes.torch_to_tensor.matmul import contract
 
 
@@ -72,8 +83,12 @@ class ScaledDotProductAttentionLowering(TorchLowering):
         q, k, v = (casts[x] for x in (op.query, op.key, op.value))
         scores_start = len(b.ops)
         qs, ks, vs = shape_of(q), shape_of(k), shape_of(v)
-        lead, (length, source, width) = qs[:-2], (qs[-2], ks[-2], vs[-1])
+        lead, (length, valid, width) = qs[:-2], (qs[-2], ks[-2], vs[-1])
         n = len(lead)
+        source = keys_computed(length, valid)
+        if source != valid:  # whole chunks of keys (module doc)
+            padded = {x: pad(b, x, len(shape_of(x)) - 2, 0, source - valid, 0.0) for x in {k, v}}
+            k, v = padded[k], padded[v]
         group = t.query_group(op.name, qs, ks, bool(op.enable_gqa.value.data))
         d = [AffineExpr.dimension(i) for i in range(n + 3)]
         kv_lead = list(d[:n])
@@ -90,9 +105,15 @@ class ScaledDotProductAttentionLowering(TorchLowering):
         is_causal, scale = bool(op.is_causal.value.data), op.scale.value.data
         bool_mask = mask is not None and isinstance(element_type_of(mask), IntegerType)
 
+        if mask is not None and source != valid and shape_of(mask)[-1] == valid:
+            mask = pad(b, mask, len(shape_of(mask)) - 1, 0, source - valid, 0)
+
         def logits_body(s: ScalarBuilder, x: SSAValue, *m: SSAValue) -> SSAValue:
             y = s.mul(x, scale)
             keep = s.cmp("le", s.index(n + 1), s.index(n)) if is_causal else None
+            if source != valid:
+                real = real_key(s, n + 1, valid)
+                keep = real if keep is None else s.and_(keep, real)
             if m and bool_mask:
                 keep = m[0] if keep is None else s.and_(keep, m[0])
             elif m:
@@ -114,6 +135,19 @@ class ScaledDotProductAttentionLowering(TorchLowering):
         v_map = AffineMap(n + 3, 0, (*kv_lead, d[n + 1], d[n + 2]))
         out = contract(b, probs, v, p_map, v_map, space, n + 1, [n + 1])
         return b.cast(out, elt)
+
+
+def real_key(s: ScalarBuilder, dim: int, valid: int) -> SSAValue:
+    """Whether the key at coordinate `dim` is one of the `valid` real keys, not padding."""
+    return s.cmp("lt", s.index(dim), valid)
+
+
+def keys_computed(queries: int, keys: int) -> int:
+    """How many keys attention computes over: `keys`, padded to whole chunks of
+    `SCORE_CHUNK` when there are at least `MIN_TILED_EXTENT` queries (module doc)."""
+    if queries < MIN_TILED_EXTENT or keys % SCORE_CHUNK == 0:
+        return keys
+    return -(-keys // SCORE_CHUNK) * SCORE_CHUNK
 
 
 PATTERNS: tuple[TorchLowering, ...] = (ScaledDotProductAttentionLowering(),)

@@ -172,7 +172,7 @@ class WindowLowering(TorchLowering):
         rank = len(shape_of(value))
         lead = rank - k
         for i in range(k):
-            value = _pad(b, value, lead + i, low[i], high[i], op.pad_value.value.data)
+            value = pad(b, value, lead + i, low[i], high[i], op.pad_value.value.data)
         out_rank = rank + k
         exprs = _dims(out_rank)[:lead]
         for i in range(k):
@@ -181,7 +181,7 @@ class WindowLowering(TorchLowering):
         return b.index_map(value, _map(out_rank, exprs), result_type_of(op).get_shape())
 
 
-def _pad(b: TensorBuilder, x: SSAValue, dim: int, low: int, high: int, fill: float) -> SSAValue:
+def pad(b: TensorBuilder, x: SSAValue, dim: int, low: int, high: int, fill: float) -> SSAValue:
     """`x` with `low` / `high` elements of `fill` before / after it along `dim`."""
     if not low and not high:
         return x

@@ -62,3 +62,31 @@ func.func @attention_mask(%q: tensor<2x5x8xbf16>, %m: tensor<5x5xi1>) -> tensor<
   %r = torch.scaled_dot_product_attention %q, %q, %q, %m {is_causal = false, scale = 1.250000e-01 : f64, enable_gqa = false} : (tensor<2x5x8xbf16>, tensor<2x5x8xbf16>, tensor<2x5x8xbf16>, tensor<5x5xi1>) -> tensor<2x5x8xbf16>
   func.return %r : tensor<2x5x8xbf16>
 }
+
+// 20 queries over 20 keys: the keys are padded with zeros to a whole 16-key chunk (32), the
+// one form attention runs as one kernel in (`loop-fusion`, `tile-streaming-softmax`); the
+// mask is padded too, and a padded key is masked out by its index (key < 20), as the causal
+// mask masks by index. Everything after the scores runs over 32 keys.
+// CHECK-LABEL: func.func @attention_key_tail
+// CHECK-NEXT:    %[[ZEROS:.*]] = tensor.elementwise() : () -> tensor<1x12x8xf32> {
+// CHECK-NEXT:      %[[Z:.*]] = arith.constant 0.000000e+00 : f32
+// CHECK-NEXT:      tensor.yield %[[Z]] : f32
+// CHECK-NEXT:    }
+// CHECK-NEXT:    %[[KV:.*]] = tensor.index_map(%q, %[[ZEROS]]) {{.*}} concat 1 offsets [0, 20] : (tensor<1x20x8xf32>, tensor<1x12x8xf32>) -> tensor<1x32x8xf32>
+// CHECK:         tensor.index_map(%[[KV]]) [affine_map<(d0, d1, d2, d3) -> (d0, d3, d2)>] : (tensor<1x32x8xf32>) -> tensor<1x20x8x32xf32>
+// CHECK:         tensor.reduce add %{{.*}} dims [2] : tensor<1x20x8x32xf32> -> tensor<1x20x1x32xf32>
+// CHECK:         tensor.index_map(%m, %{{.*}}) {{.*}} concat 1 offsets [0, 20] : (tensor<20x20xf32>, tensor<20x12xf32>) -> tensor<20x32xf32>
+// CHECK:         tensor.elementwise(%{{.*}}, %{{.*}}) : (tensor<1x20x32xf32>, tensor<1x20x32xf32>) -> tensor<1x20x32xf32> {
+// CHECK:           %[[KEY:.*]] = tensor.index 2 : index
+// CHECK-NEXT:      %[[VALID:.*]] = arith.constant 20 : index
+// CHECK-NEXT:      %[[REAL:.*]] = arith.cmpi slt, %[[KEY]], %[[VALID]] : index
+// CHECK-NEXT:      %[[Y:.*]] = arith.addf
+// CHECK-NEXT:      %[[NINF:.*]] = arith.constant 0xff800000 : f32
+// CHECK-NEXT:      arith.select %[[REAL]], %[[Y]], %[[NINF]] : f32
+// CHECK:         tensor.reduce max %{{.*}} dims [2] : tensor<1x20x32xf32> -> tensor<1x20x1xf32>
+// CHECK:         tensor.index_map(%[[KV]]) [affine_map<(d0, d1, d2, d3) -> (d0, d2, d3)>] : (tensor<1x32x8xf32>) -> tensor<1x20x32x8xf32>
+// CHECK:         tensor.reduce add %{{.*}} dims [2] : tensor<1x20x32x8xf32> -> tensor<1x20x1x8xf32>
+func.func @attention_key_tail(%q: tensor<1x20x8xf32>, %m: tensor<20x20xf32>) -> tensor<1x20x8xf32> {
+  %r = torch.scaled_dot_product_attention %q, %q, %q, %m {is_causal = false, scale = 3.500000e-01 : f64, enable_gqa = false} : (tensor<1x20x8xf32>, tensor<1x20x8xf32>, tensor<1x20x8xf32>, tensor<20x20xf32>) -> tensor<1x20x8xf32>
+  func.return %r : tensor<1x20x8xf32>
+}
