@@ -111,7 +111,7 @@ class ScaledDotProductAttentionLowering(TorchLowering):
         def logits_body(s: ScalarBuilder, x: SSAValue, *m: SSAValue) -> SSAValue:
             y = s.mul(x, scale)
             keep = s.cmp("le", s.index(n + 1), s.index(n)) if is_causal else None
-            if source != valid:
+            if source != valid and not (is_causal and length <= valid):
                 real = real_key(s, n + 1, valid)
                 keep = real if keep is None else s.and_(keep, real)
             if m and bool_mask:
