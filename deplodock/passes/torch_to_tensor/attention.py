@@ -18,10 +18,14 @@ fused kernels round them (its CPU flash kernel and FlashAttention both multiply 
 **Keys padded to whole chunks.** Attention runs as one kernel (`loop_fusion`'s score
 matrix, FlashAttention's streaming softmax) only over whole chunks of `SCORE_CHUNK` keys:
 its tile passes have no tail chunk. With enough queries to block (`MIN_TILED_EXTENT`; a
-decoding step keeps its two kernels) and a key count that is not a whole number of chunks,
-k and v are padded with zeros to the next chunk (one small copy each, O(S)), the mask with
-anything, and a padded key is masked out by its index (`s < S`), as the causal mask masks
-by index: 1000 keys compute as 1008, 0.8 % more work instead of the S x S scores in DRAM.
+decoding step keeps its kernels) and a key count that is not a whole number of chunks, k
+and v are padded with zeros to the next chunk and the mask with anything, and a padded key
+is masked out by its index (`s < S`), as the causal mask masks by index (which already
+hides them when there are no more queries than keys). 1000 keys compute as 1008: 0.8 %
+more work instead of the S x S scores in DRAM. The padding is in the inputs' type, before
+the widening to f32, so a 16-bit k or v is staged as 16-bit and both products stay on
+tensor cores. Loop fusion folds the pad into the kernel's loads (a clamped load and a
+select), so no padded copy is written.
 
 The scores (with the scale and mask) are named `attention_scores` and the softmax
 `attention_softmax`, so the kernels lifted from them say which part of attention they
@@ -76,19 +80,23 @@ class ScaledDotProductAttentionLowering(TorchLowering):
         elt = element_type_of(op.query)
         assert isinstance(elt, AnyFloat)
         compute = accumulator_type(elt)
+        length, valid = shape_of(op.query)[-2], shape_of(op.key)[-2]
+        source = keys_computed(length, valid)
+        padded: dict[SSAValue, SSAValue] = {}
+        if source != valid:  # whole chunks of keys, padded in the inputs' type (module doc)
+            for x in (op.key, op.value):
+                if x not in padded:
+                    padded[x] = pad(b, x, len(shape_of(x)) - 2, 0, source - valid, 0.0)
         casts: dict[SSAValue, SSAValue] = {}
-        for x in (op.query, op.key, op.value):
+        for x in (op.query, padded.get(op.key, op.key), padded.get(op.value, op.value)):
             if x not in casts:
                 casts[x] = b.cast(x, compute)
-        q, k, v = (casts[x] for x in (op.query, op.key, op.value))
+        q = casts[op.query]
+        k, v = casts[padded.get(op.key, op.key)], casts[padded.get(op.value, op.value)]
         scores_start = len(b.ops)
         qs, ks, vs = shape_of(q), shape_of(k), shape_of(v)
-        lead, (length, valid, width) = qs[:-2], (qs[-2], ks[-2], vs[-1])
+        lead, width = qs[:-2], vs[-1]
         n = len(lead)
-        source = keys_computed(length, valid)
-        if source != valid:  # whole chunks of keys (module doc)
-            padded = {x: pad(b, x, len(shape_of(x)) - 2, 0, source - valid, 0.0) for x in {k, v}}
-            k, v = padded[k], padded[v]
         group = t.query_group(op.name, qs, ks, bool(op.enable_gqa.value.data))
         d = [AffineExpr.dimension(i) for i in range(n + 3)]
         kv_lead = list(d[:n])
