@@ -259,12 +259,24 @@ class TilePadSharedPass(Tunable):
                 getattr(self, f"swizzle_{operand.data}", -1),
             )
             asked = _asked_layout(kernel, operand.data, options)
+            if asked is not None and not _keeps_rows_aligned(alloc, threads, asked):
+                asked = None  # the knob another slab of the operand wrote: not for this one
             layout = asked or best_layout(alloc, threads)
             _check_swizzle(kernel, alloc, layout)
             lay_out(alloc, layout)
             schedule.write_knob(kernel, f"pad_{operand.data}", layout.pad)
             schedule.write_knob(kernel, f"swizzle_{operand.data}", layout.swizzle)
         _check_budget(kernel, threads)
+
+
+def _keeps_rows_aligned(alloc: tile.SharedAllocOp, threads: tile.ThreadsOp, layout: Layout) -> bool:
+    """Whether `layout`'s padding keeps the slab's rows a multiple of its `row_alignment`.
+    One knob (`pad_b`) serves every slab of an operand; attention stages two `b` slabs (K
+    and V), and a pad fine for K (4, no `ldmatrix`) would break V's 8-element `ldmatrix`
+    rows."""
+    memref = alloc.result.type
+    assert isinstance(memref, MemRefType)
+    return (memref.get_shape()[-1] + layout.pad) % row_alignment(alloc, threads) == 0
 
 
 def _unpadded_operands(kernel: tile.KernelOp) -> list[str]:
