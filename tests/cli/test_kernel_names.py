@@ -21,9 +21,11 @@ MLP = (
 )
 #: Attention over 72 keys, not whole chunks of 16: its scores keep a kernel of their own
 #: (`loop-fusion`'s score matrix fuses over whole chunks only), so there are two to tell apart.
+#: Attention of a few queries (fewer than a 16-row tile, as when decoding): its scores,
+#: softmax and product stay three kernels (a prompt's attention is one).
 ATTENTION = (
-    "F.scaled_dot_product_attention(torch.randn(1, 4, 72, 32), torch.randn(1, 4, 72, 32), "
-    "torch.randn(1, 4, 72, 32), is_causal=True)"
+    "F.scaled_dot_product_attention(torch.randn(1, 4, 8, 32), torch.randn(1, 4, 72, 32), "
+    "torch.randn(1, 4, 72, 32))"
 )
 GLOBAL = re.compile(r"__global__ void (?:__launch_bounds__\(\d+\) )?(\w+)\(")
 #: Two norms of one shape before products of 512 columns: one statistic kernel, launched twice.
@@ -48,9 +50,10 @@ def test_kernels_are_named_after_their_main_work() -> None:
     assert loop_kernels(MLP) == ["linear_silu_kernel", "linear_kernel", "linear_add_kernel"]
 
 
-def test_the_two_attention_kernels_are_told_apart() -> None:
+def test_the_attention_kernels_are_told_apart() -> None:
     assert loop_kernels(ATTENTION) == [
         "attention_scores_kernel",
+        "attention_softmax_kernel",
         "scaled_dot_product_attention_kernel",
     ]
 

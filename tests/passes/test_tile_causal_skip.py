@@ -16,9 +16,9 @@ from deplodock.perf.trace import (
     varies_by_block,
 )
 from tests.passes.test_tile_stage_prologue import (
-    apply_pipeline,
     apply_tile_pipeline,
     check_every_level,
+    unpadded_loop,
 )
 
 #: Causal attention over 40 keys: P.V in blocks of 16 query rows and chunks of 8 keys, so
@@ -38,7 +38,7 @@ SCHEDULE = (
 def scheduled(depth: int = 2, prefetch: str = "false", bf16: bool = False, extra: str = ""):
     dt = ", dtype=torch.bfloat16" if bf16 else ""
     program = program_from_expression(CAUSAL.format(dt=dt), seed=1)
-    lower_program(program, "loop")
+    unpadded_loop(program)
     apply_tile_pipeline(program, SCHEDULE.format(depth=depth, prefetch=prefetch) + extra)
     return program
 
@@ -95,7 +95,7 @@ def test_bf16_probabilities_are_skipped_too() -> None:
 def test_the_knob_turns_it_off() -> None:
     """`causal_skip = 0` on the schedule (a tuner's choice) leaves every chunk."""
     program = program_from_expression(CAUSAL.format(dt=""), seed=1)
-    lower_program(program, "loop")
+    unpadded_loop(program)
     apply_tile_pipeline(
         program, SCHEDULE.format(depth=2, prefetch="false").removesuffix(",tile-causal-skip")
     )
@@ -157,8 +157,7 @@ def _traced_pv(skip: bool):
     """The P.V kernel of `CAUSAL` at the kernel level, traced for the performance model
     (its statistics a kernel of their own: only the product's work varies by block)."""
     program = program_from_expression(CAUSAL.format(dt=""), seed=1)
-    lower_program(program, "tensor")
-    apply_pipeline(program, "convert-tensor-to-loop,loop-fusion{row-statistics=false}", "loop")
+    unpadded_loop(program, "loop-fusion{row-statistics=false}")
     pipeline = SCHEDULE.format(depth=2, prefetch="false")
     apply_tile_pipeline(program, pipeline if skip else pipeline.removesuffix(",tile-causal-skip"))
     lower_program(program, "kernel")

@@ -22,6 +22,11 @@ copies ahead (the chunks after this one), else 0.
     }                                          }
                                                tile.async_commit
 
+A masked copy (`copy_loops.CopyLoop.predicate`: the slab gets `select(%c, load, 0)`, `%c` a
+condition of the row, as padded keys past the last real one) becomes a predicated
+`tile.copy_async ... if %c`: where `%c` is false cp.async reads nothing and writes zeros
+(its source size 0), so the padded rows of a slab cost no DRAM traffic and no registers.
+
 Knob (`schedule`): `async` (1 = on, the default; 0 = off).
 """
 
@@ -56,9 +61,13 @@ def to_async(copy: CopyLoop, load: tile.LoadOp, pool: ConstantPool) -> None:
         load.memref,
         list(load.indices),
         width * element_bytes,
+        copy.predicate,
     )
+    masking = copy.store.value.owner if copy.predicate is not None else None
     Rewriter.insert_op(async_copy, InsertPoint.before(copy.store))
     Rewriter.erase_op(copy.store)
+    if masking is not None:  # the select of a masked copy: zeros land where it is false
+        Rewriter.erase_op(masking)
     Rewriter.erase_op(load)
 
 

@@ -65,9 +65,55 @@ class CopyLoop:
 
     @property
     def direct_load(self) -> tile.LoadOp | None:
-        """The load whose value is stored unchanged (a plain copy), else None."""
+        """The load whose value is stored unchanged (a plain copy), or stored where a
+        condition of the row holds and zero elsewhere (a masked copy, `predicate`); else
+        None."""
         owner = self.store.value.owner
-        return owner if isinstance(owner, tile.LoadOp) else None
+        if isinstance(owner, tile.LoadOp):
+            return owner
+        masked = self._masked()
+        return masked[1] if masked is not None else None
+
+    @property
+    def predicate(self) -> SSAValue | None:
+        """A masked copy's condition (where it copies; zeros land elsewhere), else None."""
+        masked = self._masked()
+        return masked[0] if masked is not None else None
+
+    def _masked(self) -> tuple[SSAValue, tile.LoadOp] | None:
+        """A zero-padded copy, as a fused pad reads its source (`tensor_to_loop/pad.py`):
+        `select(%r < N, load[..., min(%r, N - 1), ...], 0)` stored, `%r` not the column (a
+        vector of the row copies or zero-fills as one: padded keys past the last real one,
+        `torch_to_tensor/attention.py`): (the condition, the load)."""
+        select = self.store.value.owner
+        if not isinstance(select, arith.SelectOp) or len(list(select.result.uses)) != 1:
+            return None
+        load = select.lhs.owner
+        if not isinstance(load, tile.LoadOp) or len(list(load.res.uses)) != 1:
+            return None
+        zero = select.rhs.owner
+        if not isinstance(zero, arith.ConstantOp) or getattr(zero.value, "value", None) is None:
+            return None
+        if zero.value.value.data != 0 or indices_reach([select.cond], self.col.result):
+            return None
+        if not _pads_past_the_end(select.cond, load):
+            return None
+        return select.cond, load
+
+
+def _pads_past_the_end(cond: SSAValue, load: tile.LoadOp) -> bool:
+    """Whether `cond` is `%r < N` and an index of `load` is `min(%r, N - 1)`: the clamped
+    read of a pad past the end of its source, which the condition zeroes."""
+    compare = cond.owner
+    if not isinstance(compare, arith.CmpiOp) or compare.predicate.value.data != 2:  # slt
+        return False
+    end = constant_index(compare.rhs)
+    for index in load.indices:
+        clamp = index.owner
+        if isinstance(clamp, arith.MinSIOp) and clamp.lhs is compare.lhs:
+            if end is not None and constant_index(clamp.rhs) == end - 1:
+                return True
+    return False
 
 
 def copy_loops(threads: tile.ThreadsOp) -> list[CopyLoop]:

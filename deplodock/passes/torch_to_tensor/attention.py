@@ -74,14 +74,20 @@ def safe_softmax(b: TensorBuilder, x: SSAValue, dim: int) -> SSAValue:
 
 
 class ScaledDotProductAttentionLowering(TorchLowering):
+    """SDPA as the module doc says; `pad_keys=False` keeps the keys as they are
+    (`convert-torch-to-tensor{pad-keys=false}`)."""
+
     op_type = t.ScaledDotProductAttentionOp
+
+    def __init__(self, pad_keys: bool = True):
+        self.pad_keys = pad_keys
 
     def lower(self, op: t.ScaledDotProductAttentionOp, b: TensorBuilder) -> SSAValue:
         elt = element_type_of(op.query)
         assert isinstance(elt, AnyFloat)
         compute = accumulator_type(elt)
         length, valid = shape_of(op.query)[-2], shape_of(op.key)[-2]
-        source = keys_computed(length, valid)
+        source = keys_computed(length, valid) if self.pad_keys else valid
         padded: dict[SSAValue, SSAValue] = {}
         if source != valid:  # whole chunks of keys, padded in the inputs' type (module doc)
             for x in (op.key, op.value):
@@ -150,12 +156,25 @@ def real_key(s: ScalarBuilder, dim: int, valid: int) -> SSAValue:
     return s.cmp("lt", s.index(dim), valid)
 
 
+#: Key chunks worth padding to, largest first: `tile-chunk-k` takes the largest chunk (up to
+#: 64 keys) that divides the keys, so 1008 keys (16 x 63) would run 16 at a time.
+KEY_CHUNKS = (4 * SCORE_CHUNK, 2 * SCORE_CHUNK, SCORE_CHUNK)
+#: The most padding a larger chunk is worth, as a fraction of the keys (1000 keys: 24).
+MAX_PADDING = 1 / 16
+
+
 def keys_computed(queries: int, keys: int) -> int:
-    """How many keys attention computes over: `keys`, padded to whole chunks of
-    `SCORE_CHUNK` when there are at least `MIN_TILED_EXTENT` queries (module doc)."""
-    if queries < MIN_TILED_EXTENT or keys % SCORE_CHUNK == 0:
+    """How many keys attention computes over (module doc): with at least
+    `MIN_TILED_EXTENT` queries, `keys` padded to whole chunks of the largest of
+    `KEY_CHUNKS` whose padding is at most `MAX_PADDING` of the keys, else of `SCORE_CHUNK`
+    (1000 -> 1024, 40 -> 48); `keys` itself where it is already whole chunks of that size."""
+    if queries < MIN_TILED_EXTENT:
         return keys
-    return -(-keys // SCORE_CHUNK) * SCORE_CHUNK
+    for chunk in KEY_CHUNKS:
+        padded = -(-keys // chunk) * chunk
+        if padded - keys <= keys * MAX_PADDING or chunk == SCORE_CHUNK:
+            return padded
+    raise AssertionError("unreachable: the last chunk always fits")
 
 
 PATTERNS: tuple[TorchLowering, ...] = (ScaledDotProductAttentionLowering(),)
