@@ -115,6 +115,19 @@ def test_padded_16_bit_keys_stay_on_tensor_cores() -> None:
     check_levels(program, ("kernel",))
 
 
+def test_padded_key_copies_are_predicated_async_copies() -> None:
+    """The K and V slabs of padded keys are filled by `cp.async ... if %r < S`: a row past
+    the last key reads nothing and lands zeros (`tile-async-copy`), instead of a load, a
+    select and a store through registers."""
+    program = at_loop(expression(sq=64, sk=56, d=64, causal=False, bf16=True))
+    lower_program(program, "tile")
+    copies = [op for op in program.module.walk() if isinstance(op, tile.CopyAsyncOp)]
+    predicated = [op for op in copies if op.pred is not None]
+    assert len(predicated) == 2 and len(copies) == 3  # K and V; Q's rows are all real
+    assert not [op for op in program.module.walk() if isinstance(op, tile.LoadVectorOp)]
+    check_levels(program, ("kernel",))
+
+
 def test_padded_keys_left_unmasked_are_caught(monkeypatch: pytest.MonkeyPatch) -> None:
     """Without the index mask the zero-padded keys score 0 and take a share of every row's
     softmax: the numerics check fails."""
