@@ -20,6 +20,11 @@ same for the `width` elements: it stays one scalar load, used by each of them (`
 A comparison of the column (a causal mask's `key <= query`) differs per element: each element
 compares its own index (`lane_compares`). `widen` then rewrites the loop's count and the
 column to step by `width`.
+
+A copy that stores `select(%r < N, load[..., min(%r, N - 1), ...], 0)`, a zero pad past the
+end of its source folded into the copy (attention's padded keys), counts as a plain copy
+whose `predicate` is `%r < N`: `tile-async-copy` makes it a predicated `cp.async`, which
+lands zeros where the predicate is false.
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from xdsl.dialects import arith
-from xdsl.dialects.builtin import IntegerAttr, MemRefType, StringAttr
+from xdsl.dialects.builtin import FloatAttr, IntegerAttr, MemRefType, StringAttr
 from xdsl.ir import BlockArgument, Operation, SSAValue, Use
 from xdsl.rewriter import InsertPoint
 
@@ -92,7 +97,7 @@ class CopyLoop:
         if not isinstance(load, tile.LoadOp) or len(list(load.res.uses)) != 1:
             return None
         zero = select.rhs.owner
-        if not isinstance(zero, arith.ConstantOp) or getattr(zero.value, "value", None) is None:
+        if not isinstance(zero, arith.ConstantOp) or not isinstance(zero.value, FloatAttr):
             return None
         if zero.value.value.data != 0 or indices_reach([select.cond], self.col.result):
             return None
@@ -101,11 +106,15 @@ class CopyLoop:
         return select.cond, load
 
 
+#: `arith.cmpi slt`'s predicate.
+_LESS_THAN = arith.CMPI_COMPARISON_OPERATIONS.index("slt")
+
+
 def _pads_past_the_end(cond: SSAValue, load: tile.LoadOp) -> bool:
     """Whether `cond` is `%r < N` and an index of `load` is `min(%r, N - 1)`: the clamped
     read of a pad past the end of its source, which the condition zeroes."""
     compare = cond.owner
-    if not isinstance(compare, arith.CmpiOp) or compare.predicate.value.data != 2:  # slt
+    if not isinstance(compare, arith.CmpiOp) or compare.predicate.value.data != _LESS_THAN:
         return False
     end = constant_index(compare.rhs)
     for index in load.indices:
