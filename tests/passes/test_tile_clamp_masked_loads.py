@@ -8,7 +8,7 @@ from deplodock.dialects import kernel, tile
 from deplodock.driver import lower_program, program_from_expression, run_and_compare
 from deplodock.passes.pipelines import STAGE_PASSES
 from deplodock.perf.trace import trace_kernel
-from tests.passes.test_tile_stage_prologue import apply_pipeline, apply_tile_pipeline
+from tests.passes.test_tile_stage_prologue import apply_tile_pipeline, unpadded_loop
 
 CAUSAL = (
     "F.scaled_dot_product_attention(torch.randn(1, 2, 40, 16), torch.randn(1, 2, 40, 16),"
@@ -33,6 +33,7 @@ def test_the_statistics_read_the_diagonal_past_it() -> None:
     kernel's warps, a row each) read at `min(key, query)`, and every level still matches
     PyTorch's causal attention."""
     program = program_from_expression(CAUSAL, seed=1)
+    unpadded_loop(program)  # 40 keys kept: the scores a kernel of their own
     lower_program(program, "tile")
     loads = [op for op in statistics_phase(program).walk() if isinstance(op, tile.LoadOp)]
     clamped = [load for load in loads if isinstance(load.indices[-1].owner, arith.MinSIOp)]
@@ -48,8 +49,7 @@ def _statistics_bytes(clamp: bool) -> float:
     """Distinct bytes of the scores the traced statistics kernel reads (kept a kernel of its
     own, `loop-fusion{row-statistics=false}`, to be traced alone)."""
     program = program_from_expression(CAUSAL, seed=1)
-    lower_program(program, "tensor")
-    apply_pipeline(program, "convert-tensor-to-loop,loop-fusion{row-statistics=false}", "loop")
+    unpadded_loop(program, "loop-fusion{row-statistics=false}")
     names = [n for n in STAGE_PASSES["tile"][1:] if clamp or n != "tile-clamp-masked-loads"]
     apply_tile_pipeline(program, ",".join(names))
     lower_program(program, "kernel")

@@ -17,7 +17,11 @@ from deplodock.interpreters.shared_memory import RaceError
 from deplodock.passes.tile import schedule
 from deplodock.passes.tile.shared_statistics import STATISTICS_ATTR
 from tests.helpers import random_inputs, run
-from tests.passes.test_tile_stage_prologue import apply_tile_pipeline, check_every_level
+from tests.passes.test_tile_stage_prologue import (
+    apply_tile_pipeline,
+    check_every_level,
+    unpadded_loop,
+)
 
 #: Causal attention over 40 keys (two cells a lane, the second for 8 lanes), head dim 24.
 CAUSAL = (
@@ -53,6 +57,7 @@ def test_causal_attention_is_two_kernels_and_matches_at_every_level(bf16: bool) 
     """The scores, then one kernel for softmax and P.V whose warps compute the row max and
     sum into shared memory (default schedule); every level matches PyTorch."""
     program = program_from_expression(CAUSAL.format(dt=", dtype=torch.bfloat16" if bf16 else ""))
+    unpadded_loop(program)  # 40 keys kept: the two-kernel form
     lower_program(program, "tile")
     kernels = [op for op in program.module.ops if isinstance(op, tile.KernelOp)]
     assert len(kernels) == 2
