@@ -150,26 +150,35 @@ def candidate_scorer(
     contenders_only = checker is not None and not check_all and not evaluator.measured
     heuristic: list[tuple[Hashable, Score]] = []  # its knobs and full score, once known
 
-    def checked(kernel_module: ModuleOp) -> Score:
-        if checker is not None:
-            verdict = checker.check(kernel_module)
-            if not verdict.ok:
-                return Score(None, verdict.status, verdict.detail)
+    def lowered(candidate: Candidate) -> ModuleOp | Score:
+        try:
+            return lower_candidate(candidate)
+        except Exception as error:
+            return Score(None, FAILED, f"does not lower: {first_line(error)}")
+
+    def evaluated(kernel_module: ModuleOp) -> Score:
         try:
             return evaluator.evaluate(kernel_module)
         except Exception as error:
             return Score(None, FAILED, first_line(error))
 
+    def check_failure(kernel_module: ModuleOp) -> Score | None:
+        """The check's verdict as a zero score, or None when it passes (or nothing checks)."""
+        if checker is None:
+            return None
+        verdict = checker.check(kernel_module)
+        return None if verdict.ok else Score(None, verdict.status, verdict.detail)
+
     def full(candidate: Candidate) -> Score:
         nonlocal needs_reference
-        try:
-            kernel_module = lower_candidate(candidate)
-        except Exception as error:
-            return Score(None, FAILED, f"does not lower: {first_line(error)}")
+        kernel_module = lowered(candidate)
+        if isinstance(kernel_module, Score):
+            return kernel_module
         if needs_reference:  # the first candidate, the heuristic's, is the GPU's reference
             evaluator.set_reference(kernel_module)
             needs_reference = False
-        return checked(kernel_module)
+        failure = check_failure(kernel_module)
+        return failure if failure is not None else evaluated(kernel_module)
 
     def heuristic_score() -> tuple[Hashable, Score]:
         if not heuristic:
@@ -182,21 +191,16 @@ def candidate_scorer(
         knobs, default_score = heuristic_score()
         if tuple(candidate.knobs.items()) == knobs:
             return default_score
-        try:
-            kernel_module = lower_candidate(candidate)
-        except Exception as error:
-            return Score(None, FAILED, f"does not lower: {first_line(error)}")
-        try:
-            score = evaluator.evaluate(kernel_module)
-        except Exception as error:
-            return Score(None, FAILED, first_line(error))
+        kernel_module = lowered(candidate)
+        if isinstance(kernel_module, Score):
+            return kernel_module
+        score = evaluated(kernel_module)
         if score.status != OK:
             return score
         if score.reward < default_score.reward:
             return Score(score.time_us, OK, NOT_CHECKED)
-        assert checker is not None
-        verdict = checker.check(kernel_module)
-        return score if verdict.ok else Score(None, verdict.status, verdict.detail)
+        failure = check_failure(kernel_module)
+        return failure if failure is not None else score
 
     return contender if contenders_only else full
 
