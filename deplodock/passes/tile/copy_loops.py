@@ -31,6 +31,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import cached_property
 
 from xdsl.dialects import arith
 from xdsl.dialects.builtin import FloatAttr, IntegerAttr, MemRefType, StringAttr
@@ -76,15 +77,16 @@ class CopyLoop:
         owner = self.store.value.owner
         if isinstance(owner, tile.LoadOp):
             return owner
-        masked = self._masked()
+        masked = self._masked
         return masked[1] if masked is not None else None
 
     @property
     def predicate(self) -> SSAValue | None:
         """A masked copy's condition (where it copies; zeros land elsewhere), else None."""
-        masked = self._masked()
+        masked = self._masked
         return masked[0] if masked is not None else None
 
+    @cached_property
     def _masked(self) -> tuple[SSAValue, tile.LoadOp] | None:
         """A zero-padded copy, as a fused pad reads its source (`tensor_to_loop/pad.py`):
         `select(%r < N, load[..., min(%r, N - 1), ...], 0)` stored, `%r` not the column (a
@@ -117,12 +119,14 @@ def _pads_past_the_end(cond: SSAValue, load: tile.LoadOp) -> bool:
     if not isinstance(compare, arith.CmpiOp) or compare.predicate.value.data != _LESS_THAN:
         return False
     end = constant_index(compare.rhs)
-    for index in load.indices:
-        clamp = index.owner
-        if isinstance(clamp, arith.MinSIOp) and clamp.lhs is compare.lhs:
-            if end is not None and constant_index(clamp.rhs) == end - 1:
-                return True
-    return False
+    if end is None:
+        return False
+    return any(
+        isinstance(clamp := index.owner, arith.MinSIOp)
+        and clamp.lhs is compare.lhs
+        and constant_index(clamp.rhs) == end - 1
+        for index in load.indices
+    )
 
 
 def copy_loops(threads: tile.ThreadsOp) -> list[CopyLoop]:

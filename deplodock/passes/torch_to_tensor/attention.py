@@ -18,14 +18,16 @@ fused kernels round them (its CPU flash kernel and FlashAttention both multiply 
 **Keys padded to whole chunks.** Attention runs as one kernel (`loop_fusion`'s score
 matrix, FlashAttention's streaming softmax) only over whole chunks of `SCORE_CHUNK` keys:
 its tile passes have no tail chunk. With enough queries to block (`MIN_TILED_EXTENT`; a
-decoding step keeps its kernels) and a key count that is not a whole number of chunks, k
-and v are padded with zeros to the next chunk and the mask with anything, and a padded key
+decoding step keeps its kernels), k and v are padded with zeros to whole chunks of the
+largest K chunk that costs at most `MAX_PADDING` more keys (`keys_computed`: 1000 -> 1024,
+so `tile-chunk-k` takes 64-key chunks; 40 -> 48), the mask with anything, and a padded key
 is masked out by its index (`s < S`), as the causal mask masks by index (which already
-hides them when there are no more queries than keys). 1000 keys compute as 1008: 0.8 %
-more work instead of the S x S scores in DRAM. The padding is in the inputs' type, before
-the widening to f32, so a 16-bit k or v is staged as 16-bit and both products stay on
-tensor cores. Loop fusion folds the pad into the kernel's loads (a clamped load and a
-select), so no padded copy is written.
+hides them when there are no more queries than keys): 2.4 % more work at 1000 keys instead
+of the S x S scores in DRAM. The padding is in the inputs' type, before the widening to
+f32, so a 16-bit k or v is staged as 16-bit and both products stay on tensor cores. Loop
+fusion folds the pad into the kernel's loads (a clamped load and a select), which
+`tile-async-copy` turns into predicated `cp.async` copies: no padded copy is written.
+`convert-torch-to-tensor{pad-keys=false}` keeps the keys as they are.
 
 The scores (with the scale and mask) are named `attention_scores` and the softmax
 `attention_softmax`, so the kernels lifted from them say which part of attention they
@@ -93,12 +95,12 @@ class ScaledDotProductAttentionLowering(TorchLowering):
             for x in (op.key, op.value):
                 if x not in padded:
                     padded[x] = pad(b, x, len(shape_of(x)) - 2, 0, source - valid, 0.0)
+        inputs = (op.query, padded.get(op.key, op.key), padded.get(op.value, op.value))
         casts: dict[SSAValue, SSAValue] = {}
-        for x in (op.query, padded.get(op.key, op.key), padded.get(op.value, op.value)):
+        for x in inputs:
             if x not in casts:
                 casts[x] = b.cast(x, compute)
-        q = casts[op.query]
-        k, v = casts[padded.get(op.key, op.key)], casts[padded.get(op.value, op.value)]
+        q, k, v = (casts[x] for x in inputs)
         scores_start = len(b.ops)
         qs, ks, vs = shape_of(q), shape_of(k), shape_of(v)
         lead, width = qs[:-2], vs[-1]
@@ -170,11 +172,11 @@ def keys_computed(queries: int, keys: int) -> int:
     (1000 -> 1024, 40 -> 48); `keys` itself where it is already whole chunks of that size."""
     if queries < MIN_TILED_EXTENT:
         return keys
-    for chunk in KEY_CHUNKS:
+    for chunk in KEY_CHUNKS[:-1]:
         padded = -(-keys // chunk) * chunk
-        if padded - keys <= keys * MAX_PADDING or chunk == SCORE_CHUNK:
+        if padded - keys <= keys * MAX_PADDING:
             return padded
-    raise AssertionError("unreachable: the last chunk always fits")
+    return -(-keys // SCORE_CHUNK) * SCORE_CHUNK
 
 
 PATTERNS: tuple[TorchLowering, ...] = (ScaledDotProductAttentionLowering(),)
