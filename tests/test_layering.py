@@ -33,6 +33,7 @@ LAYERS: dict[str, int] = {
     "tune": 4,
     "driver": 5,
     "api": 5,
+    "generation": 5,
     "stamp": 5,
     "torch_backend": 5,
     "explorer": 5,
@@ -44,7 +45,7 @@ LAYERS: dict[str, int] = {
 
 #: Packages of one layer that may import each other (they are one component).
 GROUPS: tuple[frozenset[str], ...] = (
-    frozenset({"driver", "api", "stamp", "torch_backend", "explorer"}),
+    frozenset({"driver", "api", "generation", "stamp", "torch_backend", "explorer"}),
     frozenset({"cli", "__main__", "__init__"}),
 )
 

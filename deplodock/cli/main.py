@@ -5,6 +5,7 @@
     deplodock run -c "nn.Softmax(dim=-1)(torch.randn(2,4,128))" --device cpu
     deplodock compile Qwen/Qwen2.5-7B --layers 1 --seq-len 128 --ir loop
     deplodock run ./tiny-qwen-dir --device cpu
+    deplodock generate Qwen/Qwen2.5-7B --layers 2 --prompt-ids 1,2,3 --max-new-tokens 8
 
 Every failure a user can cause ends in one line on stderr and exit status 1 (Ctrl-C: 130);
 `--traceback` shows the Python traceback instead.
@@ -21,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from deplodock.cli.errors import OneLineArgumentParser, run_command
+from deplodock.cli.generate import add_generate_parser
 from deplodock.cli.progress import block_progress_bar, heartbeat, phase_progress_bar, tell
 from deplodock.cli.source import add_source_arguments, check_writable, is_model, load_source
 from deplodock.cli.tune import (
@@ -129,6 +131,7 @@ def build_parser() -> argparse.ArgumentParser:
     run_parser.set_defaults(handler=run_run)
     add_tune_parser(commands)
     add_cache_parser(commands)
+    add_generate_parser(commands)
     return parser
 
 

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
 
 #: The model options and their defaults: given with a `-c` or `.mlir` source, they are an error.
-_MODEL_DEFAULTS = {"layers": None, "seq_len": 128, "dtype": "fp32"}
+_MODEL_DEFAULTS = {"layers": None, "seq_len": 128, "dtype": "fp32", "kv_len": None}
 
 
 def add_source_arguments(parser: argparse.ArgumentParser) -> None:
@@ -44,6 +44,13 @@ def add_source_arguments(parser: argparse.ArgumentParser) -> None:
         type=int,
         default=_MODEL_DEFAULTS["seq_len"],
         help="tokens per prompt (default: %(default)s)",
+    )
+    model.add_argument(
+        "--kv-len",
+        type=int,
+        metavar="N",
+        help="the decode step instead of the prompt: one new token over a KV cache of N rows "
+        "(the step attends over all N; `deplodock generate` runs it token by token)",
     )
     model.add_argument(
         "--dtype",
@@ -93,7 +100,9 @@ def load_source(
         )
     if is_model(args):
         assert source is not None
-        return program_from_model(source, args.layers, args.seq_len, args.dtype, seed, progress)
+        return program_from_model(
+            source, args.layers, args.seq_len, args.dtype, seed, progress, args.kv_len
+        )
     used = [f"--{k.replace('_', '-')}" for k, v in _MODEL_DEFAULTS.items() if getattr(args, k) != v]
     if used:
         raise ValueError(f"{', '.join(used)}: only for models (a model id or directory)")

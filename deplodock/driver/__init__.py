@@ -35,6 +35,7 @@ from deplodock.driver.lowering import (
 from deplodock.driver.program import Program, StageProgress
 from deplodock.driver.sources import (
     capture_causal_lm,
+    capture_kv_step,
     compile_program_from_expression,
     load_program,
     program_from_expression,
@@ -51,6 +52,7 @@ __all__ = [
     "StageProgress",
     "arguments_and_reference",
     "capture_causal_lm",
+    "capture_kv_step",
     "check_lowerable",
     "check_tolerance",
     "compile_program_from_expression",

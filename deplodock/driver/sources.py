@@ -8,7 +8,7 @@ import time
 from collections.abc import Sequence
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from xdsl.dialects.builtin import ModuleOp, ShapedType
@@ -86,8 +86,11 @@ def program_from_model(
     dtype: str = "fp32",
     seed: int = 0,
     progress: StageProgress | None = None,
+    kv_len: int | None = None,
 ) -> Program:
-    """A Hugging Face causal LM (shipped id or local directory) captured on the meta device.
+    """A Hugging Face causal LM (shipped id or local directory) captured on the meta device:
+    its forward over a prompt of `seq_len` tokens, or with `kv_len`, its decode step (one
+    new token over a KV cache of `kv_len` rows, `frontend/generation.py`).
 
     Timings: `model` (config + meta-device construction) and `torch` (export + import).
     """
@@ -98,19 +101,47 @@ def program_from_model(
     source = models.resolve_model(name)
     config = models.make_config(source, layers)
     models.check_seq_len(source, config, seq_len)
+    if kv_len is not None:
+        models.check_seq_len(source, config, kv_len, "--kv-len")
     if dtype not in models.DTYPES:
         raise ValueError(f"unknown dtype '{dtype}' (expected {', '.join(models.DTYPES)})")
     lm = models.build_causal_lm(config, models.DTYPES[dtype], device="meta")
     input_ids = models.example_input_ids(config.vocab_size, seq_len, seed)
     built = time.perf_counter()
     announce_phase(progress, "torch")
-    program, _ = capture_causal_lm(lm, (input_ids,))
+    if kv_len is None:
+        program, _ = capture_causal_lm(lm, (input_ids,))
+        program.reference = partial(_model_reference, program, source, config, seq_len)
+    else:
+        program, _ = capture_kv_step(lm, kv_len, decode_inputs(config, kv_len, dtype, "meta"))
+        program.reference = partial(_decode_reference, program, source, config, kv_len)
     program.timings["model"] = built - start
     program.timings["torch"] = time.perf_counter() - built
-    program.name = models.describe(source, config, seq_len, models.DTYPES[dtype])
-    program.reference = partial(_model_reference, program, source, config, seq_len)
+    program.name = models.describe(source, config, seq_len, models.DTYPES[dtype], kv_len)
     program.tolerance = MODEL_TOLERANCES[dtype]
     return program
+
+
+def decode_inputs(
+    config: Any, kv_len: int, dtype: str, device: str = "cpu", seed: int = 0
+) -> tuple[torch.Tensor, ...]:
+    """A decode step's inputs: one token id, the last position of the cache (the step attends
+    over every row), and the caches (random normal on the CPU, empty on `meta`)."""
+    import torch
+
+    from deplodock.frontend import generation, models
+
+    ids = models.example_input_ids(config.vocab_size, 1, seed).to(device)
+    position = torch.tensor([kv_len - 1], dtype=torch.int64).to(device)
+    shape = generation.cache_shape(config, kv_len)
+    generator = torch.Generator().manual_seed(seed)
+    caches = [
+        torch.empty(shape, dtype=models.DTYPES[dtype], device="meta")
+        if device == "meta"
+        else torch.randn(shape, generator=generator).to(models.DTYPES[dtype])
+        for _ in range(2 * config.num_hidden_layers)
+    ]
+    return (ids, position, *caches)
 
 
 def capture_causal_lm(
@@ -132,6 +163,26 @@ def capture_causal_lm(
     return program, ep
 
 
+def capture_kv_step(
+    lm: torch.nn.Module, max_len: int, example_inputs: Sequence[torch.Tensor]
+) -> tuple[Program, ExportedProgram]:
+    """One generation step of a transformers causal LM over a KV cache of `max_len` rows
+    (`frontend/generation.py`), captured for the steps' token count in `example_inputs`
+    (`input_ids, position, k_0, v_0, ...`), with its decoder layers marked for stamping as
+    `capture_causal_lm` marks them."""
+    from deplodock.frontend import generation, models
+    from deplodock.frontend.capture import export, import_exported_program
+
+    step = generation.KvCacheStep(lm, max_len)
+    op_paths: dict[Operation, str] = {}
+    with models.capture_ready(lm), generation.kv_attention_selected(lm):
+        ep = export(step, example_inputs)
+        module = import_exported_program(ep, op_paths=op_paths)
+    program = Program(module, "torch", step, tuple(example_inputs))
+    program.layer_prefix, program.op_paths = models.LAYER_PREFIX, op_paths
+    return program, ep
+
+
 #: `run` builds the transformers reference on the CPU and interprets every kernel: tiny only.
 MAX_RUN_PARAMETERS = 200_000_000
 
@@ -144,12 +195,7 @@ def _model_reference(
     from deplodock.frontend.weights import bind_arguments
 
     assert isinstance(source, models.ModelSource) and program.torch_module is not None
-    count = sum(p.numel() for p in program.torch_module.parameters())
-    if count > MAX_RUN_PARAMETERS:
-        raise ValueError(
-            f"{source.name} has {count:.2e} parameters: too many to interpret on the CPU "
-            f"(at most {MAX_RUN_PARAMETERS:.0e}); run a smaller model"
-        )
+    _check_run_size(source, program.torch_module)
     reference = models.reference_model(source, config, seed)
     weights = models.checkpoint_weights(source, reference)
     program.weights = _weights_used(source, seed)
@@ -158,6 +204,42 @@ def _model_reference(
     arguments = bind_arguments(program.module, [input_ids], weights, buffers)
     logits = models.reference_logits(reference, input_ids)
     return arguments, [logits.numpy()]
+
+
+def _decode_reference(
+    program: Program, source: object, config: Any, kv_len: int, seed: int
+) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """The decode step in float64 in PyTorch (the model's own layers, `KvCacheStep`) on the
+    checkpoint or seeded random weights, random caches and the cache's last position."""
+    import copy
+
+    import torch
+
+    from deplodock.frontend import generation, models
+    from deplodock.frontend.weights import bind_arguments
+
+    assert isinstance(source, models.ModelSource) and program.torch_module is not None
+    _check_run_size(source, program.torch_module)
+    reference = models.reference_model(source, config, seed)
+    weights = models.checkpoint_weights(source, reference)
+    program.weights = _weights_used(source, seed)
+    inputs = decode_inputs(config, kv_len, "fp32", seed=seed)
+    buffers = {name: b.detach() for name, b in reference.named_buffers()}
+    arguments = bind_arguments(program.module, list(inputs), weights, buffers)
+    wide = copy.deepcopy(reference).double()
+    step = generation.KvCacheStep(wide, kv_len)
+    with torch.no_grad(), generation.kv_attention_selected(wide):
+        outputs = step(inputs[0], inputs[1], *(c.double() for c in inputs[2:]))
+    return arguments, [out.numpy() for out in outputs]
+
+
+def _check_run_size(source: Any, module: torch.nn.Module) -> None:
+    count = sum(p.numel() for p in module.parameters())
+    if count > MAX_RUN_PARAMETERS:
+        raise ValueError(
+            f"{source.name} has {count:.2e} parameters: too many to interpret on the CPU "
+            f"(at most {MAX_RUN_PARAMETERS:.0e}); run a smaller model"
+        )
 
 
 def _weights_used(source: object, seed: int) -> str:

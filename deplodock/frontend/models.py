@@ -254,11 +254,11 @@ def is_causal_lm(module: nn.Module) -> bool:
     return module.get_output_embeddings() is not None
 
 
-def check_seq_len(source: ModelSource, config: Any, seq_len: int) -> None:
-    """1 <= seq_len <= the model's `max_position_embeddings`."""
+def check_seq_len(source: ModelSource, config: Any, seq_len: int, flag: str = "--seq-len") -> None:
+    """1 <= seq_len <= the model's `max_position_embeddings` (`flag`: the option it came in)."""
     limit = getattr(config, "max_position_embeddings", None)
     if seq_len < 1 or (limit is not None and seq_len > limit):
-        raise ModelError(f"--seq-len {seq_len}: {source.name} takes 1 to {limit} tokens")
+        raise ModelError(f"{flag} {seq_len}: {source.name} takes 1 to {limit} tokens")
 
 
 def example_input_ids(vocab_size: int, seq_len: int, seed: int = 0) -> torch.Tensor:
@@ -267,12 +267,16 @@ def example_input_ids(vocab_size: int, seq_len: int, seed: int = 0) -> torch.Ten
     return torch.randint(0, vocab_size, (1, seq_len), generator=generator, dtype=torch.int64)
 
 
-def describe(source: ModelSource, config: Any, seq_len: int, dtype: torch.dtype) -> str:
-    """`Qwen/Qwen2.5-7B (qwen2, 28 layers, hidden 3584, seq 128, fp32)`."""
+def describe(
+    source: ModelSource, config: Any, seq_len: int, dtype: torch.dtype, kv_len: int | None = None
+) -> str:
+    """`Qwen/Qwen2.5-7B (qwen2, 28 layers, hidden 3584, seq 128, fp32)`; a decode step says
+    `decode over 1024 cached rows` instead of its sequence length."""
     dtype_name = next(k for k, v in DTYPES.items() if v == dtype)
+    tokens = f"seq {seq_len}" if kv_len is None else f"decode over {kv_len} cached rows"
     return (
         f"{source.name} ({source.model_type}, {config.num_hidden_layers} layers, "
-        f"hidden {config.hidden_size}, seq {seq_len}, {dtype_name})"
+        f"hidden {config.hidden_size}, {tokens}, {dtype_name})"
     )
 
 
