@@ -155,12 +155,8 @@ class KvCacheStep(nn.Module):
 def kv_attention_selected(lm: nn.Module) -> Iterator[None]:
     """The `deplodock-kv` attention selected for the duration (restored after)."""
     register_kv_attention()
-    previous = lm.config._attn_implementation
-    lm.set_attn_implementation(KV_ATTENTION)
-    try:
+    with models.attention_selected(lm, KV_ATTENTION):
         yield
-    finally:
-        lm.set_attn_implementation(previous)
 
 
 def cache_shape(config: Any, max_len: int) -> tuple[int, int, int, int]:

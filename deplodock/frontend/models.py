@@ -216,14 +216,23 @@ def capture_ready(lm: nn.Module) -> Iterator[None]:
             if type(child).__name__ in _RMS_NORMS:
                 swapped.append((parent, name, child))
                 setattr(parent, name, _RMSNorm(child.weight, float(child.variance_epsilon)))
+    try:
+        with attention_selected(lm, ATTENTION):
+            yield
+    finally:
+        for parent, name, child in swapped:
+            setattr(parent, name, child)
+
+
+@contextmanager
+def attention_selected(lm: nn.Module, implementation: str) -> Iterator[None]:
+    """`lm` uses the registered attention `implementation` for the duration (restored after)."""
     previous = lm.config._attn_implementation
-    lm.set_attn_implementation(ATTENTION)
+    lm.set_attn_implementation(implementation)
     try:
         yield
     finally:
         lm.set_attn_implementation(previous)
-        for parent, name, child in swapped:
-            setattr(parent, name, child)
 
 
 class CausalLMLogits(nn.Module):
