@@ -133,8 +133,11 @@ CP_ASYNC_BYTES: tuple[int, ...] = (4, 8, 16)
 CP_ASYNC_CG_BYTES = 16
 #: The widest vector load or store of one thread (`ld.global.v4.f32`, `LDG.E.128`): 16 bytes.
 MAX_VECTOR_BYTES = 16
-#: The vector widths (elements) of `ld`/`st` `.v2` and `.v4`.
-VECTOR_WIDTHS: tuple[int, ...] = (2, 4)
+#: The vector lanes (elements) of `ld`/`st` `.v2` and `.v4`.
+VECTOR_LANES: tuple[int, ...] = (2, 4)
+#: The widths (elements) of one vector access: `.v2` and `.v4` of the element, or 8 narrow
+#: elements as a `.v4` of 32-bit pairs (16 bytes of bf16: `LDG.E.128`, as 4 floats are).
+VECTOR_WIDTHS: tuple[int, ...] = (*VECTOR_LANES, 8)
 #: Bytes of one vector access deplodock emits (4 = a pair of bf16, as an MMA fragment
 #: register holds it; 8 = `float2`; 16 = `float4`).
 VECTOR_BYTES: tuple[int, ...] = (4, 8, MAX_VECTOR_BYTES)

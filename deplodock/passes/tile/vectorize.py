@@ -49,7 +49,7 @@ from deplodock.dialects.effects import is_pure
 from deplodock.dialects.element_types import UnsupportedElementType, byte_size
 from deplodock.dialects.hardware import (
     MAX_VECTOR_BYTES,
-    VECTOR_WIDTHS,
+    VECTOR_LANES,
     WIDE_VECTOR_BYTES,
     is_shared,
 )
@@ -323,7 +323,7 @@ def vectorize_prologue_copies(kernel: tile.KernelOp) -> int:
         if copy.direct_load is not None:
             continue
         elements = [copy.store.value.type, *(load.res.type for load in copy.loads)]
-        lanes = min(max(VECTOR_WIDTHS), MAX_VECTOR_BYTES // max(map(byte_size, elements)))
+        lanes = min(max(VECTOR_LANES), MAX_VECTOR_BYTES // max(map(byte_size, elements)))
         width = vector_width(copy, lanes)
         if width <= 1:
             continue

@@ -26,7 +26,7 @@ from xdsl.rewriter import InsertPoint, Rewriter
 
 from deplodock.dialects import tile
 from deplodock.dialects.element_types import UnsupportedElementType, byte_size
-from deplodock.dialects.hardware import MAX_VECTOR_BYTES, VECTOR_WIDTHS, is_shared
+from deplodock.dialects.hardware import MAX_VECTOR_BYTES, VECTOR_LANES, is_shared
 from deplodock.passes.constant_pool import ConstantPool
 from deplodock.passes.tile import schedule
 from deplodock.passes.tile.nests import body_ops
@@ -58,7 +58,7 @@ def slab_vector_width(loop: tile.ForOp) -> int:
         if load.indices[-1] != loop.induction_var or loop.induction_var in load.indices[:-1]:
             return 1
         try:
-            widths.add(min(max(VECTOR_WIDTHS), MAX_VECTOR_BYTES // byte_size(memref.element_type)))
+            widths.add(min(max(VECTOR_LANES), MAX_VECTOR_BYTES // byte_size(memref.element_type)))
         except UnsupportedElementType:
             return 1
     width = min(widths)
