@@ -39,6 +39,10 @@ Nor, past `MAX_RECOMPUTING_COLUMNS` output columns, is a producer with per-eleme
 tile passes would redo that math for every block of columns, and the earlier kernel takes
 it as its epilogue instead (the MLP's silu goes with the gate projection; `* up` still
 fuses into the down projection).
+Nor is an elementwise producer fused into a contraction too thin to tile, fewer than
+`MIN_TILED_EXTENT` rows over more than `MAX_RECOMPUTING_COLUMNS` columns (a decode step's
+projection, `M = 1`), when recomputing it for every column reads `MIN_REREAD_BYTES` more than
+writing it once (`_rereads_per_column`: RMSNorm's normalized row before a GEMV).
 A fused kernel is named after its main work and its output (`fused_names.py`):
 `linear_silu_kernel`, `linear_add_kernel`, not after the op whose kernel it grew from.
 """
@@ -68,6 +72,7 @@ from xdsl.transforms.common_subexpression_elimination import cse
 from xdsl.transforms.dead_code_elimination import region_dce
 
 from deplodock.dialects import loop
+from deplodock.dialects.element_types import byte_size
 from deplodock.dialects.queries import (
     computed_from,
     def_chain,
@@ -84,6 +89,11 @@ from deplodock.passes.tile.contraction import MIN_TILED_EXTENT
 #: (`_EXPENSIVE_MATH`) is not fused: the tile passes stage it once per block of at most 128
 #: columns, so beyond two blocks it is recomputed for every further block.
 MAX_RECOMPUTING_COLUMNS = 256
+
+#: Extra bytes a thin contraction's recomputed prologue may read before the prologue is
+#: written once instead (`_rereads_per_column`): 16 MiB is a few microseconds of L2 bandwidth,
+#: about what the launch of a kernel of its own costs.
+MIN_REREAD_BYTES = 1 << 24
 
 # ---------------------------------------------------------------------------------------------
 # Producer analysis
@@ -668,6 +678,9 @@ class FuseProducers(RewritePattern):
             if _costly_prologue(module, func, consumer, position, producer):
                 self.rejected.add((consumer, producer.launch))
                 continue
+            if _rereads_per_column(consumer, position, producer):
+                self.rejected.add((consumer, producer.launch))
+                continue
             keep = bool(reductions) and _read_elsewhere(op.args[position], op, producer.launch)
             if keep and not (
                 _single_output(producer.kernel)
@@ -818,6 +831,39 @@ def _costly_prologue(
     if not _expensive_per_element(producer, _reduced_dimensions(consumer, position)):
         return False
     return _reads_a_reduction(module, func, producer.launch)
+
+
+def _rereads_per_column(consumer: loop.KernelOp, position: int, producer: Producer) -> bool:
+    """Whether an elementwise producer had better write its output once than be the
+    prologue of a contraction too thin to tile: fewer than `MIN_TILED_EXTENT` rows (a decode
+    step's `M = 1` projection, scheduled as a row reduction per output column, with nothing
+    staged) and more than `MAX_RECOMPUTING_COLUMNS` columns, each of which would recompute
+    the whole prologue. That costs only when an element of the prologue reads more bytes
+    than the element it makes: RMSNorm's `(x + attention) * rsqrt * weight` reads 8 bytes
+    per bf16 element, 18944 times over for Qwen2.5-7B's up projection (modeled on the H100,
+    gate and up 147.6 -> 70.5 us each). A copy, a transpose or a widening cast reads no more
+    and still fuses; so does a small product, whose extra reads (`MIN_REREAD_BYTES`) cost
+    less than a launch; and a producer with a reduction, which `_contraction_operand`
+    already keeps apart."""
+    if reduction_iterations(producer.kernel) or not _contraction_operand(consumer, position):
+        return False
+    loads = _argument_loads(consumer, position)
+    if min(_statistic_rows(consumer, load) for load in loads) >= MIN_TILED_EXTENT:
+        return False
+    if _recomputing_columns(consumer, position) <= MAX_RECOMPUTING_COLUMNS:
+        return False
+    dims = _reduced_dimensions(consumer, position)
+    moving = computed_from(
+        [iv for iv, dim in producer.iv_dims.items() if dim in dims], producer.ops
+    )
+    read = sum(
+        byte_size(op.res.type)
+        for op in producer.ops
+        if isinstance(op, loop.LoadOp) and any(index in moving for index in op.indices)
+    )
+    extra = read - byte_size(producer.store.value.type)
+    elements = prod(producer.store.memref.type.get_shape())
+    return extra * elements * _recomputing_columns(consumer, position) >= MIN_REREAD_BYTES
 
 
 def _reads_a_reduction(module: ModuleOp, func: FuncOp, launch: loop.LaunchOp) -> bool:
