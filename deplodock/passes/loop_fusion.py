@@ -43,6 +43,8 @@ Nor is an elementwise producer fused into a contraction too thin to tile, fewer 
 `MIN_TILED_EXTENT` rows over more than `MAX_RECOMPUTING_COLUMNS` columns (a decode step's
 projection, `M = 1`), when recomputing it for every column reads `MIN_REREAD_BYTES` more than
 writing it once (`_rereads_per_column`: RMSNorm's normalized row before a GEMV).
+A kernel left with a buffer it no longer touches drops it, at its launch too
+(`DropUnusedArguments`), so the launch that wrote the buffer goes if nothing else reads it.
 A fused kernel is named after its main work and its output (`fused_names.py`):
 `linear_silu_kernel`, `linear_add_kernel`, not after the op whose kernel it grew from.
 """
@@ -905,6 +907,29 @@ class EraseDeadLaunch(RewritePattern):
             rewriter.erase(kernel)
 
 
+class DropUnusedArguments(RewritePattern):
+    """Drops the buffers a kernel no longer touches from it and from its launch.
+
+    Inlining can leave an argument behind: a fused producer's index that folded to a
+    constant (a decode step's cache row `clamp(r - position, 0, T - 1)` is 0 when `T = 1`).
+    Passed on, the buffer still counts as read, so its producer's launch would stay; dropped,
+    `EraseDeadLaunch` takes the producer away."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: loop.LaunchOp, rewriter: PatternRewriter) -> None:
+        if (host := _host(op)) is None:
+            return
+        func, _, kernel = host
+        unused = [arg for arg in kernel.body.block.args if not arg.uses]
+        if not unused or _launch_count(func, kernel) != 1:
+            return
+        kept = [value for value, arg in zip(op.args, kernel.body.block.args, strict=True)
+                if arg.uses]  # fmt: skip
+        for arg in unused:
+            kernel.body.block.erase_arg(arg)
+        rewriter.replace_op(op, loop.LaunchOp(op.callee, kept))
+
+
 @dataclass(frozen=True)
 class LoopFusionPass(ModulePass):
     """Producer/consumer fusion of loop kernels by inlining, bounded by `max-recompute`."""
@@ -923,6 +948,7 @@ class LoopFusionPass(ModulePass):
         names = FusedNames()
         patterns: list[RewritePattern] = [
             EraseDeadLaunch(),
+            DropUnusedArguments(),
             FuseProducers(self.max_recompute, self.row_statistics, self.attention, names=names),
         ]
         PatternRewriteWalker(
