@@ -927,7 +927,7 @@ class DropUnusedArguments(RewritePattern):
                 if arg.uses]  # fmt: skip
         for arg in unused:
             kernel.body.block.erase_arg(arg)
-        rewriter.replace_op(op, loop.LaunchOp(op.callee, kept))
+        rewriter.replace(op, loop.LaunchOp(op.callee, kept))
 
 
 @dataclass(frozen=True)
