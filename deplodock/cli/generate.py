@@ -92,6 +92,12 @@ def run_generate(args: argparse.Namespace) -> int:
     from deplodock.frontend import models
     from deplodock.generation import Generator, Sampling, report_progress
 
+    if args.ir is not None and args.device == "cuda":
+        raise ValueError("--ir goes with --device cpu (the GPU runs the cuda level)")
+    if args.device == "cuda":
+        from deplodock.backend.device import require_cuda
+
+        require_cuda()  # "no CUDA device: <why>", before a model is built
     source = models.resolve_model(args.source)
     config = models.make_config(source, args.layers)
     tokenizer = load_tokenizer(args.weights) if args.weights is not None else None
@@ -109,8 +115,6 @@ def run_generate(args: argparse.Namespace) -> int:
         default_max_len(len(prompt), args.max_new_tokens),
         getattr(config, "max_position_embeddings", 1 << 30),
     )
-    if args.ir is not None and args.device == "cuda":
-        raise ValueError("--ir goes with --device cpu (the GPU runs the cuda level)")
     generator = Generator(lm, max_len, args.device, args.ir)
     generator.check_prompt(prompt, args.max_new_tokens)  # before minutes of compiling
     progress = None if args.quiet else report_progress(args.max_new_tokens)
@@ -141,10 +145,15 @@ def run_generate(args: argparse.Namespace) -> int:
     return 0
 
 
+def check_directory(directory: Path) -> None:
+    if not directory.is_dir():
+        why = "not a directory" if directory.exists() else "no such directory"
+        raise ValueError(f"--weights {directory}: {why}")
+
+
 def load_tokenizer(directory: Path) -> Any:
     """The tokenizer saved in `directory`, or None when it holds none."""
-    if not directory.is_dir():
-        raise ValueError(f"--weights {directory}: no such directory")
+    check_directory(directory)
     if not any((directory / name).is_file() for name in TOKENIZER_FILES):
         return None
     from transformers import AutoTokenizer
@@ -164,8 +173,7 @@ def load_model(source: Any, config: Any, weights: Path | None, seed: int) -> Any
     from deplodock.frontend.weights import safetensors_files
 
     if weights is not None:
-        if not weights.is_dir():
-            raise ValueError(f"--weights {weights}: no such directory")
+        check_directory(weights)
         if not safetensors_files(weights):
             raise ValueError(f"--weights {weights}: no *.safetensors in it")
         return models.reference_model(replace(source, directory=weights), config, seed)

@@ -47,10 +47,20 @@ def test_generate_prints_the_ids_the_api_generates(model_dir: Path) -> None:
         (["--prompt", "hello"], "--prompt needs a tokenizer (give --weights DIR)"),
         (["--prompt-ids", "1", "--weights", "/no/such/dir"], "--weights /no/such/dir: no such"),
         (["--prompt-ids", "1", "--temperature", "0", "--do-sample"], "temperature 0.0"),
+        (["--prompt-ids", "1", "--max-new-tokens", "0"], "max_new_tokens 0: give at least 1"),
+        (["--prompt-ids", "1", "--ir", "kernel", "--device", "cuda"], "--ir goes with"),
     ],
 )  # fmt: skip
 def test_a_bad_request_is_one_line(model_dir: Path, argv: list[str], fragment: str) -> None:
     assert_one_line_error(invoke("deplodock", ["generate", str(model_dir), *argv]), fragment)
+
+
+def test_weights_that_are_a_file_is_one_line(model_dir: Path) -> None:
+    config = model_dir / "config.json"
+    result = invoke(
+        "deplodock", ["generate", str(model_dir), "--prompt-ids", "1", "--weights", str(config)]
+    )
+    assert_one_line_error(result, f"--weights {config}: not a directory")
 
 
 def test_weights_without_safetensors_is_one_line(model_dir: Path, tmp_path: Path) -> None:
