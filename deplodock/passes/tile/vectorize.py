@@ -117,7 +117,7 @@ def _shift(
     return int(shift[0]) if bool(np.all(shift == shift[0])) else None
 
 
-def _vector_candidate(access: tile.LoadOp | tile.StoreOp, width: int) -> bool:
+def vector_candidate(access: tile.LoadOp | tile.StoreOp, width: int) -> bool:
     """A global access whose `width` elements make a vector of its innermost dimension."""
     memref = access.memref.type
     assert isinstance(memref, MemRefType)
@@ -138,7 +138,7 @@ def _contiguous(
     """Every access's element offset is `lin + c` on every iterate (checked chunk by chunk),
     `c` a multiple of `width`, and `width` elements make a vector of the buffer's innermost
     dimension."""
-    if not all(_vector_candidate(access, width) for access in accesses):
+    if not all(vector_candidate(access, width) for access in accesses):
         return False
     shifts: list[int | None] = [None] * len(accesses)
     for start in range(0, upper, _CHUNK):

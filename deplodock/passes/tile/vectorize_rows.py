@@ -41,19 +41,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from xdsl.dialects import arith
-from xdsl.dialects.builtin import MemRefType
 from xdsl.ir import BlockArgument, SSAValue
 from xdsl.rewriter import InsertPoint, Rewriter
 
 from deplodock.dialects import tile
 from deplodock.dialects.common.schedule import Schedule
 from deplodock.dialects.effects import is_pure
-from deplodock.dialects.element_types import UnsupportedElementType, byte_size
-from deplodock.dialects.hardware import WIDE_VECTOR_BYTES, is_shared
 from deplodock.dialects.queries import constant_index
 from deplodock.passes.constant_pool import ConstantPool
 from deplodock.passes.tile import schedule
 from deplodock.passes.tile.choices import Tunable, grid
+from deplodock.passes.tile.vectorize import vector_candidate
 
 #: The knob: elements per vector load of a row reduction (1: scalar).
 KNOB = "row_vector"
@@ -108,21 +106,6 @@ def _inside(value: SSAValue, loop: tile.ForOp) -> bool:
     return value.owner.parent_op() is loop
 
 
-def _fits(load: tile.LoadOp, width: int) -> bool:
-    """`width` elements of `load`'s global buffer make a 8- or 16-byte vector that rows of
-    the buffer keep aligned."""
-    memref = load.memref.type
-    assert isinstance(memref, MemRefType)
-    if is_shared(memref):
-        return False
-    try:
-        if width * byte_size(memref.element_type) not in WIDE_VECTOR_BYTES:
-            return False
-    except UnsupportedElementType:
-        return False
-    return memref.get_shape()[-1] % width == 0
-
-
 def row_loops(kernel: tile.KernelOp) -> list[tuple[tile.ForOp, list[tile.LoadOp]]]:
     """The kernel's row reductions the pass could widen, with their strided loads."""
     threads = schedule.threads_of(kernel)
@@ -146,7 +129,9 @@ def widest(loops: list[tuple[tile.ForOp, list[tile.LoadOp]]]) -> int:
 
 
 def _legal(loop: tile.ForOp, loads: list[tile.LoadOp], width: int) -> bool:
-    return loop.upper % (loop.step_value * width) == 0 and all(_fits(load, width) for load in loads)
+    return loop.upper % (loop.step_value * width) == 0 and all(
+        vector_candidate(load, width) for load in loads
+    )
 
 
 def widen(loop: tile.ForOp, loads: list[tile.LoadOp], width: int, pool: ConstantPool) -> None:
