@@ -269,8 +269,14 @@ def compile(
         program = Program(cap.import_exported_program(ep), "torch", module, tuple(example_inputs))
     torch_module = program.torch_module
     assert torch_module is not None
-    outputs = next(n for n in ep.graph.nodes if n.op == "output").args[0]
-    dtypes = [node.meta["val"].dtype for node in cap.flatten_outputs(outputs)]
     lower_program(program, stage)
     executor = loader(program, dict(ep.constants))
-    return CompiledModule(program, torch_module, executor, device, dtypes)
+    return CompiledModule(program, torch_module, executor, device, output_dtypes(ep))
+
+
+def output_dtypes(ep: Any) -> list[torch.dtype]:
+    """The dtype of each output of an exported program, in order (what a call returns)."""
+    from deplodock.frontend import capture as cap
+
+    outputs = next(n for n in ep.graph.nodes if n.op == "output").args[0]
+    return [node.meta["val"].dtype for node in cap.flatten_outputs(outputs)]

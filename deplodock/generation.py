@@ -111,8 +111,12 @@ class Generator:
         self.stage = stage or "cuda"
         self.dtype = next(lm.parameters()).dtype
         self.programs: dict[int, Any] = {}
-        self.compiles = 0
         self._loader = TARGETS[device].open()
+
+    @property
+    def compiles(self) -> int:
+        """Programs compiled so far: one per step length, each kept."""
+        return len(self.programs)
 
     @property
     def vocab_size(self) -> int:
@@ -122,13 +126,11 @@ class Generator:
         """The compiled step of `steps` tokens (compiled on first use)."""
         compiled = self.programs.get(steps)
         if compiled is None:
-            compiled = self._compile(steps)
-            self.programs[steps] = compiled
-            self.compiles += 1
+            compiled = self.programs[steps] = self._compile(steps)
         return compiled
 
     def _compile(self, steps: int) -> Any:
-        from deplodock.api import CompiledModule
+        from deplodock.api import CompiledModule, output_dtypes
         from deplodock.driver import capture_kv_step, lower_program
         from deplodock.frontend.generation import empty_caches
 
@@ -139,10 +141,10 @@ class Generator:
         )
         lower_program(program, self.stage)
         executor = self._loader(program, dict(ep.constants))
-        dtypes = [self.dtype] * (1 + len(caches))
-        dtypes[0] = next(self.lm.lm_head.parameters()).dtype
         assert program.torch_module is not None
-        return CompiledModule(program, program.torch_module, executor, self.device, dtypes)
+        return CompiledModule(
+            program, program.torch_module, executor, self.device, output_dtypes(ep)
+        )
 
     def prefill_steps(self, prompt_len: int) -> int:
         """The prefill's token count for a prompt: the next power of two, at most `max_len`
@@ -166,14 +168,15 @@ class Generator:
         or when the cache is full; the token is chosen as `Sampling` says (greedy unless
         `do_sample`), with a generator seeded by `seed`. The programs it needs are compiled
         first, so the prefill and decode times are run times."""
-        prompt = self.check_prompt(prompt_ids, max_new_tokens)
+        prompt = self._check_prompt(prompt_ids, max_new_tokens)
         sampling = Sampling(do_sample, temperature, top_k, top_p)
         rng = torch.Generator().manual_seed(seed)
         stops = {eos_token_id} if isinstance(eos_token_id, int) else set(eos_token_id or ())
         from deplodock.frontend.generation import empty_caches
 
         steps = self.prefill_steps(len(prompt))
-        self.program(steps), self.program(1)  # compiled before the clock starts
+        self.program(steps)  # both compiled before the clock starts
+        self.program(1)
         caches = empty_caches(self.lm.config, self.max_len, self.dtype)
         result = Generation([])
         start = time.perf_counter()
@@ -208,7 +211,7 @@ class Generator:
         )
         return outputs[0][0], list(outputs[1:])
 
-    def check_prompt(self, prompt_ids: Sequence[int], max_new_tokens: int) -> list[int]:
+    def _check_prompt(self, prompt_ids: Sequence[int], max_new_tokens: int) -> list[int]:
         prompt = [int(i) for i in prompt_ids]
         if not prompt:
             raise GenerationError("the prompt is empty: give at least one token")

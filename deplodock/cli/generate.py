@@ -116,7 +116,6 @@ def run_generate(args: argparse.Namespace) -> int:
         getattr(config, "max_position_embeddings", 1 << 30),
     )
     generator = Generator(lm, max_len, args.device, args.ir)
-    generator.check_prompt(prompt, args.max_new_tokens)  # before minutes of compiling
     progress = None if args.quiet else report_progress(args.max_new_tokens)
     with torch.no_grad():
         result = generator.generate(

@@ -126,21 +126,17 @@ def decode_inputs(
     config: Any, kv_len: int, dtype: str, device: str = "cpu", seed: int = 0
 ) -> tuple[torch.Tensor, ...]:
     """A decode step's inputs: one token id, the last position of the cache (the step attends
-    over every row), and the caches (random normal on the CPU, empty on `meta`)."""
+    over every row), and the caches (random normal, or unfilled on `meta`)."""
     import torch
 
     from deplodock.frontend import generation, models
 
     ids = models.example_input_ids(config.vocab_size, 1, seed).to(device)
     position = torch.tensor([kv_len - 1], dtype=torch.int64).to(device)
-    shape = generation.cache_shape(config, kv_len)
-    generator = torch.Generator().manual_seed(seed)
-    caches = [
-        torch.empty(shape, dtype=models.DTYPES[dtype], device="meta")
-        if device == "meta"
-        else torch.randn(shape, generator=generator).to(models.DTYPES[dtype])
-        for _ in range(2 * config.num_hidden_layers)
-    ]
+    caches = generation.empty_caches(config, kv_len, models.DTYPES[dtype], device)
+    if device != "meta":
+        generator = torch.Generator().manual_seed(seed)
+        caches = [torch.randn(c.shape, generator=generator).to(c.dtype) for c in caches]
     return (ids, position, *caches)
 
 
@@ -194,13 +190,8 @@ def _model_reference(
     from deplodock.frontend import models
     from deplodock.frontend.weights import bind_arguments
 
-    assert isinstance(source, models.ModelSource) and program.torch_module is not None
-    _check_run_size(source, program.torch_module)
-    reference = models.reference_model(source, config, seed)
-    weights = models.checkpoint_weights(source, reference)
-    program.weights = _weights_used(source, seed)
+    reference, weights, buffers = _bound_reference(program, source, config, seed)
     input_ids = models.example_input_ids(config.vocab_size, seq_len, seed)  # type: ignore[attr-defined]
-    buffers = {name: b.detach() for name, b in reference.named_buffers()}
     arguments = bind_arguments(program.module, [input_ids], weights, buffers)
     logits = models.reference_logits(reference, input_ids)
     return arguments, [logits.numpy()]
@@ -215,16 +206,11 @@ def _decode_reference(
 
     import torch
 
-    from deplodock.frontend import generation, models
+    from deplodock.frontend import generation
     from deplodock.frontend.weights import bind_arguments
 
-    assert isinstance(source, models.ModelSource) and program.torch_module is not None
-    _check_run_size(source, program.torch_module)
-    reference = models.reference_model(source, config, seed)
-    weights = models.checkpoint_weights(source, reference)
-    program.weights = _weights_used(source, seed)
+    reference, weights, buffers = _bound_reference(program, source, config, seed)
     inputs = decode_inputs(config, kv_len, "fp32", seed=seed)
-    buffers = {name: b.detach() for name, b in reference.named_buffers()}
     arguments = bind_arguments(program.module, list(inputs), weights, buffers)
     wide = copy.deepcopy(reference).double()
     step = generation.KvCacheStep(wide, kv_len)
@@ -233,13 +219,26 @@ def _decode_reference(
     return arguments, [out.numpy() for out in outputs]
 
 
-def _check_run_size(source: Any, module: torch.nn.Module) -> None:
-    count = sum(p.numel() for p in module.parameters())
+def _bound_reference(
+    program: Program, source: object, config: Any, seed: int
+) -> tuple[torch.nn.Module, dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+    """What `run` compares a model's program with: the transformers model (refused past
+    `MAX_RUN_PARAMETERS`), the weights bound to it by name and its buffers; `program.weights`
+    says which weights they are."""
+    from deplodock.frontend import models
+
+    assert isinstance(source, models.ModelSource) and program.torch_module is not None
+    count = sum(p.numel() for p in program.torch_module.parameters())
     if count > MAX_RUN_PARAMETERS:
         raise ValueError(
             f"{source.name} has {count:.2e} parameters: too many to interpret on the CPU "
             f"(at most {MAX_RUN_PARAMETERS:.0e}); run a smaller model"
         )
+    reference = models.reference_model(source, config, seed)
+    weights = models.checkpoint_weights(source, reference)
+    program.weights = _weights_used(source, seed)
+    buffers = {name: b.detach() for name, b in reference.named_buffers()}
+    return reference, weights, buffers
 
 
 def _weights_used(source: object, seed: int) -> str:

@@ -17,6 +17,7 @@ import torch
 from deplodock.frontend import models
 from deplodock.frontend.generation import _write_rows
 from deplodock.generation import GenerationError, Generator, Sampling
+from tests.api.test_api_cuda import loads  # noqa: F401  (the emulated CUDA target)
 
 #: Tiny configs: (model type, sizes); vocab 120, 2 layers.
 CONFIGS: dict[str, dict[str, Any]] = {
@@ -155,23 +156,10 @@ def test_bad_sampling_settings_are_refused() -> None:
             Sampling(do_sample=True, **kwargs)
 
 
-def test_the_cuda_device_path_generates_what_transformers_does(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """`device="cuda"` on the CPU emulation of the GPU runtime (`tests/gpu/emulation.py`):
-    the programs are built as for a GPU and each step exchanges device tensors (here CPU
-    ones) with the loaded program."""
-    from deplodock import api
-    from tests.gpu.emulation import FAKE_DEVICE, emulated_load
-
-    loaded = []
-
-    def load(module, device):
-        loaded.append(module)
-        return emulated_load(module, device)
-
-    target = api.CudaTarget(require=lambda: FAKE_DEVICE, load=load, tensor_device="cpu")
-    monkeypatch.setitem(api.TARGETS, "cuda", api.Target("cuda", target, stages=("cuda",)))
+def test_the_cuda_device_path_generates_what_transformers_does(loads: list) -> None:  # noqa: F811
+    """`device="cuda"` on the CPU emulation of the GPU runtime (`tests/gpu/emulation.py`,
+    the `loads` fixture of the API's CUDA tests): the programs are built as for a GPU and
+    each step exchanges device tensors (here CPU ones) with the loaded program."""
     lm = tiny_lm("llama-gqa5", seed=3)
     generator = Generator(lm, max_len=16, device="cuda")
     prompt = prompt_of(3)
@@ -179,4 +167,4 @@ def test_the_cuda_device_path_generates_what_transformers_does(
     ids, logits = transformers_greedy(lm, prompt, 5)
     assert ours.ids == ids
     assert max(relative_error(a, b) for a, b in zip(ours.logits, logits, strict=True)) <= 1e-4
-    assert len(loaded) == 2  # the prefill of 4 and the decode step, each loaded once
+    assert len(loads) == 2  # the prefill of 4 and the decode step, each loaded once
