@@ -67,12 +67,12 @@ def _lane_of(loop: tile.ForOp) -> tile.ThreadsOp | None:
         if constant_index(start.owner.rhs) != loop.step_value:
             return None
         start = start.owner.lhs
-    elif loop.step_value <= 0:
-        return None
     if not isinstance(start, BlockArgument) or start.index != 0:
         return None
     threads = start.block.parent_op()
-    if not isinstance(threads, tile.ThreadsOp) or threads.count % loop.step_value:
+    if not isinstance(threads, tile.ThreadsOp) or loop.step_value <= 0:
+        return None
+    if threads.count % loop.step_value:
         return None
     if start is loop.lb and loop.step_value != threads.count:
         return None
@@ -92,9 +92,9 @@ def _strided_loads(loop: tile.ForOp) -> list[tile.LoadOp] | None:
                 return None  # the vector load goes first: its row must be known before
             if op.indices and op.indices[-1] is k:
                 strided.append(op)
-        elif op.regions or not is_pure(op) or k in op.operands:
+        elif op.regions or not is_pure(op):
             return None
-    if not strided or any(use.operation not in strided for use in k.uses):
+    if not strided or any(use.operation not in strided for use in k.uses):  # `%k` feeds loads only
         return None
     return strided
 
