@@ -44,6 +44,7 @@ DEPLODOCK_PASSES: dict[str, tuple[str, str]] = {
     "tile-loops-to-threads": ("tile.loops_to_threads", "TileLoopsToThreadsPass"),
     "tile-cooperative-reduce": ("tile.cooperative_reduce", "TileCooperativeReducePass"),
     "tile-unroll": ("tile.unroll", "TileUnrollPass"),
+    "tile-block-rows": ("tile.block_rows", "TileBlockRowsPass"),
     "tile-vectorize-rows": ("tile.vectorize_rows", "TileVectorizeRowsPass"),
     "tile-hoist-invariant": ("tile.hoist_invariant", "TileHoistInvariantPass"),
     "tile-causal-skip": ("tile.causal_skip", "TileCausalSkipPass"),

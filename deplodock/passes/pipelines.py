@@ -52,6 +52,7 @@ STAGE_PASSES: dict[str, tuple[str, ...]] = {
         "tile-cooperative-reduce",
         "tile-online-softmax",
         "tile-row-on-chip",
+        "tile-block-rows",
         "tile-vectorize-rows",
         "tile-unroll",
         "tile-hoist-invariant",

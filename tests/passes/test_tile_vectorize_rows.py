@@ -16,7 +16,8 @@ from tests.backend.sass import needs_nvcc, sass_of
 
 GEMV = "F.linear(torch.randn(1, {k}){cast}, torch.randn({n}, {k}){cast})"
 CASES = {  # expression -> the width its row loops read at
-    "gemv-bf16-rows": (GEMV.format(k=3584, n=4096, cast=".bfloat16()"), 4),  # tile-rows: 128 lanes
+    "gemv-bf16-rows": (GEMV.format(k=3584, n=4096, cast=".bfloat16()"), 8),  # tile-rows: 128 lanes
+    "gemv-bf16-ragged": (GEMV.format(k=1000, n=64, cast=".bfloat16()"), 8),  # 1000 = 3.9 x 256
     "gemv-bf16-block": (GEMV.format(k=4096, n=64, cast=".bfloat16()"), 8),  # a block per row
     "gemv-fp32": (GEMV.format(k=2048, n=64, cast=""), 4),
     "sum-of-squares": ("(torch.randn(12, 1024) ** 2).sum(-1)", 4),

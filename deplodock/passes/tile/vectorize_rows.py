@@ -11,9 +11,11 @@ Trigger: a reduce loop `tile.for %k = %lane to L step W iter_args(...)` directly
 body, whose start `%lane` is the thread id (`W` the block size) or `%t % W`, whose body is
 straight-line pure `arith`/`math` and `tile.load`s, where `%k` is used only as the innermost
 index of loads of global buffers (the other indices do not change with `%k`), and
-`L`, each such buffer's innermost extent and `W * width` line up (`L % (W * width) == 0`, the
-extents multiples of `width`, `width` elements of every such load make an 8- or 16-byte
-vector). Loads whose indices do not involve `%k` are read once per trip.
+`L` and each such buffer's innermost extent are multiples of `width` (`width` elements of
+every such load make an 8- or 16-byte vector). `L` need not be a multiple of `W * width`:
+the last trip then reads only in some threads (Qwen's `down_proj` has rows of 18944 = 9.25
+trips of 256 threads x 8), each thread still reading whole vectors inside the row. Loads
+whose indices do not involve `%k` are read once per trip.
 
 Rewrite: the loop runs `%k = %lane * width to L step W * width`, each thread now reading the
 `width` elements from `%k` on: every `%k`-indexed load becomes one `tile.load_vector`, and the
@@ -129,9 +131,7 @@ def widest(loops: list[tuple[tile.ForOp, list[tile.LoadOp]]]) -> int:
 
 
 def _legal(loop: tile.ForOp, loads: list[tile.LoadOp], width: int) -> bool:
-    return loop.upper % (loop.step_value * width) == 0 and all(
-        vector_candidate(load, width) for load in loads
-    )
+    return loop.upper % width == 0 and all(vector_candidate(load, width) for load in loads)
 
 
 def widen(loop: tile.ForOp, loads: list[tile.LoadOp], width: int, pool: ConstantPool) -> None:

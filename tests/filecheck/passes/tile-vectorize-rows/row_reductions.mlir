@@ -7,8 +7,9 @@
 // and the loop steps 256. The body is repeated once per element, each copy adding to the
 // sum the one before left (%a, %a_1, ... %a_7): the same sum, in the same order per lane.
 // @sum_of_squares asks for 2 on its schedule (a tuned or replayed knob wins over the
-// widest, which would be 4 floats). @odd_rows has rows of 100, not a multiple of
-// 32 lanes x 2: it stays scalar and records row_vector = 1.
+// widest, which would be 4 floats). @ragged_rows has rows of 100, not a multiple of
+// 32 lanes x 4: lanes 0 to 24 read 4 floats each, the others none (the bound stops them).
+// @odd_rows has rows of 99, a multiple of no width: it stays scalar, row_vector = 1.
 
 // CHECK-LABEL: tile.kernel @gemv
 // CHECK-SAME:    schedule = {row_vector = 8 : i64}
@@ -33,9 +34,14 @@
 // CHECK-NEXT:      %a_1 = arith.addf %a, %sq_1 : f32
 // CHECK-NEXT:      tile.yield %a_1 : f32
 
+// CHECK-LABEL: tile.kernel @ragged_rows
+// CHECK-SAME:    schedule = {row_vector = 4 : i64}
+// CHECK:         tile.for %k = %t4 to 100 step 128
+// CHECK-NEXT:      tile.load_vector %x[%b, %k] width 4 : memref<8x100xf32>
+
 // CHECK-LABEL: tile.kernel @odd_rows
 // CHECK-SAME:    schedule = {row_vector = 1 : i64}
-// CHECK:         tile.for %k = %t to 100 step 32
+// CHECK:         tile.for %k = %t to 99 step 32
 // CHECK-NEXT:      tile.load %x[%b, %k]
 
 builtin.module {
@@ -89,13 +95,32 @@ builtin.module {
     }
     tile.return
   }
-  tile.kernel @odd_rows(%x: memref<8x100xf32>, %y: memref<8xf32>) {
+  tile.kernel @ragged_rows(%x: memref<8x100xf32>, %y: memref<8xf32>) {
     tile.grid %b to 8 {
       tile.threads %t to 32 {
         %zero = arith.constant 0.000000e+00 : f32
         %c0 = arith.constant 0 : index
         %p = tile.for %k = %t to 100 step 32 iter_args(%acc = %zero) -> (f32) {
           %v = tile.load %x[%b, %k] : memref<8x100xf32>
+          %a = arith.addf %acc, %v : f32
+          tile.yield %a : f32
+        }
+        %s = tile.combine add %p : f32
+        %lead = arith.cmpi eq, %t, %c0 : index
+        tile.if %lead {
+          tile.store %s, %y[%b] : memref<8xf32>
+        }
+      }
+    }
+    tile.return
+  }
+  tile.kernel @odd_rows(%x: memref<8x99xf32>, %y: memref<8xf32>) {
+    tile.grid %b to 8 {
+      tile.threads %t to 32 {
+        %zero = arith.constant 0.000000e+00 : f32
+        %c0 = arith.constant 0 : index
+        %p = tile.for %k = %t to 99 step 32 iter_args(%acc = %zero) -> (f32) {
+          %v = tile.load %x[%b, %k] : memref<8x99xf32>
           %a = arith.addf %acc, %v : f32
           tile.yield %a : f32
         }
