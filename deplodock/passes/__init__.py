@@ -17,6 +17,7 @@ DEPLODOCK_PASSES: dict[str, tuple[str, str]] = {
     "convert-torch-to-tensor": ("convert_torch_to_tensor", "ConvertTorchToTensorPass"),
     "convert-tensor-to-loop": ("convert_tensor_to_loop", "ConvertTensorToLoopPass"),
     "loop-fusion": ("loop_fusion", "LoopFusionPass"),
+    "loop-sibling-fusion": ("loop_sibling_fusion", "LoopSiblingFusionPass"),
     "dedupe-kernels": ("dedupe_kernels", "DedupeKernelsPass"),
     "convert-loop-to-tile": ("convert_loop_to_tile", "ConvertLoopToTilePass"),
     "tile-schedule": ("tile.set_schedule", "TileSchedulePass"),

@@ -25,7 +25,7 @@ STAGES: tuple[str, ...] = ("torch", "tensor", "loop", "tile", "kernel", "cuda")
 STAGE_PASSES: dict[str, tuple[str, ...]] = {
     "torch": (),
     "tensor": ("convert-torch-to-tensor",),
-    "loop": ("convert-tensor-to-loop", "loop-fusion", "dedupe-kernels"),
+    "loop": ("convert-tensor-to-loop", "loop-fusion", "loop-sibling-fusion", "dedupe-kernels"),
     "tile": (
         "convert-loop-to-tile",
         "tile-split-k",
