@@ -1,16 +1,19 @@
-"""`loop-sibling-fusion`: two independent elementwise kernels over one loop nest become one.
+"""`loop-sibling-fusion`: two independent kernels over the same loop nest share one launch.
 
 `loop-fusion` joins a producer to its consumer. Two kernels that do not feed each other but
 run over the same elements stay two launches: a decode step writes its new key and its new
 value into their caches with two kernels of the same shape (`kv_heads x max_len x
-head_dim`), and builds the rotary cosines and sines with two more. On the GPU each launch
-has a fixed cost that a decode step, made of small kernels, pays hundreds of times, so
-siblings are worth one launch.
+head_dim`), builds the rotary cosines and sines with two more, and projects its token to
+keys and to values with two GEMVs of the same shape (`M = 1`: one free loop over the output
+columns, a dot product in each). On the GPU each launch has a fixed cost that a decode
+step, made of small kernels, pays hundreds of times, so siblings are worth one launch.
 
 Trigger: two launches of the same function with no other launch between them, whose kernels
 
-- are elementwise: the body is a chain of `loop.for`, one loop per level (no `iter_args`),
-  and every other op has no region and is pure, a `loop.load` or a `loop.store`;
+- are elementwise or row reductions: the body is a chain of free `loop.for`, one per level,
+  and every other op has no region and is pure, a `loop.load` or a `loop.store`, or is a
+  reduce loop of such ops (a row reduction) under a chain of exactly one free loop (a
+  GEMV's columns, a norm's rows);
 - have the same chain of loop ranges (start, bound and step at every level);
 - are independent: neither writes a buffer the other reads or writes.
 
@@ -26,12 +29,13 @@ inputs; only the two stores of one element now happen in one iteration.
     loop.launch @where_kernel_2(%pos, %v, %vc, %vc2)  ==>     %kc, %kc2, %v, %vc, %vc2)
 
     loop.for %h = 0 to 4 {                                loop.for %h = 0 to 4 {
-      loop.for %r = 0 to 1024 { ... store %kc_new }  ==>    loop.for %r = 0 to 1024 {
-    }                                                           ... store %kc_new
-    (and the same nest storing %vc_new)                         ... store %vc_new }}
+      loop.for %r = 0 to 1024 { ... store %kc2 }  ==>       loop.for %r = 0 to 1024 {
+    }                                                           ... store %kc2
+    (and the same nest storing %vc2)                            ... store %vc2 }}
 
-Kernels that reduce are left alone: two GEMMs in one body would no longer be a contraction
-the tile passes can block, and two GEMVs would read their vector twice in one row body.
+A reduction under two or more free loops (a GEMM's rows and columns) is left alone: two
+contractions in one body would no longer be one the tile passes can block. Two GEMVs in one
+row body read their vector twice, from L1; their weights, what they stream, once.
 """
 
 from __future__ import annotations
@@ -57,7 +61,7 @@ Range = tuple[int, int, int]
 
 @dataclass(frozen=True)
 class Nest:
-    """An elementwise kernel's chain of loops, outermost first."""
+    """A kernel's chain of free loops, outermost first (module doc: what qualifies)."""
 
     kernel: loop.KernelOp
     loops: tuple[loop.ForOp, ...]
@@ -71,11 +75,22 @@ def _plain(op: Operation) -> bool:
     return not op.regions and (is_pure(op) or isinstance(op, (loop.LoadOp, loop.StoreOp)))
 
 
+def _row_reduction(op: Operation) -> bool:
+    """A reduce loop whose body is plain ops (a dot product, a sum of squares)."""
+    return (
+        isinstance(op, loop.ForOp)
+        and op.is_reduce
+        and all(_plain(inner) or isinstance(inner, loop.YieldOp) for inner in op.body.block.ops)
+    )
+
+
 def _inner_loop(block: Block) -> loop.ForOp | bool | None:
-    """The one loop of `block` (None if it has none), or False when the block holds anything
-    but plain ops and one loop without `iter_args`."""
+    """The one free loop of `block` (None if it has none), or False when the block holds
+    anything but plain ops, row reductions and one free loop."""
     found: loop.ForOp | None = None
     for op in block.ops:
+        if _row_reduction(op):
+            continue
         if isinstance(op, loop.ForOp):
             if found is not None or op.is_reduce:
                 return False
@@ -85,8 +100,8 @@ def _inner_loop(block: Block) -> loop.ForOp | bool | None:
     return found
 
 
-def elementwise_nest(kernel: loop.KernelOp) -> Nest | None:
-    """The kernel's loop chain when it is elementwise (module doc), else None."""
+def sibling_nest(kernel: loop.KernelOp) -> Nest | None:
+    """The kernel's loop chain when it qualifies (module doc), else None."""
     chain: list[loop.ForOp] = []
     block = kernel.body.block
     while True:
@@ -94,10 +109,14 @@ def elementwise_nest(kernel: loop.KernelOp) -> Nest | None:
         if inner is False:
             return None
         if inner is None:
-            return Nest(kernel, tuple(chain)) if chain else None
+            break
         assert isinstance(inner, loop.ForOp)
         chain.append(inner)
         block = inner.body.block
+    reduces = any(_row_reduction(op) for op in kernel.walk())
+    if not chain or (reduces and len(chain) != 1):
+        return None  # rows of a reduction: one free loop (two contractions stay apart)
+    return Nest(kernel, tuple(chain))
 
 
 def _buffers(launch: loop.LaunchOp, kernel: loop.KernelOp) -> tuple[set[SSAValue], set[SSAValue]]:
@@ -150,7 +169,7 @@ def merged_kernel(first: Nest, second: Nest, shared: dict[int, int], name: str) 
         arg: mapping1[k1.body.block.args[shared[j]]] for j, arg in enumerate(args2) if j in shared
     }
     mapping2.update({arg: mapping1[arg] for arg in extra})
-    into = elementwise_nest(fused)
+    into = sibling_nest(fused)
     assert into is not None
     targets = [block, *(f.body.block for f in into.loops)]
     sources = [k2.body.block, *(f.body.block for f in second.loops)]
@@ -191,7 +210,7 @@ def fuse_pair(module: ModuleOp, first: loop.LaunchOp, second: loop.LaunchOp) -> 
     k1, k2 = _kernel(module, first), _kernel(module, second)
     if k1 is None or k2 is None:
         return False
-    n1, n2 = elementwise_nest(k1), elementwise_nest(k2)
+    n1, n2 = sibling_nest(k1), sibling_nest(k2)
     if n1 is None or n2 is None or n1.ranges != n2.ranges:
         return False
     if not independent(first, k1, second, k2):
@@ -232,7 +251,7 @@ def fuse_siblings(module: ModuleOp, func: FuncOp) -> int:
 
 @dataclass(frozen=True)
 class LoopSiblingFusionPass(ModulePass):
-    """Independent elementwise kernels over the same loop nest share a launch (module doc)."""
+    """Independent kernels over the same loop nest share a launch (module doc)."""
 
     name = "loop-sibling-fusion"
 

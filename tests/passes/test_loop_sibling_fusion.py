@@ -1,9 +1,10 @@
 """`loop-sibling-fusion`: independent elementwise kernels over one nest share a launch.
 
 Three unrelated elementwise outputs become one kernel whose emitted C matches PyTorch on
-random inputs; a decode step's key and value cache writes (and its rotary cosines and
-sines) are one launch each instead of two, counted against the same lowering without the
-pass; a kernel that reads what the other writes, and one that reduces, are kept apart."""
+random inputs, and so do two GEMVs (fp32 and bf16); a decode step's key and value
+projections, its cache writes and its rotary cosines and sines are one launch each instead
+of two, counted against the same lowering without the pass; a kernel that reads what the
+other writes, and a reduction under two free loops, are kept apart."""
 
 from __future__ import annotations
 
@@ -67,13 +68,24 @@ def cache_writers(monkeypatch: pytest.MonkeyPatch, with_pass: bool) -> tuple[int
     return writers, len(launches(program.module))
 
 
+@pytest.mark.parametrize("cast", ["", ".bfloat16()"])
+def test_two_gemvs_share_a_kernel_and_match_pytorch(cast: str) -> None:
+    gemv = f"F.linear(torch.randn(1, 256){cast}, torch.randn(96, 256){cast})"
+    program = program_from_expression(f"({gemv}, {gemv})")
+    lower_program(program, "loop")
+    assert len(launches(program.module)) == 1
+    lower_program(program, "cuda")
+    report = run_and_compare(program)
+    assert report.ok, report.summary()
+
+
 def test_a_decode_step_writes_both_caches_of_a_layer_in_one_kernel(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     fused_writers, fused_launches = cache_writers(monkeypatch, with_pass=True)
     apart_writers, apart_launches = cache_writers(monkeypatch, with_pass=False)
     assert (fused_writers, apart_writers) == (1, 2)
-    assert apart_launches - fused_launches == 2  # the caches, and the cosines with the sines
+    assert apart_launches - fused_launches == 3  # caches, cosines with sines, k with v
 
 
 def test_dependent_kernels_and_reductions_are_not_siblings() -> None:
@@ -83,5 +95,5 @@ def test_dependent_kernels_and_reductions_are_not_siblings() -> None:
     first, second, third, _ = launches(module)
     assert siblings.independent(first, cos, second, sin)
     assert not siblings.independent(first, cos, third, scale)  # scale reads the cosines
-    assert siblings.elementwise_nest(by_name["row_sum_kernel"]) is None
-    assert siblings.elementwise_nest(cos) is not None
+    assert siblings.sibling_nest(by_name["row_sum_kernel"]) is None
+    assert siblings.sibling_nest(cos) is not None

@@ -5,7 +5,8 @@
 // over 4 x 128: one kernel, %angle passed once, the sine's row op (%s) placed at its level
 // before the inner loop, each element's two stores in one iteration. The fused launch takes
 // the second launch's place. @scale_kernel reads the cosines the fused kernel writes, so it
-// stays a launch of its own; @row_sum_kernel reduces, and is left alone too.
+// stays a launch of its own; @row_sum_kernel reduces under two free loops (rows, then
+// columns), and is left alone too.
 
 // CHECK-LABEL: loop.kernel @cos_kernel(%angle: memref<4x128xf32>, %c: memref<4x128xf32>, %s: memref<4x128xf32>) {
 // CHECK-NEXT:    %two = arith.constant 2.000000e+00 : f32
