@@ -28,11 +28,9 @@ ATTENTION = (
     "torch.randn(1, 4, 72, 32))"
 )
 GLOBAL = re.compile(r"__global__ void (?:__launch_bounds__\(\d+\) )?(\w+)\(")
-#: Two norms of one shape before products of 512 columns: one statistic kernel, launched twice.
-TWICE = (
-    "nn.Linear(512, 512)(nn.RMSNorm(512)(torch.randn(8, 512))) + "
-    "nn.Linear(512, 512)(nn.RMSNorm(512)(torch.randn(8, 512)))"
-)
+#: A two-layer model: each layer's kernels are launched twice.
+TINY_LLAMA = Path(__file__).parents[2] / "docs/examples/tiny-llama"
+TUNE_HEADER = re.compile(r"tune: (\d+) kernel\(s\), (\d+) launch\(es\)")
 
 
 def loop_kernels(expression: str) -> list[str]:
@@ -75,10 +73,18 @@ def test_every_report_prints_the_same_names_whole(tmp_path: Path) -> None:
 
 
 def test_tune_counts_launches(tmp_path: Path) -> None:
-    """`n` is the launches of the kernel, as the guide says (it was always 1)."""
+    """`n` is the launches of the kernel, as the guide says (it was always 1): a two-layer
+    model runs each layer's kernels twice, and the rows add up to the header's launches."""
     db = tmp_path / "tune.db"
-    result = invoke("deplodock", ["tune", "-c", TWICE, "--cache-db", str(db), "--trials", "1"])
+    args = ["tune", str(TINY_LLAMA), "--layers", "2", "--cache-db", str(db), "--trials", "1"]
+    result = invoke("deplodock", args)
     assert result.status == 0, result.stderr
-    (row,) = [line for line in result.stdout.splitlines() if line.startswith("  rms_norm_kernel ")]
-    assert row.split()[1] == "2"
-    assert "tune: 2 kernel(s), 3 launch(es)" in result.stdout
+    header = TUNE_HEADER.search(result.stdout)
+    assert header is not None, result.stdout
+    lines = result.stdout[header.end() :].splitlines()
+    rows = [line.split() for line in lines if line.startswith("  ") and "_kernel" in line]
+    counts = [int(row[1]) for row in rows]
+    assert len(counts) == int(header[1])
+    assert sum(counts) == int(header[2])
+    assert 2 in counts and 1 in counts  # a layer's kernel; the embedding, the LM head
+    assert all(n == 1 or n % 2 == 0 for n in counts)  # every layer kernel runs in both

@@ -70,7 +70,8 @@ def test_compile_verbose_keeps_stdout_the_program_and_diffs_to_stderr() -> None:
 
 
 def test_compile_very_verbose_prints_the_ir_after_every_pass() -> None:
-    """-vv: the whole module after each pass, the unchanging ones (dedupe-kernels) too."""
+    """-vv: the whole module after each pass, the unchanging ones (loop-sibling-fusion,
+    dedupe-kernels) too."""
     result = invoke("deplodock", ["compile", "-c", LINEAR, "--ir", "loop", "-vv"])
     assert result.status == 0, result.output
     headers = [line for line in result.stderr.splitlines() if line.startswith("// ---- ")]
@@ -78,6 +79,7 @@ def test_compile_very_verbose_prints_the_ir_after_every_pass() -> None:
         "// ---- IR after convert-torch-to-tensor",
         "// ---- IR after convert-tensor-to-loop",
         "// ---- IR after loop-fusion",
+        "// ---- IR after loop-sibling-fusion",
         "// ---- IR after dedupe-kernels",
     ]
     after_fusion = result.stderr.split("// ---- IR after loop-fusion\n")[1]
