@@ -40,7 +40,6 @@ row body read their vector twice, from L1; their weights, what they stream, once
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -53,7 +52,13 @@ from xdsl.rewriter import InsertPoint, Rewriter
 
 from deplodock.dialects import loop
 from deplodock.dialects.effects import is_pure
-from deplodock.dialects.queries import kernel_base_name, read_buffers, unique_name, written_buffers
+from deplodock.dialects.queries import (
+    kernel_base_name,
+    read_arguments,
+    unique_name,
+    written_arguments,
+)
+from deplodock.passes.loop_fusion import kernel_of, launches
 
 #: A loop's range: (start, bound, step).
 Range = tuple[int, int, int]
@@ -121,10 +126,9 @@ def sibling_nest(kernel: loop.KernelOp) -> Nest | None:
 
 def _buffers(launch: loop.LaunchOp, kernel: loop.KernelOp) -> tuple[set[SSAValue], set[SSAValue]]:
     """(read, written) host buffers of one launch."""
-    host = dict(zip(kernel.body.block.args, launch.args, strict=True))
     return (
-        {host[b] for b in read_buffers(kernel) if b in host},
-        {host[b] for b in written_buffers(kernel) if b in host},
+        {launch.args[i] for i in read_arguments(kernel)},
+        {launch.args[i] for i in written_arguments(kernel)},
     )
 
 
@@ -186,14 +190,6 @@ def merged_kernel(first: Nest, second: Nest, shared: dict[int, int], name: str) 
     return fused
 
 
-def _kernel(module: ModuleOp, launch: loop.LaunchOp) -> loop.KernelOp | None:
-    name = launch.callee.string_value()
-    return next(
-        (op for op in module.ops if isinstance(op, loop.KernelOp) and op.sym_name.data == name),
-        None,
-    )
-
-
 def _launched_elsewhere(
     module: ModuleOp, kernel: loop.KernelOp, besides: Sequence[Operation]
 ) -> bool:
@@ -205,16 +201,18 @@ def _launched_elsewhere(
     )
 
 
-def fuse_pair(module: ModuleOp, first: loop.LaunchOp, second: loop.LaunchOp) -> bool:
-    """Fuses two adjacent launches when they qualify (module doc); whether it did."""
-    k1, k2 = _kernel(module, first), _kernel(module, second)
+def fuse_pair(
+    module: ModuleOp, first: loop.LaunchOp, second: loop.LaunchOp
+) -> loop.LaunchOp | None:
+    """Fuses two adjacent launches when they qualify (module doc); the fused launch, or None."""
+    k1, k2 = kernel_of(module, first), kernel_of(module, second)
     if k1 is None or k2 is None:
-        return False
+        return None
     n1, n2 = sibling_nest(k1), sibling_nest(k2)
     if n1 is None or n2 is None or n1.ranges != n2.ranges:
-        return False
+        return None
     if not independent(first, k1, second, k2):
-        return False
+        return None
     firsts = list(first.args)
     shared = {j: firsts.index(buffer) for j, buffer in enumerate(second.args) if buffer in firsts}
     # The kernels no other launch runs go; the fused one may take the first one's name.
@@ -226,27 +224,23 @@ def fuse_pair(module: ModuleOp, first: loop.LaunchOp, second: loop.LaunchOp) -> 
     name = unique_name(f"{kernel_base_name(k1.sym_name.data)}_kernel", used)
     fused = merged_kernel(n1, n2, shared, name)
     extra = [buffer for j, buffer in enumerate(second.args) if j not in shared]
-    Rewriter.insert_op(loop.LaunchOp(name, [*firsts, *extra]), InsertPoint.before(second))
+    launch = loop.LaunchOp(name, [*firsts, *extra])
+    Rewriter.insert_op(launch, InsertPoint.before(second))
     Rewriter.insert_op(fused, InsertPoint.before(k1))
     for op in (first, second, *gone):
         Rewriter.erase_op(op)
-    return True
+    return launch
 
 
-def fuse_siblings(module: ModuleOp, func: FuncOp) -> int:
-    """Fuses the sibling launches of `func`, each new kernel again with its next sibling;
-    returns how many fusions were made."""
-    fusions = 0
-    progress = True
-    while progress:
-        progress = False
-        ops = [op for op in func.body.block.ops if isinstance(op, loop.LaunchOp)]
-        for first, second in itertools.pairwise(ops):
-            if fuse_pair(module, first, second):
-                fusions += 1
-                progress = True
-                break
-    return fusions
+def fuse_siblings(module: ModuleOp, func: FuncOp) -> None:
+    """Fuses the sibling launches of `func` in one sweep: each fused launch is tried again
+    with the launch after it, so a run of siblings becomes one kernel."""
+    pending = launches(func)
+    if not pending:
+        return
+    current = pending[0]
+    for following in pending[1:]:
+        current = fuse_pair(module, current, following) or following
 
 
 @dataclass(frozen=True)

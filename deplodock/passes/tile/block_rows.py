@@ -34,7 +34,7 @@ every result.
         tile.store %s, %y[%c0, %b]                 four combines, four stores
 
 Knob `block_rows` on the kernel's `schedule`: `R` (1 leaves the kernel alone). By default
-the largest of 4 and 2 that divides `G` and keeps at least `min_blocks` blocks (four per
+the largest of 8, 4 and 2 that divides `G` and keeps at least `min_blocks` blocks (two per
 SM of an H100), so the grid still fills the GPU: a tile that starves the SMs of blocks
 loses more bandwidth than the L2 reads it saves.
 """
@@ -233,6 +233,8 @@ class TileBlockRowsPass(Tunable):
             return
         count = kernel.grid.count
         rows = schedule.read_knob(kernel, KNOB, default_rows(count, self.min_blocks))
-        if rows > 1 and count % rows == 0:
+        if rows <= 1 or count % rows:
+            rows = 1  # recorded as not taken (`choices`: the tuner's value is refused)
+        if rows > 1:
             block_rows(kernel, threads, rows)
-        schedule.write_knob(kernel, KNOB, rows if rows > 1 and count % rows == 0 else 1)
+        schedule.write_knob(kernel, KNOB, rows)
